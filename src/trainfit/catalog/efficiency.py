@@ -1,0 +1,101 @@
+"""Named efficiencies and overheads (efficiency.yaml), with calibration and user overrides.
+
+`Efficiencies.for_gpu(gpu)` gives a view that resolves each name for one GPU and records what it used, so every
+estimate can print the values behind it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from ..errors import CatalogError, SpecError, unknown_name
+from ..spec.hardware import GpuSpec
+from ._io import read_yaml
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> dict[str, dict]:
+    data = read_yaml("efficiency.yaml")
+    values = data.get("values") if isinstance(data, dict) else None
+    if not isinstance(values, dict):
+        raise CatalogError("efficiency.yaml: missing 'values'")
+    return values
+
+
+def merge_tables(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict]:
+    """Overlay `over` (same schema, any subset) on `base`; unknown names are rejected."""
+    out = copy.deepcopy(base)
+    for name, entry in over.items():
+        if name not in out:
+            raise SpecError(f"unknown efficiency {name!r}" + unknown_name("", name, out).args[0].split("'", 2)[-1])
+        if not isinstance(entry, dict):
+            entry = {"default": entry}
+        for key, value in entry.items():
+            if isinstance(value, dict):
+                out[name].setdefault(key, {}).update(value)
+            else:
+                out[name][key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """The table of named values after calibration and user overrides."""
+
+    table: dict[str, dict]
+    origin: str = "shipped"
+
+    @classmethod
+    def default(cls) -> "Efficiencies":
+        return cls(_shipped())
+
+    def with_overrides(self, overrides: dict[str, Any], origin: str = "user") -> "Efficiencies":
+        """`overrides`: {name: value} (applies everywhere) or {name: {by_gpu: {...}, ...}}."""
+        table = merge_tables(self.table, overrides)
+        for name, value in overrides.items():
+            if not isinstance(value, dict):  # a plain value replaces every per-GPU/architecture variant
+                for key in ("by_gpu", "by_architecture", "by_memory_type", "by_link"):
+                    if key in table[name]:
+                        table[name][key] = {k: value for k in table[name][key]}
+        return Efficiencies(table, origin=f"{self.origin}+{origin}")
+
+    def names(self) -> list[str]:
+        return sorted(self.table)
+
+    def describe(self, name: str) -> dict:
+        return self.table[name]
+
+    def for_gpu(self, gpu: GpuSpec) -> "EfficiencyView":
+        return EfficiencyView(self, gpu)
+
+
+@dataclass
+class EfficiencyView:
+    eff: Efficiencies
+    gpu: GpuSpec
+    used: dict[str, dict] = field(default_factory=dict)
+
+    def __call__(self, name: str, link: str | None = None) -> float:
+        entry = self.eff.table.get(name)
+        if entry is None:
+            raise KeyError(f"efficiency {name!r} is not defined in efficiency.yaml")
+        value, level = self._resolve(entry, link)
+        key = name if link is None else f"{name}[{link}]"
+        self.used[key] = {"value": value, "from": level, "unit": entry.get("unit", ""),
+                          "basis": entry.get("basis", "")}
+        return value
+
+    def _resolve(self, entry: dict, link: str | None) -> tuple[float, str]:
+        g = self.gpu
+        candidates = [("by_link", link), ("by_gpu", g.id), ("by_architecture", g.architecture),
+                      ("by_memory_type", g.memory_type)]
+        for key, sub in candidates:
+            table = entry.get(key)
+            if sub is not None and isinstance(table, dict) and sub in table:
+                return float(table[sub]), f"{key}[{sub}]"
+        if "default" in entry:
+            return float(entry["default"]), "default"
+        raise KeyError(f"no value for {sub!r} and no default")

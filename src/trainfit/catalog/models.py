@@ -1,0 +1,106 @@
+"""Model presets (models/*.json) and model resolution: preset name, local config.json / model dir, or Hub id."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import CatalogError, SpecError, unknown_name
+from ..spec.model import ModelSpec
+from ._io import model_files, norm_name
+
+
+@dataclass(frozen=True)
+class ModelPreset:
+    name: str
+    aliases: tuple[str, ...]
+    hf_id: str
+    hf_config: dict
+    params: int | None
+    source: str
+    source_id: str
+    source_date: str
+    note: str
+
+    def spec(self) -> ModelSpec:
+        return ModelSpec.from_hf_config(self.hf_config, name=self.name, source=self.source,
+                                        params_reported=self.params)
+
+
+@lru_cache(maxsize=1)
+def all_models() -> dict[str, ModelPreset]:
+    out: dict[str, ModelPreset] = {}
+    for filename, data in model_files():
+        try:
+            preset = ModelPreset(
+                name=data["name"], aliases=tuple(data.get("aliases", ())), hf_id=data.get("hf_id", ""),
+                hf_config=data["hf_config"], params=data.get("params"), source=data.get("source", ""),
+                source_id=data.get("source_id", ""), source_date=data.get("source_date", ""),
+                note=data.get("note", ""))
+        except KeyError as exc:
+            raise CatalogError(f"models/{filename}: missing {exc}") from None
+        out[preset.name] = preset
+    return out
+
+
+@lru_cache(maxsize=1)
+def _alias_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for preset in all_models().values():
+        for name in (preset.name, preset.hf_id, *preset.aliases):
+            if name:
+                index.setdefault(norm_name(name), preset.name)
+    return index
+
+
+def get_model(name: str) -> ModelPreset:
+    key = _alias_index().get(norm_name(name))
+    if key is None:
+        raise unknown_name("model", name, all_models(),
+                           hint="use a preset (`trainfit models`), a config.json path or a model directory")
+    return all_models()[key]
+
+
+@lru_cache(maxsize=256)
+def resolve_model(name: str) -> ModelSpec:
+    """A preset name/alias, a path to a config.json or a model directory, or a Hugging Face Hub id."""
+    if os.path.isdir(name) or name.endswith(".json") or os.path.isfile(name):
+        return _from_path(name)
+    key = _alias_index().get(norm_name(name))
+    if key is not None:
+        return all_models()[key].spec()
+    if "/" in name and not name.startswith((".", "/")):
+        return _from_hub(name)
+    get_model(name)  # raises the 'unknown model ... did you mean' error
+    raise AssertionError("unreachable")
+
+
+def _from_path(path: str) -> ModelSpec:
+    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    if not os.path.isfile(file):
+        raise SpecError(f"no config.json at {path!r}")
+    try:
+        with open(file, encoding="utf-8") as fh:
+            cfg = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"cannot read {file}: {exc}") from None
+    name = os.path.basename(os.path.dirname(os.path.abspath(file))) if os.path.isdir(path) else \
+        os.path.splitext(os.path.basename(file))[0]
+    return ModelSpec.from_hf_config(cfg, name=name, source=file)
+
+
+def _from_hub(hub_id: str) -> ModelSpec:
+    try:
+        from transformers import AutoConfig  # heavy: only for Hub ids
+    except ImportError:
+        raise SpecError(f"{hub_id!r} is not a preset; reading it from the Hugging Face Hub needs "
+                        "`pip install 'trainfit[hf]'` (or pass a local config.json)") from None
+    try:
+        cfg = AutoConfig.from_pretrained(hub_id).to_dict()
+    except Exception as exc:  # network errors, missing repos, gated models
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SpecError(f"cannot fetch config for {hub_id!r} from the Hugging Face Hub ({first[:200]}); "
+                        "use a preset (`trainfit models`) or a local config.json") from None
+    return ModelSpec.from_hf_config(cfg, name=hub_id, source=f"huggingface.co/{hub_id}")

@@ -1,0 +1,46 @@
+"""Exceptions. The CLI turns every TrainfitError into one clear line and exit code 2."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class TrainfitError(Exception):
+    """Base class: a problem the user can fix; its message is shown as is."""
+
+
+class SpecError(TrainfitError):
+    """Invalid or inconsistent input (unknown name, absurd number, incompatible choices)."""
+
+
+class CatalogError(TrainfitError):
+    """A catalog file is malformed (a bug in shipped data or in a user's file)."""
+
+
+class MissingDependency(TrainfitError):
+    """An optional heavy dependency (torch, transformers, ...) is needed but not installed."""
+
+
+class Infeasible(TrainfitError):
+    """A configuration that cannot run (e.g. does not fit in memory); `reason` is a short key the search counts."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
+    """' (did you mean: a, b?)' or '' — for error messages about unknown names."""
+    close = difflib.get_close_matches(word.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
+    if not close:
+        return ""
+    return " (did you mean: " + ", ".join(close) + "?)"
+
+
+def unknown_name(kind: str, word: str, choices: Iterable[str], hint: str = "") -> SpecError:
+    choices = list(choices)
+    msg = f"unknown {kind} {word!r}{did_you_mean(word, choices)}"
+    if hint:
+        msg += f"; {hint}"
+    return SpecError(msg)

@@ -1,0 +1,217 @@
+"""Exact parameter inventory of a model: every weight tensor, by role, as the Hugging Face module tree has it.
+
+The inventory is the single source for parameter counts, trainable counts (full / LoRA / QLoRA / freeze), the
+largest layer (ZeRO-3 / FSDP gathers), quantizable weights (QLoRA) and Adafactor's factored states. Tests check the
+counts against the Hugging Face model built on the meta device for every preset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..spec.model import ModelSpec
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One parameter tensor (or `count` identical ones, e.g. MoE experts)."""
+
+    name: str  # e.g. "layers.self_attn.q_proj.weight"
+    rows: int  # out features (or numel for 1-D)
+    cols: int  # in features (1 for 1-D tensors)
+    role: str  # embedding | position | norm | bias | linear | expert | router | head
+    module: str = ""  # the Linear module name LoRA targets (e.g. "q_proj"), "" when not a Linear weight
+    per_layer: bool = True
+    count: int = 1  # identical copies (experts)
+
+    @property
+    def numel(self) -> int:
+        return self.rows * self.cols * self.count
+
+
+# Canonical Linear roles and the names users (and PEFT configs) use for them.
+ROLE_NAMES = {
+    "q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o",
+    "gate_proj": "gate", "up_proj": "up", "down_proj": "down",
+}
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A Linear module in every layer: LoRA adds r * (in + out) parameters to it."""
+
+    module: str  # HF attribute name (q_proj, c_attn, query_key_value, W_pack, ...)
+    roles: tuple[str, ...]  # canonical roles it computes: ("q",) or ("q", "k", "v")
+    in_features: int
+    out_features: int
+    bias: bool
+    count: int = 1  # experts
+
+
+def layer_linears(m: ModelSpec) -> list[Linear]:
+    """The Linear modules of one Transformer block, in execution order."""
+    h, q, kv, f = m.hidden, m.q_dim, m.kv_dim, m.intermediate
+    out: list[Linear] = []
+    if m.fused_qkv:
+        out.append(Linear(_qkv_name(m), ("q", "k", "v"), h, q + 2 * kv, m.qkv_bias))
+    else:
+        qn, kn, vn = ("query", "key", "value") if m.is_encoder else ("q_proj", "k_proj", "v_proj")
+        out += [Linear(qn, ("q",), h, q, m.qkv_bias), Linear(kn, ("k",), h, kv, m.qkv_bias),
+                Linear(vn, ("v",), h, kv, m.qkv_bias)]
+    out.append(Linear(_o_name(m), ("o",), q, h, m.o_bias))
+    e = max(1, m.num_experts)
+    if m.gated_mlp and m.fused_gate_up:
+        out.append(Linear(_gate_up_name(m), ("gate", "up"), h, 2 * f, m.mlp_bias, e))
+    elif m.gated_mlp:
+        out += [Linear("gate_proj", ("gate",), h, f, m.mlp_bias, e), Linear("up_proj", ("up",), h, f, m.mlp_bias, e)]
+    else:
+        out.append(Linear(_up_name(m), ("up",), h, f, m.mlp_bias, e))
+    out.append(Linear(_down_name(m), ("down",), f, h, m.mlp_bias, e))
+    return out
+
+
+def _qkv_name(m: ModelSpec) -> str:
+    return {"gpt2": "c_attn", "mpt": "Wqkv", "baichuan": "W_pack", "phi3": "qkv_proj"}.get(
+        m.model_type, "query_key_value")
+
+
+def _o_name(m: ModelSpec) -> str:
+    return {"gpt2": "c_proj", "mpt": "out_proj", "gpt_neox": "dense", "falcon": "dense", "chatglm": "dense",
+            "phi": "dense", "bert": "attention.output.dense", "roberta": "attention.output.dense"}.get(
+        m.model_type, "o_proj")
+
+
+def _gate_up_name(m: ModelSpec) -> str:
+    return {"chatglm": "dense_h_to_4h"}.get(m.model_type, "gate_up_proj")
+
+
+def _up_name(m: ModelSpec) -> str:
+    return {"gpt2": "c_fc", "mpt": "up_proj", "gpt_neox": "dense_h_to_4h", "falcon": "dense_h_to_4h",
+            "phi": "fc1", "bert": "intermediate.dense", "roberta": "intermediate.dense"}.get(m.model_type, "up_proj")
+
+
+def _down_name(m: ModelSpec) -> str:
+    return {"gpt2": "mlp.c_proj", "mpt": "down_proj", "gpt_neox": "dense_4h_to_h", "falcon": "dense_4h_to_h",
+            "chatglm": "dense_4h_to_h", "phi": "fc2", "bert": "output.dense", "roberta": "output.dense"}.get(
+        m.model_type, "down_proj")
+
+
+@lru_cache(maxsize=512)
+def layer_tensors(m: ModelSpec) -> tuple[Tensor, ...]:
+    """Parameter tensors of one Transformer block."""
+    out: list[Tensor] = []
+    for lin in layer_linears(m):
+        role = "expert" if m.is_moe and lin.roles[0] in ("gate", "up", "down") else "linear"
+        out.append(Tensor(f"{lin.module}.weight", lin.out_features, lin.in_features, role, lin.module,
+                          count=lin.count))
+        if lin.bias:
+            out.append(Tensor(f"{lin.module}.bias", lin.out_features, 1, "bias", count=lin.count))
+    if m.is_moe:
+        out.append(Tensor("router.weight", m.num_experts, m.hidden, "router", "gate"))
+    norm_numel = m.hidden * (2 if m.norm_bias else 1)
+    out.append(Tensor("norms", norm_numel * m.norms_per_layer, 1, "norm"))
+    if m.qk_norm:
+        out.append(Tensor("qk_norm", 2 * m.head_dim, 1, "norm"))
+    return tuple(out)
+
+
+@lru_cache(maxsize=512)
+def global_tensors(m: ModelSpec, head: str = "lm") -> tuple[Tensor, ...]:
+    """Embeddings, final norm and the task head. head: lm | mlm | classification | none (bare model)."""
+    h, v = m.hidden, m.vocab
+    out = [Tensor("embed_tokens.weight", v, h, "embedding", per_layer=False)]
+    if m.position == "learned":
+        out.append(Tensor("embed_positions.weight", m.max_positions, h, "position", per_layer=False))
+    if m.type_vocab:
+        out.append(Tensor("token_type_embeddings.weight", m.type_vocab, h, "position", per_layer=False))
+    norm_numel = h * (2 if m.norm_bias else 1)
+    if m.is_encoder:
+        out.append(Tensor("embeddings.LayerNorm", norm_numel, 1, "norm", per_layer=False))
+    else:
+        out.append(Tensor("final_norm", norm_numel, 1, "norm", per_layer=False))
+    out += _head_tensors(m, head)
+    return tuple(out)
+
+
+def _head_tensors(m: ModelSpec, head: str) -> list[Tensor]:
+    h, v = m.hidden, m.vocab
+    if head == "lm" and m.is_encoder:
+        head = "mlm"
+    if head == "lm":
+        out = [] if m.tie_embeddings else [Tensor("lm_head.weight", v, h, "head", "lm_head", per_layer=False)]
+        if m.lm_head_bias:
+            out.append(Tensor("lm_head.bias", v, 1, "bias", per_layer=False))
+        return out
+    if head == "mlm":  # BertForMaskedLM / RobertaForMaskedLM: transform + LayerNorm + tied decoder with bias
+        return [Tensor("lm_head.dense.weight", h, h, "head", "dense", per_layer=False),
+                Tensor("lm_head.dense.bias", h, 1, "bias", per_layer=False),
+                Tensor("lm_head.layer_norm", 2 * h, 1, "norm", per_layer=False),
+                Tensor("lm_head.decoder.bias", v, 1, "bias", per_layer=False)]
+    if head == "classification":
+        return _classifier_tensors(m)
+    if head == "none":
+        return [Tensor("pooler.dense.weight", h, h, "head", per_layer=False),
+                Tensor("pooler.dense.bias", h, 1, "bias", per_layer=False)] if m.is_encoder else []
+    raise ValueError(f"unknown head {head!r}")
+
+
+NUM_LABELS = 2  # sequence classification: binary unless the user says otherwise (printed as an assumption)
+
+
+def _classifier_tensors(m: ModelSpec, labels: int = NUM_LABELS) -> list[Tensor]:
+    h = m.hidden
+    if m.model_type == "roberta":  # RobertaClassificationHead, no pooler
+        return [Tensor("classifier.dense.weight", h, h, "head", "dense", per_layer=False),
+                Tensor("classifier.dense.bias", h, 1, "bias", per_layer=False),
+                Tensor("classifier.out_proj.weight", labels, h, "head", "out_proj", per_layer=False),
+                Tensor("classifier.out_proj.bias", labels, 1, "bias", per_layer=False)]
+    if m.is_encoder:  # BERT: pooler + classifier
+        return [Tensor("pooler.dense.weight", h, h, "head", "dense", per_layer=False),
+                Tensor("pooler.dense.bias", h, 1, "bias", per_layer=False),
+                Tensor("classifier.weight", labels, h, "head", "classifier", per_layer=False),
+                Tensor("classifier.bias", labels, 1, "bias", per_layer=False)]
+    return [Tensor("score.weight", labels, h, "head", "score", per_layer=False)]
+
+
+def layer_params(m: ModelSpec) -> int:
+    return sum(t.numel for t in layer_tensors(m))
+
+
+def count_params(m: ModelSpec, head: str = "lm") -> int:
+    """Total parameters (tied weights counted once), as `model.num_parameters()` in transformers."""
+    return m.layers * layer_params(m) + sum(t.numel for t in global_tensors(m, head))
+
+
+def active_params(m: ModelSpec, head: str = "lm") -> int:
+    """Parameters touched per token: for MoE only `experts_per_tok` experts."""
+    if not m.is_moe:
+        return count_params(m, head)
+    per_layer = sum(t.numel if t.role != "expert" else t.numel // t.count * m.experts_per_tok
+                    for t in layer_tensors(m))
+    return m.layers * per_layer + sum(t.numel for t in global_tensors(m, head))
+
+
+def matmul_params_per_token(m: ModelSpec, head: str = "lm") -> int:
+    """Weights that take part in a matmul per token (linears incl. active experts and the output head).
+
+    Embedding lookups, norms and biases are not matmuls. For tied embeddings the output projection still is.
+    """
+    per_layer = 0
+    for t in layer_tensors(m):
+        if t.role == "linear" or t.role == "router":
+            per_layer += t.numel
+        elif t.role == "expert":
+            per_layer += t.numel // t.count * m.experts_per_tok
+    head_mm = 0
+    if head == "lm" and not m.is_encoder:
+        head_mm = m.vocab * m.hidden
+    elif head in ("mlm", "lm") and m.is_encoder:
+        head_mm = m.vocab * m.hidden + m.hidden * m.hidden
+    return m.layers * per_layer + head_mm
+
+
+def largest_layer_params(m: ModelSpec, head: str = "lm") -> int:
+    """Largest unit ZeRO-3 / FSDP gathers at once: a block, or the embedding / output matrix."""
+    candidates = [layer_params(m)] + [t.numel for t in global_tensors(m, head)]
+    return max(candidates)
