@@ -215,3 +215,10 @@ def largest_layer_params(m: ModelSpec, head: str = "lm") -> int:
     """Largest unit ZeRO-3 / FSDP gathers at once: a block, or the embedding / output matrix."""
     candidates = [layer_params(m)] + [t.numel for t in global_tensors(m, head)]
     return max(candidates)
+
+
+def largest_module_params(m: ModelSpec, head: str = "lm") -> int:
+    """Largest single module (a Linear, the embedding or the output head), as DeepSpeed's ZeRO-3 estimator counts
+    `largest_layer_params`: parameters owned directly by one module."""
+    return max([lin.in_features * lin.out_features for lin in layer_linears(m)] +
+               [t.numel for t in global_tensors(m, head)])

@@ -23,14 +23,15 @@ from ..errors import SpecError
 #   fused_qkv  q, k, v are one Linear module (LoRA sees one module)
 #   fused_gate_up  gate and up are one Linear module
 #   lm_head_bias   the output projection has a bias
+#   norm_fp32      RMSNorm multiplies by (1 + weight) in fp32 and casts afterwards (Gemma)
 _LAYOUTS: dict[str, dict[str, Any]] = {
     "llama": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=False, norms=2),
     "mistral": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=False, norms=2),
     "mixtral": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=False, norms=2),
     "qwen2": dict(gated=True, norm="rmsnorm", bias="qkv", position="rope", tie=False, norms=2),
     "qwen3": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=False, norms=2, qk_norm=True),
-    "gemma": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=True, norms=2),
-    "gemma2": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=True, norms=4),
+    "gemma": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=True, norms=2, norm_fp32=True),
+    "gemma2": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=True, norms=4, norm_fp32=True),
     "phi3": dict(gated=True, norm="rmsnorm", bias="none", position="rope", tie=False, norms=2,
                  fused_qkv=True, fused_gate_up=True),
     "phi": dict(gated=False, norm="layernorm", bias="all", position="rope", tie=False, norms=1,
@@ -86,6 +87,7 @@ class ModelSpec:
     qk_norm: bool = False
     lm_head_bias: bool = False
     norm_bias: bool = False  # LayerNorm with a bias
+    norm_fp32: bool = False  # RMSNorm applies its weight in fp32 (Gemma)
     type_vocab: int = 0  # encoder token-type embeddings
     num_experts: int = 0  # 0 = dense
     experts_per_tok: int = 0
@@ -184,6 +186,7 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
         norms_per_layer=_norms_per_layer(cfg, model_type, lay), parallel_block=_parallel(cfg, model_type, lay),
         fused_qkv=lay.get("fused_qkv", False), fused_gate_up=lay.get("fused_gate_up", False),
         qk_norm=lay.get("qk_norm", False), lm_head_bias=lay.get("lm_head_bias", False),
+        norm_fp32=lay.get("norm_fp32", False),
         type_vocab=int(get("type_vocab_size", default=0) or 0) if lay.get("kind") == "encoder" else 0,
         num_experts=experts, experts_per_tok=int(get("num_experts_per_tok", default=0) or 0) if experts else 0,
         params_reported=params_reported, source=source,

@@ -1,0 +1,34 @@
+# Two set-up commands, both from a fresh clone with python3, pip and make:
+#   make run   - creates .venv, installs trainfit, runs the main job on shipped data
+#   make test  - creates .venv, installs the test dependencies, runs the whole suite
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch 2.13.0 has a local CPU build on these machines; any other spec pulls a multi-GB CUDA build.
+TORCH_PIN := torch==2.13.0
+
+.PHONY: run test calibrate bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q $(TORCH_PIN)
+	DS_BUILD_OPS=0 $(BIN)/pip install -q -e '.[test]'
+	touch $@ $(VENV)/.run-installed
+
+run: $(VENV)/.run-installed
+	$(BIN)/trainfit estimate --model qwen2-7b --gpu a10 --method lora --seq-len 2048 --grad-ckpt full
+	$(BIN)/trainfit estimate --model qwen2-7b --gpu a10 --method full --seq-len 2048 --grad-ckpt full
+	$(BIN)/trainfit compare --model llama-2-7b --method lora --seq-len 2048
+
+test: $(VENV)/.test-installed
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,91 @@
+"""When a configuration does not fit: which terms are too big, and which changes would make it fit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .catalog.efficiency import Efficiencies
+from .errors import TrainfitError
+from .estimate.core import Estimate, run_estimate
+from .spec.cluster import cluster_for
+from .spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Strategy, TrainingSpec
+from .units import GiB
+
+
+@dataclass(frozen=True)
+class Alternative:
+    change: str  # the flags that differ, as a user would type them
+    estimate: Estimate
+
+    def to_dict(self) -> dict:
+        e = self.estimate
+        return {"change": self.change, "fits": e.fits, "memory_gib_total": round(e.memory.device / GiB, 2),
+                "tokens_per_s": round(e.tokens_per_s, 1), "gpus": e.strategy.gpus}
+
+
+def overflow_terms(est: Estimate) -> list[str]:
+    """Plain-language reasons why the peak exceeds the GPU."""
+    parts = est.memory.parts
+    usable = est.memory.usable
+    states = parts["weights"] + parts["gradients"] + parts["optimizer"]
+    out = []
+    if states > usable:
+        out.append(f"model states (weights {parts['weights'] / GiB:.1f} + gradients {parts['gradients'] / GiB:.1f} "
+                   f"+ optimizer {parts['optimizer'] / GiB:.1f} GiB) alone exceed the {usable / GiB:.1f} GiB usable")
+    if parts["activations"] + parts["logits"] > max(0.0, usable - states):
+        out.append(f"activations {parts['activations'] / GiB:.1f} GiB and logits {parts['logits'] / GiB:.1f} GiB "
+                   f"do not fit in what the model states leave ({max(0.0, usable - states) / GiB:.1f} GiB)")
+    over = est.memory.device - usable
+    out.append(f"over by {over / GiB:.1f} GiB ({est.memory.device / GiB:.1f} needed, {usable / GiB:.1f} usable)")
+    return out
+
+
+def _candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, Strategy]]:
+    ck = t.with_(grad_ckpt=GradCkpt.FULL)
+    out: list[tuple[str, TrainingSpec, Strategy]] = []
+    if t.grad_ckpt != GradCkpt.FULL:
+        out.append(("--grad-ckpt full", ck, s))
+    if t.micro_batch > 1:
+        out.append((f"--grad-ckpt full --micro-batch 1 --grad-accum {t.micro_batch * t.grad_accum}",
+                    ck.with_(micro_batch=1, grad_accum=t.micro_batch * t.grad_accum), s))
+    base = ck.with_(micro_batch=1, grad_accum=t.micro_batch * t.grad_accum)
+    if t.method == Method.FULL:
+        out += [("--method lora --grad-ckpt full", base.with_(method=Method.LORA), s),
+                ("--method qlora --grad-ckpt full", base.with_(method=Method.QLORA), s)]
+        if t.optimizer == Optimizer.ADAMW:
+            out.append(("--optimizer adamw-8bit --grad-ckpt full", base.with_(optimizer=Optimizer.ADAMW_8BIT), s))
+    elif t.method == Method.LORA:
+        out.append(("--method qlora --grad-ckpt full", base.with_(method=Method.QLORA), s))
+    if s.gpus == 1 and t.method != Method.QLORA:
+        out.append(("--zero 2 --offload optimizer --grad-ckpt full",
+                    base, s.with_(zero_stage=2, fsdp=Fsdp.NONE, offload=Offload.OPTIMIZER)))
+    for gpus in (2, 4, 8):
+        if gpus > s.gpus_per_node:
+            out.append((f"--gpus {gpus} --zero 3 --grad-ckpt full", base, s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE)))
+    gpus = max(8, s.gpus_per_node)
+    if t.method != Method.QLORA:
+        out.append((f"--gpus {gpus} --zero 3 --offload optimizer --grad-ckpt full", base,
+                    s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE, offload=Offload.OPTIMIZER)))
+        out.append((f"--gpus {gpus} --zero 3 --offload all --grad-ckpt full", base,
+                    s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE, offload=Offload.ALL)))
+    return out
+
+
+def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit: int = 4) -> list[Alternative]:
+    """Changes (least invasive first) that make the configuration fit on the same GPU type."""
+    found: list[Alternative] = []
+    for change, t, s in _candidates(est.training, est.strategy):
+        inst = est.cluster.instance
+        if inst is not None and (inst.gpu_count or 0) < s.gpus_per_node:
+            inst = None  # a bigger machine of the same GPU
+        try:
+            cluster = est.cluster if s.gpus_per_node == est.strategy.gpus_per_node else \
+                cluster_for(est.gpu, s.gpus_per_node, s.nodes, inst)
+            alt = run_estimate(est.model, t, s, cluster, efficiencies)
+        except TrainfitError:
+            continue
+        if alt.fits:
+            found.append(Alternative(change, alt))
+        if len(found) >= limit:
+            break
+    return found

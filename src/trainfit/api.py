@@ -1,0 +1,100 @@
+"""The Python API: strings and numbers in, typed specs built and validated, estimates out.
+
+    >>> import trainfit
+    >>> est = trainfit.estimate("qwen2-7b", "a10", method="lora", seq_len=2048, grad_ckpt="full")
+    >>> est.fits, round(est.tokens_per_s)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .catalog import get_gpu, get_instance, resolve_model
+from .catalog.efficiency import Efficiencies
+from .errors import SpecError
+from .estimate.core import Estimate, run_estimate
+from .spec.cluster import cluster_for
+from .spec.model import ModelSpec
+from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
+                            TrainingSpec)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything `estimate` needs besides the GPU: the user's flags, parsed."""
+
+    model: ModelSpec
+    training: TrainingSpec
+    strategy: Strategy
+
+
+def parse_targets(targets: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    if targets is None:
+        return ("all-linear",)
+    if isinstance(targets, str):
+        items = tuple(x.strip() for x in targets.split(",") if x.strip())
+    else:
+        items = tuple(targets)
+    if not items:
+        raise SpecError("--lora-targets is empty")
+    return items
+
+
+def training_spec(method: str = "full", task: str | None = None, seq_len: int = 2048, micro_batch: int = 1,
+                  grad_accum: int = 1, precision: str = "bf16", param_dtype: str = "fp32",
+                  optimizer: str = "adamw", grad_ckpt: str = "none", attention: str = "sdpa", lora_rank: int = 16,
+                  lora_targets: Any = None, num_labels: int = 2, model: ModelSpec | None = None) -> TrainingSpec:
+    if task is None:
+        task = "classification" if model is not None and model.is_encoder else "sft"
+    return TrainingSpec(
+        method=Method.parse(method, "method"), task=Task.parse(task, "task"), seq_len=seq_len,
+        micro_batch=micro_batch, grad_accum=grad_accum, precision=Precision.parse(precision, "precision"),
+        param_dtype=param_dtype, optimizer=Optimizer.parse(optimizer, "optimizer"),
+        grad_ckpt=GradCkpt.parse(grad_ckpt, "grad-ckpt"), attention=Attention.parse(attention, "attention"),
+        lora_rank=lora_rank, lora_targets=parse_targets(lora_targets), num_labels=num_labels)
+
+
+def strategy_spec(gpus: int = 1, nodes: int = 1, zero: int | None = None, fsdp: str | None = None,
+                  offload: str = "none") -> Strategy:
+    return Strategy(gpus_per_node=gpus, nodes=nodes, zero_stage=int(zero or 0), fsdp=Fsdp.parse(fsdp),
+                    offload=Offload.parse(offload, "offload"))
+
+
+def load_efficiencies(overrides: dict[str, Any] | None = None, calibration: str | None = None) -> Efficiencies:
+    eff = Efficiencies.default()
+    if calibration:
+        from .calibration import load_calibration  # reads a YAML file: only when asked for
+
+        eff = eff.with_overrides(load_calibration(calibration), origin=f"calibration:{calibration}")
+    if overrides:
+        eff = eff.with_overrides(overrides)
+    return eff
+
+
+def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1, method: str = "full",
+             task: str | None = None, seq_len: int = 2048, micro_batch: int = 1, grad_accum: int = 1,
+             precision: str = "bf16", param_dtype: str = "fp32", optimizer: str = "adamw", zero: int | None = None,
+             fsdp: str | None = None, offload: str = "none", grad_ckpt: str = "none", attention: str = "sdpa",
+             lora_rank: int = 16, lora_targets: Any = None, num_labels: int = 2, instance: str | None = None,
+             network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
+             calibration: str | None = None, efficiencies: Efficiencies | None = None) -> Estimate:
+    """Estimate memory per GPU, step time and throughput of one training configuration."""
+    spec = model if isinstance(model, ModelSpec) else resolve_model(model)
+    inst = get_instance(instance) if instance else None
+    gpu_spec = get_gpu(gpu) if gpu else None
+    if inst is not None:
+        if not inst.gpu:
+            raise SpecError(f"{inst.instance_type}: the catalog does not know its GPU")
+        if gpu_spec is not None and gpu_spec.id != inst.gpu:
+            raise SpecError(f"{inst.instance_type} carries {inst.gpu}, not {gpu_spec.id}")
+        gpu_spec = get_gpu(inst.gpu)
+    if gpu_spec is None:
+        raise SpecError("give --gpu or --instance")
+    t = training_spec(method, task, seq_len, micro_batch, grad_accum, precision, param_dtype, optimizer, grad_ckpt,
+                      attention, lora_rank, lora_targets, num_labels, model=spec)
+    s = strategy_spec(gpus, nodes, zero, fsdp, offload)
+    eff = efficiencies or load_efficiencies(overrides, calibration)
+    default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if nodes > 1 else None
+    cluster = cluster_for(gpu_spec, gpus, nodes, inst, network_gbps, default_net)
+    return run_estimate(spec, t, s, cluster, eff)

@@ -1,0 +1,180 @@
+"""`trainfit models`, `trainfit gpus`, `trainfit instances`, `trainfit efficiencies`: browse the catalogs."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_output_flags, console, lang_of, print_json
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("models", help="model presets (architecture, parameters, source)")
+    p.add_argument("name", nargs="?", help="show one preset in full")
+    add_output_flags(p)
+    p.set_defaults(run=run_models)
+    p = sub.add_parser("gpus", help="GPU catalog: memory, bandwidth, dense TFLOPS, links, sources")
+    p.add_argument("name", nargs="?", help="show one GPU in full")
+    add_output_flags(p)
+    p.set_defaults(run=run_gpus)
+    p = sub.add_parser("instances", help="cloud instances with GPUs, links and prices")
+    p.add_argument("--provider", default=None, help="alibaba | aws | gcp | azure")
+    p.add_argument("--gpu", default=None, help="only instances with this GPU")
+    p.add_argument("--all", action="store_true", help="include vGPU slices and instances without a known GPU")
+    add_output_flags(p)
+    p.set_defaults(run=run_instances)
+    p = sub.add_parser("efficiencies", help="the named efficiencies and overheads behind every estimate")
+    p.add_argument("--gpu", default=None, help="resolve the values for this GPU")
+    add_output_flags(p)
+    p.set_defaults(run=run_efficiencies)
+
+
+def run_models(args: argparse.Namespace) -> int:
+    from ..catalog import all_models, get_model
+    from ..estimate.params import count_params
+
+    lang_of(args)
+    if args.name:
+        p = get_model(args.name)
+        doc = {"name": p.name, "hf_id": p.hf_id, "aliases": list(p.aliases), "params": p.params,
+               "hf_config": p.hf_config, "source": p.source, "source_id": p.source_id,
+               "source_date": p.source_date, "note": p.note}
+        print_json(doc) if args.json else console().print_json(data=doc)
+        return 0
+    rows = []
+    for p in all_models().values():
+        s = p.spec()
+        rows.append({"name": p.name, "hf_id": p.hf_id, "model_type": s.model_type,
+                     "params": count_params(s, "none" if s.is_encoder else "lm"), "layers": s.layers,
+                     "hidden": s.hidden, "heads": s.heads, "kv_heads": s.kv_heads, "vocab": s.vocab,
+                     "source": p.source, "source_date": p.source_date})
+    if args.json:
+        print_json({"models": rows})
+        return 0
+    from rich.table import Table
+
+    table = Table(title="trainfit models")
+    for col in ("name", "type", "params", "layers", "hidden", "heads/kv", "vocab", "source"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["name"], r["model_type"], f"{r['params'] / 1e9:.2f}B", str(r["layers"]), str(r["hidden"]),
+                      f"{r['heads']}/{r['kv_heads']}", str(r["vocab"]), r["source"][:60])
+    console().print(table)
+    return 0
+
+
+def _gpu_dict(g) -> dict:
+    return {"id": g.id, "name": g.name, "aliases": list(g.aliases), "architecture": g.architecture,
+            "compute_capability": g.compute_capability, "memory_gb": g.memory_gb, "memory_type": g.memory_type,
+            "memory_bandwidth_gbs": g.memory_bandwidth / 1e9,
+            "dense_tflops": {k: round(v / 1e12, 2) for k, v in g.peak_flops.items()},
+            "bf16_supported": g.bf16_supported, "fp8_supported": g.fp8_supported, "nvlink_gbs": g.nvlink_gbs,
+            "pcie_gen": g.pcie_gen, "tdp_w": g.tdp_w, "form_factor": g.form_factor, "unverified": list(g.unverified),
+            "sources": list(g.sources), "source_date": g.source_date, "note": g.note}
+
+
+def run_gpus(args: argparse.Namespace) -> int:
+    from ..catalog import all_gpus, get_gpu
+
+    lang_of(args)
+    if args.name:
+        doc = _gpu_dict(get_gpu(args.name))
+        print_json(doc) if args.json else console().print_json(data=doc)
+        return 0
+    gpus = [_gpu_dict(g) for g in all_gpus().values()]
+    if args.json:
+        print_json({"gpus": gpus})
+        return 0
+    from rich.table import Table
+
+    table = Table(title="trainfit gpus (dense tensor TFLOPS; * = unverified)")
+    for col in ("id", "arch", "GB", "GB/s", "bf16", "fp16", "fp8", "NVLink GB/s", "PCIe", "W", "sources"):
+        table.add_column(col)
+    for g in gpus:
+        star = lambda col, v: f"{v}*" if col in g["unverified"] else f"{v}"  # noqa: E731
+        tf = g["dense_tflops"]
+        table.add_row(g["id"], g["architecture"], star("memory_gb", g["memory_gb"]),
+                      star("memory_bandwidth_gbs", f"{g['memory_bandwidth_gbs']:g}"),
+                      star("bf16_tensor_dense_tflops", tf.get("bf16", "—")),
+                      star("fp16_tensor_dense_tflops", tf.get("fp16", "—")),
+                      star("fp8_tensor_dense_tflops", tf.get("fp8", "—")),
+                      star("nvlink_gbs", g["nvlink_gbs"] if g["nvlink_gbs"] is not None else "?"),
+                      f"Gen{g['pcie_gen']}" if g["pcie_gen"] else "?", f"{g['tdp_w'] or '?'}",
+                      ",".join(g["sources"])[:40])
+    console().print(table)
+    return 0
+
+
+def run_instances(args: argparse.Namespace) -> int:
+    from ..catalog import all_instances, get_gpu
+    from ..catalog.instances import PROVIDERS, cheapest_price
+    from ..errors import SpecError
+
+    lang_of(args)
+    if args.provider and args.provider not in PROVIDERS:
+        raise SpecError(f"--provider must be one of {', '.join(PROVIDERS)}")
+    gpu_id = get_gpu(args.gpu).id if args.gpu else None
+    rows = []
+    for inst in all_instances().values():
+        if args.provider and inst.provider != args.provider or gpu_id and inst.gpu != gpu_id:
+            continue
+        if not args.all and not inst.trainable:
+            continue
+        price = cheapest_price(inst)
+        rows.append({"provider": inst.provider, "instance_type": inst.instance_type, "family": inst.family,
+                     "gpu": inst.gpu, "gpu_inferred": inst.gpu_inferred, "gpu_count": inst.gpu_count,
+                     "vcpu": inst.vcpu, "ram_gib": inst.ram_gib, "network_gbps": inst.network_gbps,
+                     "interconnect": inst.interconnect, "rdma": inst.rdma, "kind": inst.kind,
+                     "price_per_hour": price.per_hour if price else None,
+                     "currency": price.currency if price else None, "region": price.region if price else None,
+                     "price_date": price.price_date if price else None,
+                     "price_unverified": price.unverified if price else None,
+                     "unverified": list(inst.unverified), "sources": list(inst.sources), "note": inst.note})
+    if args.json:
+        print_json({"instances": rows})
+        return 0
+    from rich.table import Table
+
+    table = Table(title="trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred)")
+    for col in ("provider", "instance", "GPU", "n", "vCPU", "RAM GiB", "net Gb/s", "link", "RDMA", "price/h",
+                "date"):
+        table.add_column(col)
+    for r in rows:
+        price = f"{r['price_per_hour']:.2f} {r['currency']}" if r["price_per_hour"] else "—"
+        if r["price_unverified"]:
+            price += "*"
+        table.add_row(r["provider"], r["instance_type"], f"{r['gpu'] or '?'}{'*' if r['gpu_inferred'] else ''}",
+                      str(r["gpu_count"] or "?"), str(r["vcpu"] or "?"), f"{r['ram_gib'] or '?'}",
+                      f"{r['network_gbps'] or '?'}", r["interconnect"], r["rdma"], price, r["price_date"] or "")
+    console().print(table)
+    return 0
+
+
+def run_efficiencies(args: argparse.Namespace) -> int:
+    from ..catalog import get_gpu
+    from ..catalog.efficiency import Efficiencies
+
+    lang_of(args)
+    eff = Efficiencies.default()
+    doc: dict = {}
+    view = eff.for_gpu(get_gpu(args.gpu)) if args.gpu else None
+    for name in eff.names():
+        entry = dict(eff.describe(name))
+        if view is not None and ("default" in entry or any(k.startswith("by_") and k != "by_link" for k in entry)):
+            try:
+                entry["value_for_gpu"] = view(name)
+            except KeyError:
+                pass
+        doc[name] = entry
+    if args.json:
+        print_json({"efficiencies": doc})
+    else:
+        from rich.table import Table
+
+        table = Table(title="named efficiencies and overheads (override with --set NAME=VALUE)")
+        for col in ("name", "value", "unit", "basis", "description"):
+            table.add_column(col)
+        for name, e in doc.items():
+            value = e.get("value_for_gpu", e.get("default", "per " + ",".join(k[3:] for k in e if k.startswith("by_"))))
+            table.add_row(name, str(value), e.get("unit", ""), e.get("basis", ""), e.get("description", "")[:80])
+        console().print(table)
+    return 0

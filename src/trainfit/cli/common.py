@@ -1,0 +1,109 @@
+"""Flags shared by several subcommands, and output helpers. No arithmetic here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..errors import SpecError
+from ..i18n import LANGS, default_lang
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document (keys in English)")
+    p.add_argument("--lang", default=None, help=f"language of tables and messages: {' | '.join(LANGS)} "
+                   "(default from the locale)")
+
+
+def add_model_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--model", "-m", required=required,
+                   help="preset name (trainfit models), a config.json / model directory, or a Hugging Face id")
+
+
+def add_workload_flags(p: argparse.ArgumentParser) -> None:
+    """The workload flags of `estimate` (also used by compare, plan, generate, trace, bench)."""
+    g = p.add_argument_group("workload")
+    g.add_argument("--method", default="full", help="full | lora | qlora | freeze (default full)")
+    g.add_argument("--task", default=None,
+                   help="sft | pretrain | dpo | classification (default sft; classification for encoders)")
+    g.add_argument("--seq-len", type=int, default=2048, help="tokens per sequence (default 2048)")
+    g.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per step (DPO: pairs)")
+    g.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
+    g.add_argument("--precision", default="bf16", help="bf16 | fp16 | fp32 | fp8 (default bf16)")
+    g.add_argument("--param-dtype", default="fp32",
+                   help="storage dtype of trained weights without DeepSpeed: fp32 (mixed precision) | bf16 (pure)")
+    g.add_argument("--optimizer", default="adamw", help="adamw | adamw-8bit | adafactor | sgd | lamb")
+    g.add_argument("--grad-ckpt", default="none", help="activation checkpointing: none | selective | full")
+    g.add_argument("--attention", default="sdpa", help="flash | sdpa | eager (default sdpa)")
+    g.add_argument("--lora-rank", type=int, default=16, help="LoRA rank (default 16)")
+    g.add_argument("--lora-targets", default="all-linear",
+                   help="all-linear or a comma list such as q_proj,v_proj (default all-linear)")
+    g.add_argument("--num-labels", type=int, default=2, help="classes for --task classification")
+
+
+def add_strategy_flags(p: argparse.ArgumentParser, gpus_default: int = 1) -> None:
+    g = p.add_argument_group("parallelism")
+    g.add_argument("--gpus", type=int, default=gpus_default, help="GPUs per node (default 1)")
+    g.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    g.add_argument("--zero", type=int, default=None, help="DeepSpeed ZeRO stage 0-3")
+    g.add_argument("--fsdp", default=None, help="PyTorch FSDP: full_shard | shard_grad_op")
+    g.add_argument("--offload", default="none", help="none | optimizer | all (DeepSpeed ZeRO / FSDP)")
+
+
+def add_efficiency_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("model knobs")
+    g.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a named efficiency/overhead (see `trainfit efficiencies`); repeatable")
+    g.add_argument("--calibration", default=None, help="calibration file from `trainfit calibrate`")
+
+
+def parse_sets(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SpecError(f"--set expects NAME=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise SpecError(f"--set {name}: {value!r} is not a number") from None
+    return out
+
+
+def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(method=args.method, task=args.task, seq_len=args.seq_len, micro_batch=args.micro_batch,
+                grad_accum=args.grad_accum, precision=args.precision, param_dtype=args.param_dtype,
+                optimizer=args.optimizer, grad_ckpt=args.grad_ckpt, attention=args.attention,
+                lora_rank=args.lora_rank, lora_targets=args.lora_targets, num_labels=args.num_labels)
+
+
+def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(gpus=args.gpus, nodes=args.nodes, zero=args.zero, fsdp=args.fsdp, offload=args.offload)
+
+
+def lang_of(args: argparse.Namespace) -> str:
+    lang = getattr(args, "lang", None) or default_lang()
+    if lang not in LANGS:
+        raise SpecError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    return lang
+
+
+def print_json(doc: Any) -> None:
+    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2, default=_default)
+    sys.stdout.write("\n")
+
+
+def _default(obj: Any) -> Any:
+    if hasattr(obj, "value"):
+        return obj.value
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def console():
+    from rich.console import Console
+
+    return Console()

@@ -1,0 +1,46 @@
+"""`trainfit estimate`: memory per GPU, step time, tokens/s, MFU and the bottleneck of one configuration."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import (add_efficiency_flags, add_model_flag, add_output_flags, add_strategy_flags, add_workload_flags,
+                     console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+
+HELP = "will it fit, how fast: memory breakdown and step time of one training configuration"
+EXAMPLES = """examples:
+  trainfit estimate --model qwen2-7b --gpu a10 --method lora --seq-len 2048 --grad-ckpt full
+  trainfit estimate --model llama-3-8b --gpu a100-sxm4-80gb --gpus 8 --zero 3 --micro-batch 4 --json
+  trainfit estimate --model ./my-model/config.json --instance ecs.gn7i-c32g1.32xlarge --gpus 4 --zero 2
+"""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("estimate", help=HELP, description=HELP, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_flag(p)
+    p.add_argument("--gpu", "-g", default=None, help="GPU name (trainfit gpus), e.g. a10, a100-sxm4-80gb, h100-sxm")
+    p.add_argument("--instance", default=None, help="cloud instance type: GPU, count and links from the catalog")
+    p.add_argument("--network-gbps", type=float, default=None, help="network between nodes, Gbit/s")
+    add_workload_flags(p)
+    add_strategy_flags(p)
+    add_efficiency_flags(p)
+    add_output_flags(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..advise import alternatives
+    from ..api import estimate, load_efficiencies
+    from ..report.estimate import estimate_dict, render_estimate
+
+    lang = lang_of(args)
+    eff = load_efficiencies(parse_sets(args.set), args.calibration)
+    est = estimate(args.model, args.gpu, instance=args.instance, network_gbps=args.network_gbps,
+                   efficiencies=eff, **workload_kwargs(args), **strategy_kwargs(args))
+    alts = alternatives(est, eff) if not est.fits else []
+    if args.json:
+        print_json(estimate_dict(est, alts))
+    else:
+        console().print(render_estimate(est, lang, alts))
+    return 0

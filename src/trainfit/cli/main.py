@@ -1,0 +1,51 @@
+"""The `trainfit` command: a thin shell over the Python API. Subcommands live in one small module each."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import TrainfitError
+
+DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how long will it take, what will it cost, "
+               "and how should I launch it?")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import catalog_cmds, compare, estimate
+
+    parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    estimate.add_parser(sub)
+    compare.add_parser(sub)
+    catalog_cmds.add_parsers(sub)
+    return parser
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.run(args)
+    except TrainfitError as exc:
+        print(f"trainfit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trainfit: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""One training configuration in, one Estimate out: memory per GPU, FLOPs, step time, throughput, bottleneck.
+
+Pure: no I/O, no printing, no torch. Everything it assumes is returned with the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..catalog.efficiency import Efficiencies
+from ..errors import SpecError
+from ..spec.cluster import Cluster
+from ..spec.model import ModelSpec
+from ..spec.training import (Attention, Fsdp, Method, Offload, Optimizer, Precision, Strategy, Task,
+                             TrainingSpec)
+from ..units import GiB
+from .flops import StepFlops, step_flops
+from .memory import MemoryResult, estimate_memory
+from .perf import StepTime, comm_time, compute_time, offload_time, optimizer_time
+from .trainable import ParamSplit, split_params
+
+
+@dataclass(frozen=True)
+class Estimate:
+    model: ModelSpec
+    training: TrainingSpec
+    strategy: Strategy
+    cluster: Cluster
+    split: ParamSplit
+    memory: MemoryResult
+    flops: StepFlops
+    time: StepTime
+    efficiencies: dict
+    warnings: tuple[str, ...]
+    assumptions: tuple[str, ...]
+
+    @property
+    def gpu(self):
+        return self.cluster.gpu
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def step_time_s(self) -> float:
+        return self.time.total
+
+    @property
+    def tokens_per_step(self) -> int:
+        t = self.training
+        return t.tokens_per_micro_batch * t.grad_accum * self.strategy.gpus
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_time_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.strategy.gpus
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs (PaLM convention) per second per GPU over the dense peak of the training dtype."""
+        peak = self.gpu.peak(_mfu_dtype(self.training.precision)) or self.gpu.peak("fp32")
+        per_gpu = self.flops.model_flops * self.training.grad_accum / self.step_time_s
+        return per_gpu / peak
+
+    @property
+    def bottleneck(self) -> str:
+        bound = self.time.bound
+        return max(bound, key=bound.get) if bound else "compute"
+
+
+def _mfu_dtype(p: Precision) -> str:
+    return {"fp32": "tf32"}.get(p.value, p.value)
+
+
+def check_compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster) -> list[str]:
+    """Errors for impossible combinations; returns warnings for risky ones."""
+    gpu = cluster.gpu
+    warnings: list[str] = []
+    cc = gpu.compute_capability or 0.0
+    if t.precision == Precision.BF16 and not gpu.bf16_supported:
+        raise SpecError(f"{gpu.name} has no bf16 support (compute capability {cc:g}); use --precision fp16")
+    if t.precision == Precision.FP8 and not gpu.fp8_supported:
+        raise SpecError(f"{gpu.name} has no FP8 tensor cores (FP8 needs Ada or Hopper); use --precision bf16")
+    if t.attention == Attention.FLASH and cc and cc < 8.0:
+        raise SpecError(f"FlashAttention-2 needs compute capability 8.0+ ({gpu.name} is {cc:g}); "
+                        "use --attention sdpa (memory-efficient kernel)")
+    if t.method == Method.QLORA and s.shards_params:
+        warnings.append("QLoRA with ZeRO-3/FSDP needs bnb_4bit_quant_storage set to the compute dtype "
+                        "(bitsandbytes >= 0.43); generated configs set it")
+    if t.method == Method.QLORA and s.offload != Offload.NONE:
+        warnings.append("offloading a 4-bit model is rarely worth it: the adapters' optimizer is tiny")
+    if t.optimizer == Optimizer.ADAMW_8BIT and s.offload != Offload.NONE:
+        raise SpecError("8-bit AdamW (bitsandbytes) runs on the GPU and cannot be offloaded; "
+                        "use --optimizer adamw with --offload")
+    if s.engine == "fsdp" and s.offload == Offload.OPTIMIZER:
+        raise SpecError("FSDP offloads parameters and gradients together: use --offload all")
+    if m.position == "learned" and t.seq_len > m.max_positions:
+        raise SpecError(f"{m.name} has learned positions for {m.max_positions} tokens; --seq-len {t.seq_len} "
+                        "is longer")
+    if m.position == "rope" and m.max_positions and t.seq_len > m.max_positions:
+        warnings.append(f"--seq-len {t.seq_len} is longer than {m.name}'s max_position_embeddings "
+                        f"({m.max_positions}); quality needs RoPE scaling")
+    if t.task == Task.CLASSIFICATION and t.attention == Attention.FLASH and m.is_encoder:
+        warnings.append("BERT-style models have no FlashAttention-2 path in transformers; SDPA is used")
+    if t.precision == Precision.FP16 and t.method == Method.FULL and s.engine in ("single", "ddp"):
+        warnings.append("fp16 mixed precision needs loss scaling (the generated Trainer config enables it)")
+    if s.fsdp != Fsdp.NONE and t.method == Method.QLORA and s.offload != Offload.NONE:
+        raise SpecError("QLoRA with FSDP CPU offload is not supported by bitsandbytes")
+    return warnings
+
+
+def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
+                 efficiencies: Efficiencies | None = None) -> Estimate:
+    """The analytic estimate of one configuration."""
+    warnings = check_compatibility(m, t, s, cluster)
+    eff = (efficiencies or Efficiencies.default()).for_gpu(cluster.gpu)
+    split = split_params(m, t, int(eff("freeze_trainable_layers")))
+    memory = estimate_memory(m, t, s, cluster.gpu, split, eff)
+    flops = step_flops(m, t, split)
+    st = StepTime()
+    fwd, bwd = compute_time(m, t, s, split, flops, cluster, eff, st)
+    optimizer_time(s, split, cluster, eff, st)
+    comm_time(m, t, s, split, cluster, eff, fwd, bwd, st)
+    offload_time(t, s, split, cluster, eff, st)
+    st.add("overhead/step", eff("step_overhead_s"), "overhead")
+    assumptions = list(cluster.assumptions) + list(memory.notes) + _standing_assumptions(m, t, s)
+    return Estimate(m, t, s, cluster, split, memory, flops, st, dict(eff.used), tuple(warnings), tuple(assumptions))
+
+
+def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[str]:
+    out = [f"sequences packed to exactly {t.seq_len} tokens (no padding)"]
+    if t.method in (Method.LORA, Method.QLORA):
+        out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in fp32 (PEFT default)")
+    if t.method == Method.FREEZE:
+        out.append("freeze: only the last blocks train (freeze_trainable_layers)")
+    if t.task == Task.CLASSIFICATION:
+        out.append(f"classification head with {t.num_labels} labels")
+    if t.task == Task.DPO:
+        out.append("DPO: micro-batch counts preference pairs (chosen + rejected = 2 sequences)")
+    if s.engine in ("single", "ddp") and t.method == Method.FULL and t.precision != Precision.FP32:
+        out.append("full fine-tuning without DeepSpeed/FSDP keeps fp32 weights under autocast"
+                   if t.param_dtype == "fp32" else "pure bf16: weights, gradients and AdamW states in bf16")
+    return out
+
+
+def gib(x: float) -> float:
+    return round(x / GiB, 3)

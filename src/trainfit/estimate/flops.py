@@ -1,0 +1,95 @@
+"""FLOPs of one training step, split into forward, input-gradient and weight-gradient parts.
+
+Matmul FLOPs are 2·m·n·k. A frozen weight skips its weight gradient; blocks below the lowest trainable block run
+no backward at all. Attention's sequence-squared term follows PaLM (Chowdhery et al. 2022, appendix B): per token
+and layer 2·2·s·(heads·head_dim) forward (QKᵀ and PV), twice that backward. MFU uses PaLM's model FLOPs
+6·N + 12·L·H·Q·T per token (no recomputation), with N the parameters that take part in a matmul.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..spec.model import ModelSpec
+from ..spec.training import GradCkpt, Task, TrainingSpec
+from .params import layer_linears, matmul_params_per_token
+from .trainable import ParamSplit, head_for
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    """FLOPs per micro-batch on one GPU, by part."""
+
+    forward: float
+    input_grad: float
+    weight_grad: float
+    recompute: float
+    attention_forward: float  # the s² part of `forward` (also inside the other parts)
+    model_flops: float  # PaLM convention, for MFU
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.input_grad + self.weight_grad + self.recompute
+
+    def as_dict(self) -> dict[str, float]:
+        return {"forward": self.forward, "input_grad": self.input_grad, "weight_grad": self.weight_grad,
+                "recompute": self.recompute, "total": self.total, "model_flops": self.model_flops}
+
+
+def block_linear_flops_per_token(m: ModelSpec) -> float:
+    total = 0.0
+    for lin in layer_linears(m):
+        active = m.experts_per_tok if lin.count > 1 else 1
+        total += 2.0 * lin.in_features * lin.out_features * active
+    if m.is_moe:
+        total += 2.0 * m.hidden * m.num_experts  # router
+    return total
+
+
+def attention_flops_per_token(m: ModelSpec, seq_len: int) -> float:
+    """QKᵀ and PV for one token against the whole sequence (PaLM convention: no causal halving)."""
+    return 4.0 * seq_len * m.q_dim
+
+
+def head_flops_per_token(m: ModelSpec, task: Task) -> float:
+    if task == Task.CLASSIFICATION:
+        return 0.0  # a few thousand FLOPs per sequence
+    return 2.0 * m.vocab * m.hidden + (2.0 * m.hidden * m.hidden if m.is_encoder else 0.0)
+
+
+def adapter_flops_per_token(m: ModelSpec, split: ParamSplit) -> float:
+    return 2.0 * split.adapters / m.layers if split.adapters else 0.0
+
+
+def step_flops(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> StepFlops:
+    tokens = t.tokens_per_micro_batch
+    blocks_bwd = m.layers - split.lowest_trainable_block
+    lin = block_linear_flops_per_token(m)
+    att = attention_flops_per_token(m, t.seq_len)
+    ada = adapter_flops_per_token(m, split)
+    head = head_flops_per_token(m, t.task)
+    full = split.trainable_blocks == m.layers and not split.adapters
+
+    forward = tokens * (m.layers * (lin + att + ada) + head)
+    input_grad = tokens * (blocks_bwd * (lin + 2 * att + ada) + head)
+    trainable_lin = lin if (full or split.adapters == 0) else 0.0
+    weight_grad = tokens * (split.trainable_blocks * trainable_lin + m.layers * ada * (1 if split.adapters else 0)
+                            + (head if full and t.task != Task.CLASSIFICATION else 0.0))
+    if t.grad_ckpt == GradCkpt.FULL:
+        recompute = tokens * blocks_bwd * (lin + att + ada)
+    elif t.grad_ckpt == GradCkpt.SELECTIVE:
+        recompute = tokens * blocks_bwd * att
+    else:
+        recompute = 0.0
+    if t.task == Task.DPO:  # frozen reference model: one more forward over the same sequences
+        forward += tokens * (m.layers * (lin + att) + head)
+    # Model FLOPs: the work the method needs, without recomputation. For full training this is PaLM's
+    # 6N + 12·L·H·Q·T per token; LoRA skips the frozen weights' gradients (about 4N).
+    model_flops = forward + input_grad + weight_grad
+    return StepFlops(forward, input_grad, weight_grad, recompute, tokens * m.layers * att, model_flops)
+
+
+def palm_model_flops_per_token(m: ModelSpec, t: TrainingSpec) -> float:
+    """PaLM appendix B: 6N + 12·L·H·Q·T, N = parameters in matmuls (full training, no recompute)."""
+    n_matmul = matmul_params_per_token(m, head_for(m, t.task) if t.task != Task.CLASSIFICATION else "none")
+    return 6.0 * n_matmul + 3.0 * m.layers * attention_flops_per_token(m, t.seq_len)

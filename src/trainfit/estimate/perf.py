@@ -1,0 +1,226 @@
+"""Step time: per-operation roofline, optimizer step, collectives with overlap, offload traffic.
+
+Each operation takes max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)) (the roofline model,
+Williams et al. 2009). Matmul efficiency falls for small GEMMs (`gemm_dim_knee`). Eager PyTorch also pays a
+fixed cost per operator that overlaps with GPU work: a block takes max(GPU time, operators x op_overhead_s).
+Collectives follow nccl-tests' bus-bandwidth model (PERFORMANCE.md): all-reduce moves 2(n-1)/n of the buffer
+per GPU, all-gather and reduce-scatter (n-1)/n each, at the bus bandwidth of the slowest link in the ring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..catalog.efficiency import EfficiencyView
+from ..spec.cluster import Cluster
+from ..spec.model import ModelSpec
+from ..spec.training import Attention, Fsdp, GradCkpt, Method, Offload, Precision, Strategy, Task, TrainingSpec
+from .flops import StepFlops, attention_flops_per_token
+from .memory import regime_for
+from .params import layer_linears
+from .trainable import NF4_BYTES_PER_PARAM, ParamSplit
+
+
+@dataclass
+class StepTime:
+    """Seconds per optimizer step by component; `bound` says what limits each compute phase."""
+
+    parts: dict[str, float] = field(default_factory=dict)
+    bound: dict[str, float] = field(default_factory=dict)  # compute | memory | overhead seconds per step
+
+    def add(self, key: str, seconds: float, bound: str | None = None) -> None:
+        if seconds:
+            self.parts[key] = self.parts.get(key, 0.0) + seconds
+            if bound:
+                self.bound[bound] = self.bound.get(bound, 0.0) + seconds
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+def _peak(t: TrainingSpec, cluster: Cluster, eff: EfficiencyView) -> float:
+    gpu = cluster.gpu
+    dtype = {"bf16": "bf16", "fp16": "fp16", "fp32": "tf32", "fp8": "fp8"}[t.precision.value]
+    peak = gpu.peak(dtype) or gpu.peak("fp32")
+    if t.precision == Precision.FP8:
+        share = eff("fp8_matmul_share")
+        low = gpu.peak("bf16") or peak
+        peak = 1.0 / (share / peak + (1 - share) / low)
+    return peak
+
+
+def _gemm(flops: float, bytes_moved: float, min_dim: float, peak: float, eff: EfficiencyView,
+          bw: float) -> tuple[float, str]:
+    eff_mm = eff("matmul_efficiency") * min_dim / (min_dim + eff("gemm_dim_knee"))
+    t_compute = flops / (peak * eff_mm)
+    t_memory = bytes_moved / (bw * eff("memory_bandwidth_efficiency"))
+    return (t_compute, "compute") if t_compute >= t_memory else (t_memory, "memory")
+
+
+def block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, cluster: Cluster, eff: EfficiencyView,
+                s: Strategy) -> dict[str, tuple[float, str]]:
+    """Forward seconds of one block's operations for one micro-batch: {op: (seconds, bound)}."""
+    peak = _peak(t, cluster, eff)
+    bw = cluster.gpu.memory_bandwidth
+    r = regime_for(t, s)
+    b = r.act
+    tokens = t.tokens_per_micro_batch
+    out: dict[str, tuple[float, str]] = {}
+    for lin in layer_linears(m):
+        k_active = m.experts_per_tok if lin.count > 1 else 1
+        flops = 2.0 * tokens * lin.in_features * lin.out_features * k_active
+        w_bytes = lin.in_features * lin.out_features * lin.count * b
+        moved = tokens * (lin.in_features + lin.out_features) * b * k_active + w_bytes
+        out[f"linear/{lin.module}"] = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw)
+    att_flops = attention_flops_per_token(m, t.seq_len) * tokens
+    if t.attention == Attention.EAGER:
+        s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * (b + 4 + 4 + b + b)
+        out["attention/core"] = max(_gemm(att_flops, s2_bytes, m.head_dim, peak, eff, bw),
+                                    (s2_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory"))
+    else:
+        work = att_flops * eff("causal_attention_work")
+        out["attention/core"] = (work / (peak * eff("attention_efficiency")), "compute")
+    elementwise = eff("elementwise_passes_per_layer") * m.hidden * tokens * b
+    if m.is_moe:
+        elementwise += 4 * m.hidden * tokens * b * m.experts_per_tok  # token gather/scatter per expert
+    out["elementwise"] = (elementwise / (bw * eff("memory_bandwidth_efficiency")), "memory")
+    if t.method == Method.QLORA:  # bitsandbytes dequantizes each NF4 weight to 16 bit before its matmul
+        weights = sum(lin.in_features * lin.out_features * lin.count for lin in layer_linears(m))
+        out["qlora/dequantize"] = (weights * (NF4_BYTES_PER_PARAM + 2.0) /
+                                   (bw * eff("memory_bandwidth_efficiency")), "memory")
+    if split.adapters:
+        ada_bytes = split.adapters / m.layers * 4 + tokens * b * 2 * sum(
+            lin.in_features + lin.out_features for lin in layer_linears(m) if lin.count == 1) / 2
+        out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
+    return out
+
+
+def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView) -> float:
+    ops = eff("ops_per_layer_forward")
+    if split.adapters:
+        ops += 6 * len([lin for lin in layer_linears(m) if lin.count == 1])  # cast, A, B, scale, add, dropout
+    if t.method == Method.QLORA:
+        ops += 2 * len(layer_linears(m))  # dequantize per Linear
+    return ops
+
+
+def _backward_multiplier(op: str, weights_train: bool, t: TrainingSpec, eff: EfficiencyView) -> float:
+    """Backward cost of an op relative to its forward: input gradient (1x) plus weight gradient (1x) if trained."""
+    if op.startswith("linear/"):
+        return 2.0 if weights_train else 1.0
+    if op == "qlora/dequantize":
+        return 1.0  # dequantized again for the input gradient
+    if op == "attention/core" and t.attention != Attention.EAGER:
+        return 2.0 + eff("flash_backward_recompute")  # FlashAttention's backward recomputes P
+    return 2.0
+
+
+def compute_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, flops: StepFlops,
+                 cluster: Cluster, eff: EfficiencyView, st: StepTime) -> tuple[float, float]:
+    """Adds forward/backward time of all micro-batches to `st`; returns (forward, backward) seconds per micro-batch."""
+    ops = block_times(m, t, split, cluster, eff, s)
+    weights_train = not split.adapters
+    passes = 2 if t.task == Task.DPO else 1  # DPO: the reference model's forward too
+    blocks_bwd = m.layers - split.lowest_trainable_block
+    recompute = blocks_bwd if t.grad_ckpt == GradCkpt.FULL else 0
+    n_fwd = m.layers * passes + recompute
+    fwd_block = sum(v for v, _ in ops.values())
+    bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
+    launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
+    head_fwd, head_bwd = _head_time(m, t, cluster, eff, s, weights_train)
+    fwd = (m.layers * passes) * max(fwd_block, launch) + head_fwd * passes
+    bwd = blocks_bwd * max(bwd_block, 2 * launch) + recompute * max(fwd_block, launch) + head_bwd
+    micro = t.grad_accum
+    st.add("compute/forward", micro * fwd)
+    st.add("compute/backward", micro * bwd)
+    for k, (v, bound) in ops.items():
+        mult = n_fwd + blocks_bwd * _backward_multiplier(k, weights_train, t, eff)
+        st.bound[bound] = st.bound.get(bound, 0.0) + micro * v * mult
+    st.bound["compute"] = st.bound.get("compute", 0.0) + micro * (head_fwd * passes + head_bwd)
+    excess = n_fwd * max(0.0, launch - fwd_block) + blocks_bwd * max(0.0, 2 * launch - bwd_block)
+    if excess:
+        st.bound["overhead"] = st.bound.get("overhead", 0.0) + micro * excess
+    return fwd, bwd
+
+
+def _head_time(m: ModelSpec, t: TrainingSpec, cluster: Cluster, eff: EfficiencyView, s: Strategy,
+               full: bool) -> tuple[float, float]:
+    if t.task == Task.CLASSIFICATION:
+        return 0.0, 0.0
+    peak = _peak(t, cluster, eff)
+    bw = cluster.gpu.memory_bandwidth
+    tokens = t.tokens_per_micro_batch
+    b = regime_for(t, s).act
+    flops = 2.0 * tokens * m.hidden * m.vocab
+    moved = tokens * (m.hidden + m.vocab) * b + m.hidden * m.vocab * b
+    gemm, _ = _gemm(flops, moved, min(tokens, m.hidden, m.vocab), peak, eff, bw)
+    loss = 24.0 * m.vocab * tokens / (bw * eff("memory_bandwidth_efficiency"))  # fp32 upcast, log-softmax, grads
+    return gemm + loss / 2, gemm * (2 if full else 1) + loss / 2
+
+
+def optimizer_time(s: Strategy, split: ParamSplit, cluster: Cluster, eff: EfficiencyView, st: StepTime) -> None:
+    shard = s.gpus if s.shards_optimizer else 1
+    params = split.trainable / shard
+    if s.offload != Offload.NONE:
+        cores = cluster.host_cores or eff("host_cores_default")
+        per_gpu_cores = max(1.0, cores / max(1, s.gpus_per_node))
+        st.add("offload/cpu_adam", params / (eff("cpu_adam_params_per_s_per_core") * per_gpu_cores), "offload")
+        return
+    seconds = params * eff("optimizer_bytes_per_param") / (cluster.gpu.memory_bandwidth * eff("memory_bandwidth_efficiency"))
+    st.add("optimizer/step", seconds, "memory")
+
+
+def _busbw(s: Strategy, cluster: Cluster, eff: EfficiencyView) -> float:
+    intra = cluster.intra_bytes_per_s * eff("comm_efficiency", link=cluster.intra_link if cluster.intra_link != "single" else "pcie")
+    if s.nodes == 1:
+        return intra
+    inter = (cluster.inter_bytes_per_s or 0.0) * eff("comm_efficiency", link=cluster.inter_link)
+    return min(intra, inter) if inter else intra
+
+
+def comm_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, cluster: Cluster, eff: EfficiencyView,
+              fwd: float, bwd: float, st: StepTime) -> None:
+    n = s.gpus
+    if n == 1:
+        return
+    bus = _busbw(s, cluster, eff)
+    frac = (n - 1) / n
+    psi, all_params = split.trainable, split.all_params
+    grad_bytes = 2.0 if s.engine == "deepspeed" or t.precision != Precision.FP32 and t.param_dtype == "bf16" else 4.0
+    if t.method in (Method.LORA, Method.QLORA) and s.engine != "deepspeed":
+        grad_bytes = 4.0
+    overlap = eff("comm_overlap")
+    micro = t.grad_accum
+    if s.shards_params:  # ZeRO-3 / FSDP full_shard: gather params in forward and backward, reduce-scatter grads
+        gathers = 2 * frac * 2.0 * all_params / bus
+        reduce = frac * grad_bytes * psi / bus
+        per_micro = gathers + reduce
+        exposed = max(0.0, per_micro - overlap * (fwd + bwd))
+        st.add("communication/params_and_grads", micro * exposed, "communication")
+        return
+    if s.engine == "fsdp":  # SHARD_GRAD_OP: one gather per micro-batch, reduce-scatter of gradients
+        per_micro = frac * 2.0 * all_params / bus + frac * grad_bytes * psi / bus
+        st.add("communication/params_and_grads", micro * max(0.0, per_micro - overlap * (fwd + bwd)), "communication")
+        return
+    allreduce = 2 * frac * grad_bytes * psi / bus
+    if s.engine == "deepspeed" and s.zero_stage == 2:  # reduce-scatter each micro-batch, all-gather after the step
+        rs = frac * grad_bytes * psi / bus
+        st.add("communication/grads", micro * max(0.0, rs - overlap * bwd), "communication")
+        st.add("communication/param_allgather", frac * 2.0 * psi / bus, "communication")
+        return
+    # DDP / ZeRO-1: one all-reduce per optimizer step (no_sync on accumulation), overlapped with the last backward
+    st.add("communication/grads", max(0.0, allreduce - overlap * bwd), "communication")
+
+
+def offload_time(t: TrainingSpec, s: Strategy, split: ParamSplit, cluster: Cluster, eff: EfficiencyView,
+                 st: StepTime) -> None:
+    if s.offload == Offload.NONE:
+        return
+    pcie = cluster.pcie_bytes_per_s * eff("comm_efficiency", link="pcie")
+    shard = s.gpus if s.shards_optimizer else 1
+    psi = split.trainable / shard
+    traffic = 2.0 * psi * t.grad_accum + 2.0 * psi  # gradients down (each micro-batch), 16-bit params back up
+    if s.offload == Offload.ALL:
+        traffic += 2 * 2.0 * split.all_params / s.gpus * t.grad_accum  # parameters in for forward and backward
+    st.add("offload/pcie", traffic / pcie, "offload")

@@ -1,0 +1,146 @@
+"""Which parameters train: full, LoRA, QLoRA or freeze, and the exact counts each method gives.
+
+LoRA (Hu et al. 2021) adds A (r x in) and B (out x r) to each targeted Linear: r * (in + out) parameters. PEFT's
+`all-linear` targets every Linear inside the blocks (not the output head); MoE expert weights in transformers 5 are
+fused 3-D tensors, not Linear modules, so LoRA leaves them alone. For sequence classification PEFT trains the new
+head in full (`modules_to_save`).
+
+QLoRA (Dettmers et al. 2023, section 2): the frozen Linear weights of the blocks are stored as 4-bit NormalFloat with
+blocksize 64; double quantization stores the absmax constants in 8 bits with one fp32 constant per 256 blocks:
+4 + 8/64 + 32/(64*256) = 4.127 bits per parameter. Embeddings, norms and the output head stay in 16 bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecError
+from ..spec.model import ModelSpec
+from ..spec.training import Method, Task, TrainingSpec
+from .activations import Trainable
+from .params import Tensor, count_params, global_tensors, layer_linears, layer_params, layer_tensors
+
+NF4_BITS_PER_PARAM = 4 + 8 / 64 + 32 / (64 * 256)  # QLoRA paper, section 2 (double quantization)
+NF4_BYTES_PER_PARAM = NF4_BITS_PER_PARAM / 8
+
+_ROLE_ALIASES = {
+    "q": "q", "q_proj": "q", "query": "q", "k": "k", "k_proj": "k", "key": "k", "v": "v", "v_proj": "v",
+    "value": "v", "o": "o", "o_proj": "o", "out_proj": "o", "dense": "o", "gate": "gate", "gate_proj": "gate",
+    "w1": "gate", "up": "up", "up_proj": "up", "w3": "up", "fc1": "up", "c_fc": "up", "down": "down",
+    "down_proj": "down", "w2": "down", "fc2": "down", "dense_4h_to_h": "down",
+}
+_FUSED = {"c_attn": ("q", "k", "v"), "query_key_value": ("q", "k", "v"), "w_pack": ("q", "k", "v"),
+          "wqkv": ("q", "k", "v"), "qkv_proj": ("q", "k", "v"), "gate_up_proj": ("gate", "up"),
+          "dense_h_to_4h": ("gate", "up")}
+ALL_ROLES = frozenset({"q", "k", "v", "o", "gate", "up", "down"})
+
+
+def head_for(m: ModelSpec, task: Task) -> str:
+    """Which output head the training task puts on the model."""
+    if task == Task.CLASSIFICATION:
+        return "classification"
+    if m.is_encoder:
+        if task == Task.DPO:
+            raise SpecError(f"{m.name} is an encoder model: DPO needs a causal language model")
+        return "mlm"
+    return "lm"
+
+
+def lora_roles(targets: tuple[str, ...]) -> frozenset[str]:
+    """Canonical roles ('q', 'v', ...) from user/PEFT target names."""
+    roles: set[str] = set()
+    for name in targets:
+        key = name.strip().lower()
+        if key in ("all-linear", "all", "all_linear"):
+            return ALL_ROLES
+        if key in _FUSED:
+            roles.update(_FUSED[key])
+        elif key in _ROLE_ALIASES:
+            roles.add(_ROLE_ALIASES[key])
+        else:
+            raise SpecError(f"unknown LoRA target {name!r} (use all-linear or names like q_proj,k_proj,v_proj,"
+                            "o_proj,gate_proj,up_proj,down_proj)")
+    return frozenset(roles)
+
+
+@dataclass(frozen=True)
+class ParamSplit:
+    """Parameter counts for one training method (whole model, before sharding)."""
+
+    total: int  # the model with its task head, before adapters
+    trainable: int  # incl. adapters and a trainable head
+    frozen: int
+    adapters: int
+    quantized: int  # frozen parameters stored as NF4 (QLoRA)
+    trainable_blocks: int  # blocks whose parameters (or adapters) train
+    lowest_trainable_block: int  # blocks below this index run no backward
+    trainable_tensors: tuple[Tensor, ...]  # for Adafactor's factored states (per block and global, not multiplied)
+    block_trainable: Trainable
+
+    @property
+    def all_params(self) -> int:
+        return self.total + self.adapters
+
+
+def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all_linear: bool = False) -> int:
+    """LoRA parameters added to one block.
+
+    Fused MoE experts (transformers 5 stores them as 3-D tensors) are wrapped by PEFT 0.21 under `all-linear`
+    with rank r per expert: gate_up gets A (2rE x h) and B (2f x 2rE), down gets A (rE x f) and B (h x rE); the
+    router (a Linear, h -> E) gets an ordinary adapter. `tests/test_params_oracle.py` checks this against PEFT.
+    """
+    total = 0
+    for lin in layer_linears(m):
+        if lin.count > 1:
+            continue
+        if roles & set(lin.roles):
+            total += rank * (lin.in_features + lin.out_features)
+    if m.is_moe and all_linear:
+        e, h, f = m.num_experts, m.hidden, m.intermediate
+        total += 2 * rank * e * (h + 2 * f) + rank * e * (f + h) + rank * (h + e)
+    return total
+
+
+def split_params(m: ModelSpec, t: TrainingSpec, freeze_layers: int = 2) -> ParamSplit:
+    head = head_for(m, t.task)
+    total = count_params(m, head)
+    head_tensors = tuple(x for x in global_tensors(m, head) if x.name.startswith(("classifier", "score", "pooler")))
+    # PEFT's SEQ_CLS trains the new classifier in full (modules_to_save); BERT's pooler is not part of it.
+    peft_head = tuple(x for x in head_tensors if not x.name.startswith("pooler"))
+    head_params = sum(x.numel for x in head_tensors) if t.task == Task.CLASSIFICATION else 0
+    block = layer_params(m)
+    if t.method == Method.FULL:
+        tensors = layer_tensors(m) + global_tensors(m, head)
+        return ParamSplit(total, total, 0, 0, 0, m.layers, 0, tensors,
+                          Trainable(ALL_ROLES, frozenset(), True))
+    if t.method == Method.FREEZE:
+        k = min(max(1, freeze_layers), m.layers)
+        trainable = k * block + head_params
+        return ParamSplit(total, trainable, total - trainable, 0, 0, k, m.layers - k, layer_tensors(m) + head_tensors,
+                          Trainable(ALL_ROLES, frozenset(), True))
+    roles = lora_roles(t.lora_targets)
+    all_linear = roles == ALL_ROLES and any(x.lower() in ("all-linear", "all", "all_linear") for x in t.lora_targets)
+    roles = frozenset(r for r in roles if any(r in lin.roles and lin.count == 1 for lin in layer_linears(m)))
+    if not roles:
+        raise SpecError(f"no LoRA target matches a Linear layer of {m.name}")
+    adapters = m.layers * adapter_params_per_block(m, roles, t.lora_rank, all_linear)
+    if all_linear and t.task == Task.CLASSIFICATION and m.is_encoder and m.model_type != "roberta":
+        adapters += t.lora_rank * 2 * m.hidden  # `all-linear` also adapts BERT's pooler (a Linear outside the head)
+    head_train = sum(x.numel for x in peft_head) if t.task == Task.CLASSIFICATION else 0
+    quantized = 0
+    if t.method == Method.QLORA:
+        quantized = m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear")  # bnb: nn.Linear only
+    adapter_tensors = tuple(Tensor(f"lora.{lin.module}", t.lora_rank, lin.in_features + lin.out_features, "adapter")
+                            for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1)
+    return ParamSplit(total, adapters + head_train, total - head_train, adapters, quantized, m.layers, 0,
+                      adapter_tensors + (peft_head if t.task == Task.CLASSIFICATION else ()),
+                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank))
+
+
+def adafactor_state_bytes(m: ModelSpec, split: ParamSplit, trainable_blocks: int) -> float:
+    """Adafactor without momentum (HF default beta1=None): fp32 row and column second-moment factors per matrix."""
+    total = 0.0
+    for x in split.trainable_tensors:
+        size = 4 * (x.rows + x.cols) * x.count if x.cols > 1 else 4 * x.rows * x.count
+        total += size * (trainable_blocks if x.per_layer else 1)
+    return total

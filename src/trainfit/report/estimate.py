@@ -1,0 +1,118 @@
+"""An Estimate as a JSON-ready dict and as a rich table (en/zh)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..advise import Alternative, overflow_terms
+from ..estimate.core import Estimate
+from ..i18n import t as tr
+from ..units import GiB
+
+
+def _r(x: float, nd: int = 3) -> float:
+    return round(float(x), nd)
+
+
+def config_dict(est: Estimate) -> dict[str, Any]:
+    t, s = est.training, est.strategy
+    return {
+        "model": est.model.name, "gpu": est.gpu.id, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes,
+        "gpus": s.gpus, "method": t.method.value, "task": t.task.value, "seq_len": t.seq_len,
+        "micro_batch": t.micro_batch, "grad_accum": t.grad_accum,
+        "global_batch": t.micro_batch * t.grad_accum * s.gpus, "precision": t.precision.value,
+        "param_dtype": t.param_dtype, "optimizer": t.optimizer.value, "zero_stage": s.zero_stage,
+        "fsdp": s.fsdp.value if s.fsdp.value != "none" else None, "offload": s.offload.value,
+        "grad_ckpt": t.grad_ckpt.value, "attention": t.attention.value,
+        "lora_rank": t.lora_rank if t.is_peft else None, "lora_targets": list(t.lora_targets) if t.is_peft else None,
+        "engine": s.engine, "instance": est.cluster.instance.key if est.cluster.instance else None,
+    }
+
+
+def estimate_dict(est: Estimate, alternatives: list[Alternative] | None = None) -> dict[str, Any]:
+    mem = est.memory
+    out: dict[str, Any] = {
+        "config": config_dict(est),
+        "model": {"name": est.model.name, "model_type": est.model.model_type, "params": est.split.total,
+                  "trainable_params": est.split.trainable, "adapter_params": est.split.adapters,
+                  "frozen_params": est.split.frozen, "quantized_params": est.split.quantized},
+        "gpu": {"id": est.gpu.id, "name": est.gpu.name, "memory_gb": est.gpu.memory_gb,
+                "unverified": list(est.gpu.unverified)},
+        "memory_gib": mem.gib(),
+        "memory_detail_gib": {k: _r(v / GiB) for k, v in sorted(mem.detail.items())},
+        "memory_kinds_gib": {"allocated": _r(mem.allocated / GiB), "reserved": _r(mem.reserved / GiB),
+                             "device": _r(mem.device / GiB)},
+        "peak_phase": mem.peak_phase,
+        "phases_gib": {p.name: _r(p.total / GiB) for p in mem.phases},
+        "gpu_memory_gib": _r(mem.usable / GiB),
+        "fits": mem.fits,
+        "headroom_gib": _r((mem.usable - mem.device) / GiB),
+        "step_time_s": _r(est.step_time_s, 4),
+        "tokens_per_step": est.tokens_per_step,
+        "tokens_per_s": _r(est.tokens_per_s, 1),
+        "tokens_per_s_per_gpu": _r(est.tokens_per_s_per_gpu, 1),
+        "mfu": _r(est.mfu, 4),
+        "bottleneck": est.bottleneck,
+        "time_s": {k: _r(v, 5) for k, v in est.time.parts.items()},
+        "time_bound_s": {k: _r(v, 5) for k, v in est.time.bound.items()},
+        "flops_per_micro_batch": {k: float(f"{v:.4g}") for k, v in est.flops.as_dict().items()},
+        "regime": {"activation_bytes": mem.regime.act, "weight_bytes": mem.regime.weight,
+                   "autocast": mem.regime.autocast},
+        "efficiencies": est.efficiencies,
+        "warnings": list(est.warnings),
+        "assumptions": list(est.assumptions),
+    }
+    if not mem.fits:
+        out["does_not_fit"] = {"terms": overflow_terms(est),
+                               "alternatives": [a.to_dict() for a in (alternatives or [])]}
+    return out
+
+
+def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | None = None):
+    """A rich renderable group for the terminal."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    mem = est.memory
+    s = est.strategy
+    title = (f"{est.model.name} · {est.training.method.value} · {est.training.task.value} · "
+             f"seq {est.training.seq_len} × mb {est.training.micro_batch} · {est.gpu.name} · {s.label()}")
+    verdict = Text(f"{tr('fits', lang) if mem.fits else tr('does_not_fit', lang)}: "
+                   f"{mem.device / GiB:.1f} / {mem.usable / GiB:.1f} GiB",
+                   style="bold green" if mem.fits else "bold red")
+    table = Table(title=tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {mem.peak_phase})")
+    table.add_column(tr("part", lang))
+    table.add_column(tr("gib", lang), justify="right")
+    for part in ("weights", "gradients", "optimizer", "activations", "logits", "other"):
+        table.add_row(tr(part, lang), f"{mem.parts[part] / GiB:.2f}")
+    table.add_row(Text(tr("total", lang), style="bold"), Text(f"{mem.device / GiB:.2f}", style="bold"))
+    table.add_row(tr("usable", lang), f"{mem.usable / GiB:.2f}")
+    speed = Table(title=tr("speed", lang))
+    speed.add_column("")
+    speed.add_column("", justify="right")
+    speed.add_row(tr("step_time", lang), f"{est.step_time_s:.3f} s")
+    speed.add_row(tr("tokens_per_s", lang), f"{est.tokens_per_s:,.0f}")
+    speed.add_row(tr("tokens_per_s_per_gpu", lang), f"{est.tokens_per_s_per_gpu:,.0f}")
+    speed.add_row(tr("mfu", lang), f"{est.mfu:.1%}")
+    speed.add_row(tr("bottleneck", lang), tr(est.bottleneck, lang))
+    params = Text(f"{tr('params', lang)}: {est.split.total:,} · {tr('trainable', lang)}: {est.split.trainable:,}")
+    items: list = [Text(title, style="bold"), params, verdict, table, speed]
+    if not mem.fits:
+        items += [Text("· " + line, style="red") for line in overflow_terms(est)]
+        if alternatives:
+            alt = Table(title=tr("what_fits", lang))
+            alt.add_column("change")
+            alt.add_column("GiB", justify="right")
+            alt.add_column("tokens/s", justify="right")
+            for a in alternatives:
+                alt.add_row(a.change, f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}")
+            items.append(alt)
+    if est.warnings:
+        items.append(Text(tr("warnings", lang) + ":\n" + "\n".join(f"  ! {w}" for w in est.warnings), style="yellow"))
+    items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"  - {a}" for a in est.assumptions), style="dim"))
+    effs = ", ".join(f"{k}={v['value']:g}" for k, v in sorted(est.efficiencies.items()))
+    items.append(Text(f"{tr('efficiencies', lang)}: {effs}", style="dim"))
+    if est.gpu.unverified:
+        items.append(Text(f"{est.gpu.id} {tr('unverified', lang)}: {', '.join(est.gpu.unverified)}", style="yellow"))
+    return Group(*items)

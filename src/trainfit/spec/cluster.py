@@ -1,0 +1,87 @@
+"""Cluster: the GPU model and the links between GPUs (inside a node) and between nodes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import SpecError
+from ..units import GB, GBIT
+from .hardware import PCIE_X16_BYTES_PER_S, GpuSpec, InstanceSpec
+
+
+@dataclass(frozen=True)
+class Cluster:
+    gpu: GpuSpec
+    intra_link: str  # nvswitch | nvlink | pcie | single
+    intra_bytes_per_s: float  # per GPU, per direction
+    inter_link: str  # erdma | efa | infiniband | tcpx | tcp | none
+    inter_bytes_per_s: float | None  # per node, per direction
+    host_cores: int | None = None
+    instance: InstanceSpec | None = None
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def pcie_bytes_per_s(self) -> float:
+        return self.gpu.pcie_bytes_per_s
+
+
+def nvlink_per_direction(nvlink_gbs: float) -> float:
+    """NVIDIA prints NVLink as total bidirectional GB/s per GPU; one direction is half."""
+    return nvlink_gbs * GB / 2
+
+
+def cluster_for(gpu: GpuSpec, gpus_per_node: int, nodes: int, instance: InstanceSpec | None = None,
+                network_gbps: float | None = None, default_network_gbps: float | None = None) -> Cluster:
+    notes: list[str] = []
+    if instance is not None:
+        link, intra = _instance_link(gpu, instance, gpus_per_node, notes)
+    else:
+        link, intra = _bare_link(gpu, gpus_per_node, notes)
+    inter_link, inter = "none", None
+    if nodes > 1:
+        inter_link, inter = _inter_node(instance, network_gbps, default_network_gbps, notes)
+    return Cluster(gpu=gpu, intra_link=link, intra_bytes_per_s=intra, inter_link=inter_link,
+                   inter_bytes_per_s=inter, host_cores=instance.vcpu if instance else None,
+                   instance=instance, assumptions=tuple(notes))
+
+
+def _bare_link(gpu: GpuSpec, gpus_per_node: int, notes: list[str]) -> tuple[str, float]:
+    if gpus_per_node == 1:
+        return "single", gpu.pcie_bytes_per_s
+    if gpu.nvlink_gbs and gpu.form_factor.upper().startswith("SXM"):
+        notes.append(f"{gpu.id}: SXM GPUs assumed on an NVSwitch/NVLink baseboard ({gpu.nvlink_gbs:g} GB/s NVLink)")
+        return ("nvswitch" if gpus_per_node > 2 else "nvlink"), nvlink_per_direction(gpu.nvlink_gbs)
+    notes.append(f"{gpu.id}: GPUs talk over PCIe Gen{gpu.pcie_gen or 3} (no NVLink bridge assumed)")
+    return "pcie", gpu.pcie_bytes_per_s
+
+
+def _instance_link(gpu: GpuSpec, inst: InstanceSpec, gpus_per_node: int, notes: list[str]) -> tuple[str, float]:
+    if gpus_per_node == 1:
+        return "single", gpu.pcie_bytes_per_s
+    if inst.gpu_count and gpus_per_node > inst.gpu_count:
+        raise SpecError(f"{inst.instance_type} has {inst.gpu_count} GPUs, not {gpus_per_node}")
+    link = inst.interconnect
+    if link in ("nvlink", "nvswitch"):
+        nv = inst.nvlink_gbs or gpu.nvlink_gbs
+        if nv:
+            return link, nvlink_per_direction(nv)
+        notes.append(f"{inst.instance_type}: NVLink bandwidth not documented; PCIe assumed")
+    if link == "unknown":
+        notes.append(f"{inst.instance_type}: GPU interconnect not documented; PCIe assumed (conservative)")
+    return "pcie", PCIE_X16_BYTES_PER_S.get(gpu.pcie_gen or 3)
+
+
+def _inter_node(inst: InstanceSpec | None, network_gbps: float | None, default_gbps: float | None,
+                notes: list[str]) -> tuple[str, float]:
+    if network_gbps:
+        return "tcp", network_gbps * GBIT
+    if inst is not None:
+        bw = inst.inter_node_bytes_per_s
+        if bw is None:
+            raise SpecError(f"{inst.instance_type}: network bandwidth unknown; pass --network-gbps")
+        rdma = inst.rdma if inst.rdma not in ("none", "unknown") else "tcp"
+        return rdma, bw
+    if default_gbps:
+        notes.append(f"no instance or --network-gbps given: {default_gbps:g} Gbit/s RDMA between nodes assumed")
+        return "infiniband", default_gbps * GBIT
+    raise SpecError("a multi-node estimate needs --instance or --network-gbps")

@@ -1,0 +1,210 @@
+"""What is trained and how: TrainingSpec (the workload) and Strategy (how it is spread over GPUs).
+
+Closed choices are enums; ordered ones (ZeRO stage, checkpointing, offload) compare by level so property tests
+and the search can reason about "more sharding" or "more recomputation".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from ..errors import SpecError
+
+
+class _Choice(str, Enum):
+    @classmethod
+    def parse(cls, value: "str | _Choice", what: str | None = None):
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower().replace("_", "-")
+        for member in cls:
+            if text in (member.value, member.name.lower().replace("_", "-")):
+                return member
+        choices = ", ".join(m.value for m in cls)
+        raise SpecError(f"invalid {what or cls.__name__.lower()} {value!r} (choose from: {choices})")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Method(_Choice):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    FREEZE = "freeze"
+
+
+class Task(_Choice):
+    SFT = "sft"
+    PRETRAIN = "pretrain"
+    DPO = "dpo"
+    CLASSIFICATION = "classification"
+
+
+class Precision(_Choice):
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP32 = "fp32"
+    FP8 = "fp8"
+
+
+class Optimizer(_Choice):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    ADAFACTOR = "adafactor"
+    SGD = "sgd"
+    LAMB = "lamb"
+
+
+class Attention(_Choice):
+    FLASH = "flash"
+    SDPA = "sdpa"
+    EAGER = "eager"
+
+
+class _Ordered(_Choice):
+    @property
+    def level(self) -> int:
+        return list(type(self)).index(self)
+
+
+class GradCkpt(_Ordered):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Offload(_Ordered):
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    ALL = "all"
+
+
+class Fsdp(_Choice):
+    NONE = "none"
+    SHARD_GRAD_OP = "shard_grad_op"
+    FULL_SHARD = "full_shard"
+
+    @classmethod
+    def parse(cls, value, what=None):
+        if value is None:
+            return cls.NONE
+        text = str(value).strip().lower().replace("-", "_")
+        for member in cls:
+            if text == member.value:
+                return member
+        raise SpecError(f"invalid fsdp {value!r} (choose from: shard_grad_op, full_shard)")
+
+
+ALL_LINEAR = ("all-linear",)
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """The workload of one optimizer step on one data-parallel rank."""
+
+    method: Method = Method.FULL
+    task: Task = Task.SFT
+    seq_len: int = 2048
+    micro_batch: int = 1  # sequences per GPU per forward/backward (DPO: preference pairs)
+    grad_accum: int = 1
+    precision: Precision = Precision.BF16
+    param_dtype: str = "fp32"  # storage dtype of trainable weights: fp32 (mixed precision) | bf16 (pure)
+    optimizer: Optimizer = Optimizer.ADAMW
+    grad_ckpt: GradCkpt = GradCkpt.NONE
+    attention: Attention = Attention.SDPA
+    lora_rank: int = 16
+    lora_targets: tuple[str, ...] = ALL_LINEAR
+    num_labels: int = 2
+
+    def __post_init__(self) -> None:
+        for name, low, high in (("seq_len", 1, 2_097_152), ("micro_batch", 1, 65_536), ("grad_accum", 1, 65_536),
+                                ("lora_rank", 1, 65_536), ("num_labels", 1, 1_000_000)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise SpecError(f"{name.replace('_', '-')} must be an integer in [{low}, {high}], got {value!r}")
+        if self.param_dtype not in ("fp32", "bf16"):
+            raise SpecError(f"param-dtype must be fp32 or bf16, got {self.param_dtype!r}")
+
+    @property
+    def is_peft(self) -> bool:
+        return self.method in (Method.LORA, Method.QLORA)
+
+    @property
+    def sequences_per_micro_batch(self) -> int:
+        """DPO runs each preference pair as two sequences (chosen + rejected)."""
+        return self.micro_batch * (2 if self.task == Task.DPO else 1)
+
+    @property
+    def tokens_per_micro_batch(self) -> int:
+        return self.sequences_per_micro_batch * self.seq_len
+
+    def with_(self, **changes) -> "TrainingSpec":
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How the step is spread: data-parallel GPUs, ZeRO stage or FSDP, offload."""
+
+    gpus_per_node: int = 1
+    nodes: int = 1
+    zero_stage: int = 0  # DeepSpeed ZeRO 0-3 (0 with one GPU = plain PyTorch, with several = DDP)
+    fsdp: Fsdp = Fsdp.NONE
+    offload: Offload = Offload.NONE
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        for name, high in (("gpus_per_node", 64), ("nodes", 4096)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise SpecError(f"{name.replace('_', '-')} must be an integer in [1, {high}], got {value!r}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise SpecError(f"zero stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+        if self.zero_stage and self.fsdp != Fsdp.NONE:
+            raise SpecError("choose either --zero or --fsdp, not both")
+        if self.offload != Offload.NONE and self.zero_stage == 0 and self.fsdp == Fsdp.NONE:
+            raise SpecError("offload needs DeepSpeed ZeRO (--zero 1/2/3) or FSDP")
+        if self.offload == Offload.ALL and not (self.zero_stage == 3 or self.fsdp == Fsdp.FULL_SHARD):
+            raise SpecError("--offload all (parameters too) needs --zero 3 or --fsdp full_shard; "
+                            "use --offload optimizer with ZeRO-1/2")
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def engine(self) -> str:
+        if self.fsdp != Fsdp.NONE:
+            return "fsdp"
+        if self.zero_stage > 0:
+            return "deepspeed"
+        return "ddp" if self.gpus > 1 else "single"
+
+    @property
+    def shards_params(self) -> bool:
+        return self.zero_stage == 3 or self.fsdp == Fsdp.FULL_SHARD
+
+    @property
+    def shards_grads(self) -> bool:
+        return self.zero_stage >= 2 or self.fsdp != Fsdp.NONE
+
+    @property
+    def shards_optimizer(self) -> bool:
+        return self.zero_stage >= 1 or self.fsdp != Fsdp.NONE
+
+    def label(self) -> str:
+        parts = [f"{self.nodes}x{self.gpus_per_node} GPU" if self.nodes > 1 else f"{self.gpus} GPU"]
+        if self.fsdp != Fsdp.NONE:
+            parts.append(f"FSDP {self.fsdp.value}")
+        elif self.zero_stage:
+            parts.append(f"ZeRO-{self.zero_stage}")
+        elif self.gpus > 1:
+            parts.append("DDP")
+        if self.offload != Offload.NONE:
+            parts.append(f"offload {self.offload.value}")
+        return ", ".join(parts)
+
+    def with_(self, **changes) -> "Strategy":
+        return replace(self, **changes)

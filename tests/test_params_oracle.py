@@ -1,0 +1,95 @@
+"""Oracle: trainfit's parameter counts equal the Hugging Face model built on the meta device, for every preset,
+and LoRA's trainable counts equal PEFT's."""
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from trainfit.api import training_spec  # noqa: E402
+from trainfit.catalog import all_models  # noqa: E402
+from trainfit.estimate.params import count_params  # noqa: E402
+from trainfit.estimate.trainable import split_params  # noqa: E402
+
+# Remote-code models (not in transformers): built as the equivalent native architecture (see each preset's note).
+EQUIVALENT = {
+    "chatglm3-6b": lambda s: dict(model_type="qwen2", hidden_size=s.hidden, intermediate_size=s.intermediate,
+                                  num_hidden_layers=s.layers, num_attention_heads=s.heads,
+                                  num_key_value_heads=s.kv_heads, vocab_size=s.vocab, tie_word_embeddings=False),
+    "baichuan2-7b": lambda s: dict(model_type="llama", hidden_size=s.hidden, intermediate_size=s.intermediate,
+                                   num_hidden_layers=s.layers, num_attention_heads=s.heads,
+                                   num_key_value_heads=s.kv_heads, vocab_size=s.vocab, tie_word_embeddings=False),
+}
+
+
+def _hf_config(name):
+    preset = all_models()[name]
+    spec = preset.spec()
+    cfg = EQUIVALENT[name](spec) if name in EQUIVALENT else dict(preset.hf_config)
+    cfg.pop("architectures", None)
+    return transformers.AutoConfig.for_model(**cfg), spec
+
+
+def _meta_count(cls, cfg):
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        return cls.from_config(cfg).num_parameters()
+
+
+@pytest.mark.parametrize("name", sorted(all_models()))
+def test_param_count_equals_hf_meta_model(name):
+    cfg, spec = _hf_config(name)
+    head, cls = ("none", transformers.AutoModel) if spec.is_encoder else ("lm", transformers.AutoModelForCausalLM)
+    ours = count_params(spec, head)
+    assert ours == _meta_count(cls, cfg)
+    assert ours == all_models()[name].params  # the count written in the preset file
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "qwen2-7b", "gpt2", "bert-base-uncased", "roberta-base", "gemma-2b"])
+def test_param_count_with_task_heads(name):
+    cfg, spec = _hf_config(name)
+    assert count_params(spec, "classification") == _meta_count(transformers.AutoModelForSequenceClassification, cfg)
+    if spec.is_encoder:
+        assert count_params(spec, "mlm") == _meta_count(transformers.AutoModelForMaskedLM, cfg)
+
+
+def test_published_counts():
+    """Counts published by the model authors (Llama 2: 6.74B; Qwen2-7B: 7.62B; Llama 3: 8.03B)."""
+    models = all_models()
+    assert count_params(models["llama-2-7b"].spec()) == 6_738_415_616
+    assert count_params(models["qwen2-7b"].spec()) == 7_615_616_512
+    assert count_params(models["llama-3-8b"].spec()) == 8_030_261_248
+    assert count_params(models["chatglm3-6b"].spec()) == 6_243_584_000
+
+
+LORA_CASES = [
+    ("llama-2-7b", "all-linear", "sft"),
+    ("llama-2-7b", "q_proj,v_proj", "sft"),
+    ("qwen2-7b", "all-linear", "sft"),
+    ("gpt2", "all-linear", "sft"),
+    ("gpt2", "c_attn", "sft"),
+    ("mixtral-8x7b", "all-linear", "sft"),
+    ("gemma-2b", "all-linear", "sft"),
+    ("bert-base-uncased", "query,value", "classification"),
+    ("bert-base-uncased", "all-linear", "classification"),
+    ("roberta-base", "all-linear", "classification"),
+    ("qwen2-7b", "all-linear", "classification"),
+]
+
+
+@pytest.mark.parametrize("name,targets,task", LORA_CASES)
+def test_lora_trainable_equals_peft(name, targets, task):
+    peft = pytest.importorskip("peft")
+    cfg, spec = _hf_config(name)
+    cls = transformers.AutoModelForSequenceClassification if task == "classification" else \
+        transformers.AutoModelForCausalLM
+    target_modules = targets if targets == "all-linear" else targets.split(",")
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = peft.get_peft_model(cls.from_config(cfg), peft.LoraConfig(
+            r=16, target_modules=target_modules, task_type="SEQ_CLS" if task == "classification" else "CAUSAL_LM"))
+    expected = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    t = training_spec("lora", task, lora_targets=targets, lora_rank=16, model=spec)
+    assert split_params(spec, t).trainable == expected

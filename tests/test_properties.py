@@ -1,0 +1,117 @@
+"""Property tests (Hypothesis): monotonicity that must hold whatever the configuration."""
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from trainfit.catalog import get_gpu, resolve_model
+from trainfit.catalog.efficiency import Efficiencies
+from trainfit.estimate.core import run_estimate
+from trainfit.estimate.params import count_params, largest_module_params
+from trainfit.spec.cluster import cluster_for
+from trainfit.spec.training import (Attention, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
+                                    TrainingSpec)
+
+MODELS = ["tiny-llama", "gpt2", "qwen2.5-0.5b", "llama-2-7b", "qwen2-7b", "mixtral-8x7b", "bert-base-uncased",
+          "gemma-2b"]
+GPUS = ["a10", "a100-sxm4-80gb", "h100-sxm", "l20", "h20"]
+EFF = Efficiencies.default()
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def workloads(draw):
+    model = resolve_model(draw(st.sampled_from(MODELS)))
+    task = Task.CLASSIFICATION if model.is_encoder else draw(st.sampled_from([Task.SFT, Task.DPO]))
+    seq = draw(st.sampled_from([128, 512, 2048]))
+    if model.position == "learned":
+        seq = min(seq, model.max_positions)
+    t = TrainingSpec(method=draw(st.sampled_from(list(Method))), task=task, seq_len=seq,
+                     micro_batch=draw(st.integers(1, 8)), grad_accum=draw(st.integers(1, 4)),
+                     precision=Precision.BF16, optimizer=draw(st.sampled_from([Optimizer.ADAMW, Optimizer.SGD])),
+                     grad_ckpt=draw(st.sampled_from(list(GradCkpt))),
+                     attention=draw(st.sampled_from([Attention.SDPA, Attention.EAGER])),
+                     lora_rank=draw(st.sampled_from([8, 64])))
+    return model, t
+
+
+def _est(model, t, s, gpu="a100-sxm4-80gb"):
+    g = get_gpu(gpu)
+    return run_estimate(model, t, s, cluster_for(g, s.gpus_per_node, s.nodes), EFF)
+
+
+@SETTINGS
+@given(workloads(), st.sampled_from([2, 4, 8]))
+def test_memory_never_rises_with_a_higher_zero_stage(w, gpus):
+    """With one GPU there is nothing to shard: ZeRO-1 adds fp32 master weights over plain AMP and ZeRO-3 adds its
+    gather buffers, so the property is about two or more GPUs."""
+    model, t = w
+    # DeepSpeed's own arithmetic (4·largest_layer + 18Ψ/N for ZeRO-3 vs 2Ψ + 18Ψ/N for ZeRO-2) puts ZeRO-3 above
+    # ZeRO-2 when one module (GPT-2's 50k x 768 embedding) outweighs what sharding saves: excluded by assumption.
+    assume(4 * largest_module_params(model) <= 2 * count_params(model) * (1 - 1 / gpus) * 0.5)
+    stages = (0, 1, 2, 3)
+    mem = [_est(model, t, Strategy(gpus_per_node=gpus, zero_stage=z)).memory.device for z in stages]
+    assert all(a >= b - 1 for a, b in zip(mem, mem[1:])), mem
+
+
+@SETTINGS
+@given(workloads())
+def test_memory_never_rises_with_more_gpus_under_zero3(w):
+    model, t = w
+    # from 2 GPUs on (going from 1 to 2 adds NCCL's communicator buffers, a real cost)
+    mem = [_est(model, t, Strategy(gpus_per_node=n, zero_stage=3)).memory.device for n in (2, 4, 8)]
+    assert all(a >= b - 1 for a, b in zip(mem, mem[1:])), mem
+
+
+@SETTINGS
+@given(workloads(), st.sampled_from([1, 8]))
+def test_memory_never_rises_with_more_checkpointing(w, gpus):
+    model, t = w
+    s = Strategy(gpus_per_node=gpus, zero_stage=3 if gpus > 1 else 0)
+    mem = [_est(model, t.with_(grad_ckpt=level), s).memory.device for level in GradCkpt]
+    assert all(a >= b - 1 for a, b in zip(mem, mem[1:])), mem
+
+
+@SETTINGS
+@given(workloads(), st.sampled_from([1, 8]))
+def test_memory_never_rises_with_offload(w, gpus):
+    model, t = w
+    if t.optimizer != Optimizer.ADAMW:
+        t = t.with_(optimizer=Optimizer.ADAMW)
+    mem = [_est(model, t, Strategy(gpus_per_node=gpus, zero_stage=3, offload=o)).memory.device for o in Offload]
+    assert all(a >= b - 1 for a, b in zip(mem, mem[1:])), mem
+
+
+@st.composite
+def faster_gpus(draw):
+    base = get_gpu(draw(st.sampled_from(GPUS)))
+    k = lambda: draw(st.floats(1.0, 4.0))  # noqa: E731
+    flops = k()
+    faster = replace(base, peak_flops={dt: v * flops for dt, v in base.peak_flops.items()},
+                     memory_bandwidth=base.memory_bandwidth * k(),
+                     nvlink_gbs=(base.nvlink_gbs or 0) * k() if base.nvlink_gbs else base.nvlink_gbs,
+                     pcie_gen=max(base.pcie_gen or 3, draw(st.sampled_from([3, 4, 5]))))
+    return base, faster
+
+
+@SETTINGS
+@given(workloads(), faster_gpus(), st.sampled_from([1, 8]), st.sampled_from([0, 2, 3]))
+def test_step_time_never_rises_on_a_faster_gpu(w, gpus_pair, n, zero):
+    model, t = w
+    base, faster = gpus_pair
+    s = Strategy(gpus_per_node=n, zero_stage=zero if n > 1 else 0)
+    slow = run_estimate(model, t, s, cluster_for(base, n, 1), EFF)
+    fast = run_estimate(model, t, s, cluster_for(faster, n, 1), EFF)
+    assert fast.step_time_s <= slow.step_time_s * (1 + 1e-9)
+
+
+@SETTINGS
+@given(workloads())
+def test_breakdown_sums_to_total(w):
+    model, t = w
+    est = _est(model, t, Strategy())
+    parts = est.memory.parts
+    assert sum(parts.values()) == est.memory.device or abs(sum(parts.values()) - est.memory.device) < 1
+    assert est.memory.allocated <= est.memory.reserved <= est.memory.device
+    assert est.step_time_s == sum(est.time.parts.values())
