@@ -156,3 +156,23 @@ def test_chinese_output(run_cli):
     code, out, _ = run_cli("estimate", "--model", "qwen2-7b", "--gpu", "a10", "--method", "lora", "--grad-ckpt",
                            "full", "--lang", "zh")
     assert code == 0 and "显存" in out
+
+
+def test_hub_id_without_network_is_a_clear_error(run_cli, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = run_cli("estimate", "--model", "some-org/some-model-that-is-not-cached", "--gpu", "a10")
+    assert code == 2 and "Hugging Face Hub" in err and "Traceback" not in err
+
+
+def test_instance_sets_gpu_and_links(run_cli):
+    d = _json(run_cli, "estimate", "--model", "qwen2.5-7b", "--instance", "ecs.gn7i-c32g1.32xlarge", "--gpus", "4",
+              "--zero", "2", "--method", "lora")
+    assert d["config"]["gpu"] == "a10" and d["config"]["instance"] == "alibaba/ecs.gn7i-c32g1.32xlarge"
+    comm = {}
+    for inst in ("ecs.gn7i-c32g1.32xlarge", "ecs.gn7e-c16g1.16xlarge"):
+        e = _json(run_cli, "estimate", "--model", "qwen2.5-1.5b", "--instance", inst, "--gpus", "4", "--zero", "2")
+        comm[inst] = sum(v for k, v in e["time_s"].items() if k.startswith("communication"))
+    # the A10 box (gn7i) talks over PCIe, the gn7e box over NVLink
+    assert comm["ecs.gn7i-c32g1.32xlarge"] > 5 * comm["ecs.gn7e-c16g1.16xlarge"] > 0
+    code, _, err = run_cli("estimate", "--model", "qwen2.5-7b", "--instance", "ecs.gn7i-c8g1.2xlarge", "--gpus", "2")
+    assert code == 2 and "has 1 GPUs" in err

@@ -41,16 +41,17 @@ def merge_tables(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Efficiencies:
-    """The table of named values after calibration and user overrides."""
+    """The table of named values after calibration and user overrides (compared and hashed by identity)."""
 
     table: dict[str, dict]
     origin: str = "shipped"
+    _resolved: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def default(cls) -> "Efficiencies":
-        return cls(_shipped())
+        return _default()
 
     def with_overrides(self, overrides: dict[str, Any], origin: str = "user") -> "Efficiencies":
         """`overrides`: {name: value} (applies everywhere) or {name: {by_gpu: {...}, ...}}."""
@@ -72,6 +73,11 @@ class Efficiencies:
         return EfficiencyView(self, gpu)
 
 
+@lru_cache(maxsize=1)
+def _default() -> Efficiencies:
+    return Efficiencies(_shipped())
+
+
 @dataclass
 class EfficiencyView:
     eff: Efficiencies
@@ -84,11 +90,19 @@ class EfficiencyView:
             raise KeyError(f"efficiency {name!r} is not defined in efficiency.yaml")
         value, level = self._resolve(entry, link)
         key = name if link is None else f"{name}[{link}]"
-        self.used[key] = {"value": value, "from": level, "unit": entry.get("unit", ""),
-                          "basis": entry.get("basis", "")}
+        if key not in self.used:
+            self.used[key] = {"value": value, "from": level, "unit": entry.get("unit", ""),
+                              "basis": entry.get("basis", "")}
         return value
 
     def _resolve(self, entry: dict, link: str | None) -> tuple[float, str]:
+        key = (self.gpu.id, self.gpu.architecture, self.gpu.memory_type, id(entry), link)
+        hit = self.eff._resolved.get(key)
+        if hit is None:
+            hit = self.eff._resolved[key] = self._lookup(entry, link)
+        return hit
+
+    def _lookup(self, entry: dict, link: str | None) -> tuple[float, str]:
         g = self.gpu
         candidates = [("by_link", link), ("by_gpu", g.id), ("by_architecture", g.architecture),
                       ("by_memory_type", g.memory_type)]

@@ -19,6 +19,7 @@ The peak is the largest of three phases of a steady-state step (optimizer states
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..catalog.efficiency import EfficiencyView
 from ..spec.hardware import GpuSpec
@@ -93,6 +94,7 @@ def usable_bytes(gpu: GpuSpec, eff: EfficiencyView) -> float:
     return gpu.memory_bytes * (1.0 - eff("memory_reserved_fraction")) * (1.0 - eff("fit_headroom_fraction"))
 
 
+@lru_cache(maxsize=8192)
 def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime) -> tuple[dict[str, float], float]:
     """(saved bytes per micro-batch by item over all blocks, one block's bytes for the backward transient)."""
     tokens = t.tokens_per_micro_batch
@@ -182,7 +184,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             states.add("gradients/ddp_buckets", psi * g_t)
 
     # ---- activations and loss ------------------------------------------------------------------------------------
-    acts, one_block = activation_bytes(m, t, split, r)
+    acts, one_block = activation_bytes(m, t.with_(grad_accum=1), split, r)
     logits = logits_bytes(m, t, r)
     head_grad = (m.vocab * m.hidden * g_t / (n if s.shards_grads else 1)
                  if (t.method == Method.FULL and t.task != Task.CLASSIFICATION) else 0.0)

@@ -49,7 +49,8 @@ class Linear:
     count: int = 1  # experts
 
 
-def layer_linears(m: ModelSpec) -> list[Linear]:
+@lru_cache(maxsize=512)
+def layer_linears(m: ModelSpec) -> tuple[Linear, ...]:
     """The Linear modules of one Transformer block, in execution order."""
     h, q, kv, f = m.hidden, m.q_dim, m.kv_dim, m.intermediate
     out: list[Linear] = []
@@ -68,7 +69,7 @@ def layer_linears(m: ModelSpec) -> list[Linear]:
     else:
         out.append(Linear(_up_name(m), ("up",), h, f, m.mlp_bias, e))
     out.append(Linear(_down_name(m), ("down",), f, h, m.mlp_bias, e))
-    return out
+    return tuple(out)
 
 
 def _qkv_name(m: ModelSpec) -> str:
@@ -95,6 +96,11 @@ def _down_name(m: ModelSpec) -> str:
     return {"gpt2": "mlp.c_proj", "mpt": "down_proj", "gpt_neox": "dense_4h_to_h", "falcon": "dense_4h_to_h",
             "chatglm": "dense_4h_to_h", "phi": "fc2", "bert": "output.dense", "roberta": "output.dense"}.get(
         m.model_type, "down_proj")
+
+
+@lru_cache(maxsize=512)
+def layer_params(m: ModelSpec) -> int:
+    return sum(t.numel for t in layer_tensors(m))
 
 
 @lru_cache(maxsize=512)
@@ -174,10 +180,7 @@ def _classifier_tensors(m: ModelSpec, labels: int = NUM_LABELS) -> list[Tensor]:
     return [Tensor("score.weight", labels, h, "head", "score", per_layer=False)]
 
 
-def layer_params(m: ModelSpec) -> int:
-    return sum(t.numel for t in layer_tensors(m))
-
-
+@lru_cache(maxsize=512)
 def count_params(m: ModelSpec, head: str = "lm") -> int:
     """Total parameters (tied weights counted once), as `model.num_parameters()` in transformers."""
     return m.layers * layer_params(m) + sum(t.numel for t in global_tensors(m, head))
@@ -217,6 +220,7 @@ def largest_layer_params(m: ModelSpec, head: str = "lm") -> int:
     return max(candidates)
 
 
+@lru_cache(maxsize=512)
 def largest_module_params(m: ModelSpec, head: str = "lm") -> int:
     """Largest single module (a Linear, the embedding or the output head), as DeepSpeed's ZeRO-3 estimator counts
     `largest_layer_params`: parameters owned directly by one module."""

@@ -10,12 +10,15 @@ per GPU, all-gather and reduce-scatter (n-1)/n each, at the bus bandwidth of the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from ..catalog.efficiency import EfficiencyView
+from ..catalog.efficiency import Efficiencies, EfficiencyView
 from ..spec.cluster import Cluster
+from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.training import Attention, Fsdp, GradCkpt, Method, Offload, Precision, Strategy, Task, TrainingSpec
 from .flops import StepFlops, attention_flops_per_token
+from .activations import Regime
 from .memory import regime_for
 from .params import layer_linears
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit
@@ -39,8 +42,7 @@ class StepTime:
         return sum(self.parts.values())
 
 
-def _peak(t: TrainingSpec, cluster: Cluster, eff: EfficiencyView) -> float:
-    gpu = cluster.gpu
+def _peak(t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView) -> float:
     dtype = {"bf16": "bf16", "fp16": "fp16", "fp32": "tf32", "fp8": "fp8"}[t.precision.value]
     peak = gpu.peak(dtype) or gpu.peak("fp32")
     if t.precision == Precision.FP8:
@@ -61,9 +63,18 @@ def _gemm(flops: float, bytes_moved: float, min_dim: float, peak: float, eff: Ef
 def block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, cluster: Cluster, eff: EfficiencyView,
                 s: Strategy) -> dict[str, tuple[float, str]]:
     """Forward seconds of one block's operations for one micro-batch: {op: (seconds, bound)}."""
-    peak = _peak(t, cluster, eff)
-    bw = cluster.gpu.memory_bandwidth
-    r = regime_for(t, s)
+    ops, used = _block_times(m, t.with_(grad_accum=1), split, cluster.gpu, eff.eff, regime_for(t, s))
+    for key, value in used.items():
+        eff.used.setdefault(key, value)
+    return ops
+
+
+@lru_cache(maxsize=8192)
+def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec, efficiencies: Efficiencies,
+                 r: Regime) -> tuple[dict[str, tuple[float, str]], dict]:
+    eff = efficiencies.for_gpu(gpu)
+    peak = _peak(t, gpu, eff)
+    bw = gpu.memory_bandwidth
     b = r.act
     tokens = t.tokens_per_micro_batch
     out: dict[str, tuple[float, str]] = {}
@@ -93,7 +104,7 @@ def block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, cluster: Clust
         ada_bytes = split.adapters / m.layers * 4 + tokens * b * 2 * sum(
             lin.in_features + lin.out_features for lin in layer_linears(m) if lin.count == 1) / 2
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
-    return out
+    return out, eff.used
 
 
 def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView) -> float:
@@ -148,7 +159,7 @@ def _head_time(m: ModelSpec, t: TrainingSpec, cluster: Cluster, eff: EfficiencyV
                full: bool) -> tuple[float, float]:
     if t.task == Task.CLASSIFICATION:
         return 0.0, 0.0
-    peak = _peak(t, cluster, eff)
+    peak = _peak(t, cluster.gpu, eff)
     bw = cluster.gpu.memory_bandwidth
     tokens = t.tokens_per_micro_batch
     b = regime_for(t, s).act

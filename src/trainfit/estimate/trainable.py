@@ -13,6 +13,7 @@ blocksize 64; double quantization stores the absmax constants in 8 bits with one
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import SpecError
 from ..spec.model import ModelSpec
@@ -102,6 +103,14 @@ def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all
 
 
 def split_params(m: ModelSpec, t: TrainingSpec, freeze_layers: int = 2) -> ParamSplit:
+    """Trainable / frozen / quantized parameter counts for the method (memoised: the search calls it often)."""
+    return _split(m, t.method, t.task, t.lora_rank, t.lora_targets, freeze_layers)
+
+
+@lru_cache(maxsize=2048)
+def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_targets: tuple[str, ...],
+           freeze_layers: int) -> ParamSplit:
+    t = TrainingSpec(method=method, task=task, lora_rank=lora_rank, lora_targets=lora_targets)
     head = head_for(m, t.task)
     total = count_params(m, head)
     head_tensors = tuple(x for x in global_tensors(m, head) if x.name.startswith(("classifier", "score", "pooler")))

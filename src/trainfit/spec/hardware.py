@@ -33,6 +33,9 @@ class GpuSpec:
     note: str
     aliases: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:  # peak_flops is a dict; the catalog id (plus memory) identifies a GPU
+        return hash((self.id, self.memory_bytes, self.memory_bandwidth))
+
     def peak(self, dtype: str) -> float | None:
         """Dense peak FLOP/s for matmuls in `dtype` (bf16, fp16, fp8, fp32 -> tf32 tensor cores when present)."""
         return self.peak_flops.get(dtype)
