@@ -159,7 +159,7 @@ def test_chinese_output(run_cli):
 
 
 def test_hub_id_without_network_is_a_clear_error(run_cli, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "https://hub.invalid")  # .invalid never resolves (RFC 2606)
     code, _, err = run_cli("estimate", "--model", "some-org/some-model-that-is-not-cached", "--gpu", "a10")
     assert code == 2 and "Hugging Face Hub" in err and "Traceback" not in err
 

@@ -91,7 +91,25 @@ def _from_path(path: str) -> ModelSpec:
     return ModelSpec.from_hf_config(cfg, name=name, source=file)
 
 
+def _hub_reachable(timeout: float = 3.0) -> str | None:
+    """None when the Hub answers, else why not (checked first: offline retries otherwise take ~20 s)."""
+    import socket
+    from urllib.parse import urlparse
+
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((endpoint.hostname or "huggingface.co", endpoint.port or 443), timeout=timeout).close()
+    except OSError as exc:
+        return f"cannot reach {endpoint.hostname}: {exc.strerror or exc}"
+    return None
+
+
 def _from_hub(hub_id: str) -> ModelSpec:
+    offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
+    problem = None if offline else _hub_reachable()
+    if problem:
+        raise SpecError(f"{hub_id!r} is not a preset and the Hugging Face Hub is not reachable ({problem}); "
+                        "use a preset (`trainfit models`) or a local config.json")
     try:
         from transformers import AutoConfig  # heavy: only for Hub ids
     except ImportError:

@@ -206,7 +206,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
         _phase("backward_end", states, other, {"activations/last_block": one_block},
-               grads, {"activations/backward_buffers": 3.0 * r.act * m.intermediate * t.tokens_per_micro_batch}),
+               grads, {"activations/backward_buffers": eff("backward_transient_intermediates") * r.act *
+                       m.intermediate * t.tokens_per_micro_batch}),
         _phase("optimizer", states, other, {}, grads, {}),
     )
     return _finish(phases, gpu, eff, s, r, notes)
