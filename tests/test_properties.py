@@ -115,3 +115,18 @@ def test_breakdown_sums_to_total(w):
     assert sum(parts.values()) == est.memory.device or abs(sum(parts.values()) - est.memory.device) < 1
     assert est.memory.allocated <= est.memory.reserved <= est.memory.device
     assert est.step_time_s == sum(est.time.parts.values())
+
+
+@SETTINGS
+@given(workloads(), st.sampled_from([1, 4, 8]), st.sampled_from([0, 2, 3]), st.sampled_from([4, 8, 16]))
+def test_time_per_token_never_rises_with_the_micro_batch(w, gpus, zero, per_gpu):
+    """The plan search evaluates time only for the largest micro-batch that fits; this is why that is safe."""
+    model, t = w
+    s = Strategy(gpus_per_node=gpus, zero_stage=zero if gpus > 1 else 0)
+    per_token = []
+    for mb in (1, 2, 4, 8, 16):
+        if mb > per_gpu:
+            break
+        e = _est(model, t.with_(micro_batch=mb, grad_accum=per_gpu // mb), s)
+        per_token.append(e.step_time_s / e.tokens_per_step)
+    assert all(a >= b * (1 - 1e-9) for a, b in zip(per_token, per_token[1:])), per_token

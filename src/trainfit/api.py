@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from .catalog import get_gpu, get_instance, resolve_model
@@ -17,28 +16,7 @@ from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
 from .spec.model import ModelSpec
 from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
-                            TrainingSpec)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """Everything `estimate` needs besides the GPU: the user's flags, parsed."""
-
-    model: ModelSpec
-    training: TrainingSpec
-    strategy: Strategy
-
-
-def parse_targets(targets: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    if targets is None:
-        return ("all-linear",)
-    if isinstance(targets, str):
-        items = tuple(x.strip() for x in targets.split(",") if x.strip())
-    else:
-        items = tuple(targets)
-    if not items:
-        raise SpecError("--lora-targets is empty")
-    return items
+                            TrainingSpec, parse_targets)
 
 
 def training_spec(method: str = "full", task: str | None = None, seq_len: int = 2048, micro_batch: int = 1,

@@ -12,11 +12,11 @@ from .catalog import get_gpu, instances_for_gpu, resolve_model
 from .catalog.efficiency import Efficiencies
 from .catalog.instances import all_instances, cheapest_price
 from .errors import SpecError
-from .estimate.core import Estimate, run_estimate
+from .estimate.core import Estimate, adapt_to_gpu, run_estimate
 from .report.estimate import config_dict
 from .spec.cluster import cluster_for
 from .spec.hardware import GpuSpec, InstanceSpec, Price
-from .spec.training import Attention, Precision, Strategy, TrainingSpec
+from .spec.training import Strategy, TrainingSpec
 from .units import GiB, HOUR
 
 DEFAULT_GPUS = ("t4", "v100-sxm2-32gb", "a10", "l20", "a100-sxm4-40gb", "a100-sxm4-80gb", "h20", "h100-sxm", "h200")
@@ -99,23 +99,8 @@ def cheapest_offer(gpu_id: str, gpus: int, providers: tuple[str, ...]) -> Offer 
     return best
 
 
-def _adapt(gpu: GpuSpec, t: TrainingSpec) -> tuple[TrainingSpec, list[str]]:
-    """Make the workload legal on this GPU (bf16 -> fp16 on Volta/Turing, flash -> sdpa before Ampere)."""
-    changes: list[str] = []
-    if t.precision == Precision.BF16 and not gpu.bf16_supported:
-        t = t.with_(precision=Precision.FP16)
-        changes.append("--precision fp16 (no bf16 on this GPU)")
-    if t.precision == Precision.FP8 and not gpu.fp8_supported:
-        t = t.with_(precision=Precision.BF16 if gpu.bf16_supported else Precision.FP16)
-        changes.append(f"--precision {t.precision.value} (no FP8 on this GPU)")
-    if t.attention == Attention.FLASH and (gpu.compute_capability or 0) < 8.0:
-        t = t.with_(attention=Attention.SDPA)
-        changes.append("--attention sdpa (FlashAttention-2 needs Ampere+)")
-    return t, changes
-
-
 def compare_one(model, gpu: GpuSpec, t: TrainingSpec, s: Strategy, eff: Efficiencies) -> CompareRow:
-    t2, changes = _adapt(gpu, t)
+    t2, changes = adapt_to_gpu(t, gpu)
     try:
         cluster = cluster_for(gpu, s.gpus_per_node, s.nodes, None, None,
                               eff.for_gpu(gpu)("default_inter_node_gbps") if s.nodes > 1 else None)

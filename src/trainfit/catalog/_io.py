@@ -24,7 +24,8 @@ def read_csv(name: str) -> list[dict[str, str]]:
 def read_yaml(name: str) -> Any:
     import yaml  # light; only needed for YAML catalogs
 
-    return yaml.safe_load(read_text(name))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
+    return yaml.load(read_text(name), Loader=loader)  # noqa: S506 - a safe loader
 
 
 def model_files() -> list[tuple[str, dict]]:

@@ -72,6 +72,14 @@ class Efficiencies:
     def for_gpu(self, gpu: GpuSpec) -> "EfficiencyView":
         return EfficiencyView(self, gpu)
 
+    def shared_view(self, gpu: GpuSpec) -> "EfficiencyView":
+        """One long-lived view per GPU for memoised inner functions (its `used` is the union of their lookups)."""
+        key = ("view", gpu.id, gpu.memory_bytes)
+        view = self._resolved.get(key)
+        if view is None:
+            view = self._resolved[key] = EfficiencyView(self, gpu)
+        return view
+
 
 @lru_cache(maxsize=1)
 def _default() -> Efficiencies:
@@ -85,14 +93,15 @@ class EfficiencyView:
     used: dict[str, dict] = field(default_factory=dict)
 
     def __call__(self, name: str, link: str | None = None) -> float:
+        key = name if link is None else f"{name}[{link}]"
+        hit = self.used.get(key)
+        if hit is not None:
+            return hit["value"]
         entry = self.eff.table.get(name)
         if entry is None:
             raise KeyError(f"efficiency {name!r} is not defined in efficiency.yaml")
         value, level = self._resolve(entry, link)
-        key = name if link is None else f"{name}[{link}]"
-        if key not in self.used:
-            self.used[key] = {"value": value, "from": level, "unit": entry.get("unit", ""),
-                              "basis": entry.get("basis", "")}
+        self.used[key] = {"value": value, "from": level, "unit": entry.get("unit", ""), "basis": entry.get("basis", "")}
         return value
 
     def _resolve(self, entry: dict, link: str | None) -> tuple[float, str]:

@@ -12,13 +12,14 @@ DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import catalog_cmds, compare, estimate
+    from . import catalog_cmds, compare, estimate, plan
 
     parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     estimate.add_parser(sub)
     compare.add_parser(sub)
+    plan.add_parser(sub)
     catalog_cmds.add_parsers(sub)
     return parser
 

@@ -6,16 +6,18 @@ Pure: no I/O, no printing, no torch. Everything it assumes is returned with the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
-from ..catalog.efficiency import Efficiencies
+from ..catalog.efficiency import Efficiencies, EfficiencyView
 from ..errors import SpecError
 from ..spec.cluster import Cluster
+from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.training import (Attention, Fsdp, Method, Offload, Optimizer, Precision, Strategy, Task,
                              TrainingSpec)
 from ..units import GiB
 from .flops import StepFlops, step_flops
-from .memory import MemoryResult, estimate_memory
+from .memory import MemoryResult, estimate_memory, host_offload_bytes
 from .perf import StepTime, comm_time, compute_time, offload_time, optimizer_time
 from .trainable import ParamSplit, split_params
 
@@ -27,12 +29,25 @@ class Estimate:
     strategy: Strategy
     cluster: Cluster
     split: ParamSplit
-    memory: MemoryResult
     flops: StepFlops
     time: StepTime
-    efficiencies: dict
+    efficiencies: dict  # the named values used for this GPU (shared by estimates of the same GPU)
     warnings: tuple[str, ...]
-    assumptions: tuple[str, ...]
+    table: Efficiencies  # what `memory` is computed with (on first use: the search rarely needs it)
+
+    @cached_property
+    def memory(self) -> MemoryResult:
+        return memory_of(self.model, self.training, self.strategy, self.gpu, self.split, self.table)
+
+    @property
+    def host_memory_bytes(self) -> float:
+        """Host RAM per node CPU offload needs (0 without offload)."""
+        return host_offload_bytes(self.training, self.strategy, self.split)
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        return (self.cluster.assumptions + self.memory.notes +
+                tuple(_standing_assumptions(self.model, self.training, self.strategy)))
 
     @property
     def gpu(self):
@@ -78,7 +93,11 @@ def _mfu_dtype(p: Precision) -> str:
 
 def check_compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster) -> list[str]:
     """Errors for impossible combinations; returns warnings for risky ones."""
-    gpu = cluster.gpu
+    return list(_compatibility(m, t, s, cluster.gpu))
+
+
+@lru_cache(maxsize=65536)
+def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> tuple[str, ...]:
     warnings: list[str] = []
     cc = gpu.compute_capability or 0.0
     if t.precision == Precision.BF16 and not gpu.bf16_supported:
@@ -110,16 +129,31 @@ def check_compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Clu
         warnings.append("fp16 mixed precision needs loss scaling (the generated Trainer config enables it)")
     if s.fsdp != Fsdp.NONE and t.method == Method.QLORA and s.offload != Offload.NONE:
         raise SpecError("QLoRA with FSDP CPU offload is not supported by bitsandbytes")
-    return warnings
+    return tuple(warnings)
+
+
+def adapt_to_gpu(t: TrainingSpec, gpu: GpuSpec) -> tuple[TrainingSpec, list[str]]:
+    """Make a workload legal on this GPU: bf16 -> fp16 on Volta/Turing, FP8 -> bf16 before Ada/Hopper,
+    FlashAttention -> SDPA before Ampere. Returns the changes as flags a user would type."""
+    changes: list[str] = []
+    if t.precision == Precision.BF16 and not gpu.bf16_supported:
+        t = t.with_(precision=Precision.FP16)
+        changes.append("--precision fp16 (no bf16 on this GPU)")
+    if t.precision == Precision.FP8 and not gpu.fp8_supported:
+        t = t.with_(precision=Precision.BF16 if gpu.bf16_supported else Precision.FP16)
+        changes.append(f"--precision {t.precision.value} (no FP8 on this GPU)")
+    if t.attention == Attention.FLASH and (gpu.compute_capability or 0) < 8.0:
+        t = t.with_(attention=Attention.SDPA)
+        changes.append("--attention sdpa (FlashAttention-2 needs Ampere+)")
+    return t, changes
 
 
 def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
-                 efficiencies: Efficiencies | None = None) -> Estimate:
-    """The analytic estimate of one configuration."""
+                 efficiencies: Efficiencies | None = None, view: EfficiencyView | None = None) -> Estimate:
+    """The analytic estimate of one configuration. `view`: reuse one efficiency view per GPU (the search does)."""
     warnings = check_compatibility(m, t, s, cluster)
-    eff = (efficiencies or Efficiencies.default()).for_gpu(cluster.gpu)
+    eff = view if view is not None else (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
     split = split_params(m, t, int(eff("freeze_trainable_layers")))
-    memory = estimate_memory(m, t, s, cluster.gpu, split, eff)
     flops = step_flops(m, t, split)
     st = StepTime()
     fwd, bwd = compute_time(m, t, s, split, flops, cluster, eff, st)
@@ -127,8 +161,25 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     comm_time(m, t, s, split, cluster, eff, fwd, bwd, st)
     offload_time(t, s, split, cluster, eff, st)
     st.add("overhead/step", eff("step_overhead_s"), "overhead")
-    assumptions = list(cluster.assumptions) + list(memory.notes) + _standing_assumptions(m, t, s)
-    return Estimate(m, t, s, cluster, split, memory, flops, st, dict(eff.used), tuple(warnings), tuple(assumptions))
+    host = host_offload_bytes(t, s, split)
+    inst = cluster.instance
+    if host and inst is not None and inst.ram_gib and host > inst.ram_gib * GiB:
+        warnings = (*warnings, f"CPU offload needs ~{host / GiB:,.0f} GiB of host RAM per node; "
+                               f"{inst.instance_type} has {inst.ram_gib:g} GiB")
+    return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
+
+
+def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
+              efficiencies: Efficiencies) -> MemoryResult:
+    """Memory only (the search's first, cheap test)."""
+    return _memory(m, t.for_memory, s, gpu, split, efficiencies)
+
+
+@lru_cache(maxsize=65536)
+def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
+            efficiencies: Efficiencies) -> MemoryResult:
+    """Memory depends on the GPU model and the GPU count, not on the instance: memoised for the search."""
+    return estimate_memory(m, t, s, gpu, split, efficiencies.shared_view(gpu))
 
 
 def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[str]:

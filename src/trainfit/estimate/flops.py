@@ -9,6 +9,7 @@ and layer 2·2·s·(heads·head_dim) forward (QKᵀ and PV), twice that backward
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..spec.model import ModelSpec
 from ..spec.training import GradCkpt, Task, TrainingSpec
@@ -61,6 +62,7 @@ def adapter_flops_per_token(m: ModelSpec, split: ParamSplit) -> float:
     return 2.0 * split.adapters / m.layers if split.adapters else 0.0
 
 
+@lru_cache(maxsize=16384)
 def step_flops(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> StepFlops:
     tokens = t.tokens_per_micro_batch
     blocks_bwd = m.layers - split.lowest_trainable_block

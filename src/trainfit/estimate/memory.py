@@ -19,7 +19,7 @@ The peak is the largest of three phases of a steady-state step (optimizer states
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from ..catalog.efficiency import EfficiencyView
 from ..spec.hardware import GpuSpec
@@ -33,18 +33,26 @@ from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, h
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
 
 
+def _add(bucket: dict[str, float], key: str, value: float) -> None:
+    if value:
+        bucket[key] = bucket.get(key, 0.0) + value
+
+
 @dataclass
 class Phase:
-    name: str
-    items: dict[str, float] = field(default_factory=dict)  # "part/detail" -> bytes
+    """One moment of the step: the sum of its component buckets ("part/detail" -> bytes)."""
 
-    def add(self, key: str, value: float) -> None:
-        if value:
-            self.items[key] = self.items.get(key, 0.0) + value
+    name: str
+    components: tuple[dict[str, float], ...]
+    total: float
 
     @property
-    def total(self) -> float:
-        return sum(self.items.values())
+    def items(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for component in self.components:
+            for key, value in component.items():
+                _add(out, key, value)
+        return out
 
     def parts(self) -> dict[str, float]:
         out = {p: 0.0 for p in PARTS}
@@ -61,8 +69,7 @@ class MemoryResult:
     reserved: float  # allocated x (1 + allocator overhead)
     device: float  # reserved + CUDA context + NCCL buffers (what nvidia-smi shows)
     usable: float  # what the GPU offers the application
-    parts: dict[str, float]  # the peak phase, with `other` holding overheads; sums to `device`
-    detail: dict[str, float]
+    overheads: tuple[tuple[str, float], ...]  # "other/..." items outside the allocator's live peak
     regime: Regime
     notes: tuple[str, ...]
 
@@ -70,10 +77,69 @@ class MemoryResult:
     def fits(self) -> bool:
         return self.device <= self.usable
 
+    @cached_property
+    def detail(self) -> dict[str, float]:
+        """Every item of the peak phase ("part/detail" -> bytes), overheads included; sums to `device`."""
+        peak = next(p for p in self.phases if p.name == self.peak_phase)
+        out = peak.items
+        out.update(self.overheads)
+        return out
+
+    @cached_property
+    def parts(self) -> dict[str, float]:
+        """The peak by part (weights, gradients, optimizer, activations, logits, other); sums to `device`."""
+        out = {p: 0.0 for p in PARTS}
+        for key, value in self.detail.items():
+            out[key.split("/", 1)[0]] += value
+        return out
+
     def gib(self) -> dict[str, float]:
         out = {k: round(v / GiB, 3) for k, v in self.parts.items()}
         out["total"] = round(self.device / GiB, 3)
         return out
+
+
+def _phase(name: str, components: tuple[dict[str, float], ...], totals: dict[int, float]) -> Phase:
+    """A phase whose total adds the (precomputed, by id) totals of shared component buckets."""
+    return Phase(name, components, sum(totals.get(id(c)) if id(c) in totals else sum(c.values())
+                                       for c in components))
+
+
+@dataclass(frozen=True)
+class AffineMemory:
+    """Device memory as a function of micro-batch b and data-parallel GPUs n, for one method, strategy and GPU.
+
+    Every item of every phase is a constant (unsharded states, buffers), proportional to the tokens of a micro-batch
+    (activations, loss buffers) or divided by the GPUs it is sharded over (ZeRO/FSDP states), so each phase total
+    is exactly p(b, n) = a + c·b + s/n for a fixed engine (one GPU, or two and more); the allocator overhead is a
+    fixed fraction and the CUDA context and NCCL buffers constants. Three estimates fit it; the search then tests
+    every micro-batch and GPU count for the price of those three. `tests/test_search.py` checks it against direct
+    estimates.
+    """
+
+    intercepts: tuple[float, ...]
+    per_micro_batch: tuple[float, ...]
+    per_inverse_gpus: tuple[float, ...]
+    overhead_fraction: float
+    constant: float
+
+    @classmethod
+    def fit(cls, base: "MemoryResult", more_batch: "MemoryResult", more_gpus: "MemoryResult | None",
+            b: int, n: int, b2: int, n2: int) -> "AffineMemory":
+        """From estimates at (b, n), (b2, n) and (b, n2)."""
+        per_b = tuple((m.total - a.total) / (b2 - b) for a, m in zip(base.phases, more_batch.phases))
+        if more_gpus is None:
+            per_n = (0.0,) * len(per_b)
+        else:
+            per_n = tuple((a.total - g.total) / (1 / n - 1 / n2) for a, g in zip(base.phases, more_gpus.phases))
+        intercepts = tuple(a.total - pb * b - pn / n for a, pb, pn in zip(base.phases, per_b, per_n))
+        fraction = (base.reserved - base.allocated) / base.allocated if base.allocated else 0.0
+        return cls(intercepts, per_b, per_n, fraction, base.device - base.reserved)
+
+    def device(self, micro_batch: int, gpus: int) -> float:
+        allocated = max(a + c * micro_batch + s / gpus
+                        for a, c, s in zip(self.intercepts, self.per_micro_batch, self.per_inverse_gpus))
+        return allocated * (1.0 + self.overhead_fraction) + self.constant
 
 
 def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
@@ -90,13 +156,35 @@ def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
     return Regime(act=act, weight=4 if t.param_dtype == "fp32" else 2, autocast=True)
 
 
+HOST_BUFFER_FACTOR = 1.5  # DeepSpeed's `additional_buffer_factor` default in its estimators
+
+
+def host_offload_bytes(t: TrainingSpec, s: Strategy, split: ParamSplit) -> float:
+    """Host RAM per node that CPU offload needs, by DeepSpeed's estimator arithmetic (buffer factor 1.5):
+    ZeRO-1/2 optimizer offload max(4 x GPUs, 16) x Ψ; ZeRO-3 16 x Ψ / nodes (optimizer) or 18 x Ψ / nodes (all).
+    FSDP CPU offload keeps fp32 parameters, gradients and Adam states on the host: 16 x Ψ / nodes. 0 without
+    offload (loading the model is not counted)."""
+    if s.offload == Offload.NONE:
+        return 0.0
+    psi = split.trainable
+    frozen = split.frozen * 2.0  # frozen 16-bit weights offloaded with the parameters
+    if s.engine == "fsdp":
+        return (16.0 * psi + frozen) / s.nodes * HOST_BUFFER_FACTOR
+    if s.zero_stage == 3:
+        per_param = 18.0 if s.offload == Offload.ALL else 16.0
+        extra = frozen if s.offload == Offload.ALL else 0.0
+        return (per_param * psi + extra) / s.nodes * HOST_BUFFER_FACTOR
+    return psi * max(4.0 * s.gpus, 16.0) * HOST_BUFFER_FACTOR
+
+
 def usable_bytes(gpu: GpuSpec, eff: EfficiencyView) -> float:
     return gpu.memory_bytes * (1.0 - eff("memory_reserved_fraction")) * (1.0 - eff("fit_headroom_fraction"))
 
 
 @lru_cache(maxsize=8192)
-def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime) -> tuple[dict[str, float], float]:
-    """(saved bytes per micro-batch by item over all blocks, one block's bytes for the backward transient)."""
+def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
+                     r: Regime) -> tuple[dict[str, float], float, float]:
+    """(saved bytes per micro-batch by item over all blocks, their total, one block's bytes)."""
     tokens = t.tokens_per_micro_batch
     dropout = 0.1 if m.is_encoder or m.model_type == "gpt2" else 0.0  # HF defaults for BERT/RoBERTa/GPT-2
     per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention, dropout)
@@ -106,7 +194,7 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime
     one_block = sum(per_block.values()) * tokens
     # embeddings output / final norm / head input
     out["activations/final_norm_and_head_input"] = (4 + r.act) * m.hidden * tokens
-    return out, one_block
+    return out, sum(out.values()), one_block
 
 
 def logits_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
@@ -154,21 +242,21 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     root = sum(x.numel for x in global_tensors(m, head))
     largest_module = largest_module_params(m, head)
 
-    states = Phase("states")
+    states: dict[str, float] = {}
     # ---- frozen weights (LoRA / QLoRA / freeze base) -----------------------------------------------------------
     frozen_bytes = 4.0 if t.precision == Precision.FP32 else 2.0
     quantized = split.quantized
     frozen_shard = n if s.shards_params else 1
-    states.add("weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
-    states.add("weights/frozen_nf4", quantized * NF4_BYTES_PER_PARAM / frozen_shard)
+    _add(states, "weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
+    _add(states, "weights/frozen_nf4", quantized * NF4_BYTES_PER_PARAM / frozen_shard)
     if t.task == Task.DPO and t.method in (Method.FULL, Method.FREEZE):
-        states.add("weights/dpo_reference", split.total * frozen_bytes / frozen_shard)
+        _add(states, "weights/dpo_reference", split.total * frozen_bytes / frozen_shard)
         notes.append("DPO keeps a frozen reference copy of the model (LoRA/QLoRA reuse the base with adapters off)")
 
     # ---- trainable weights, gradients, optimizer --------------------------------------------------------------
     opt_bytes = _optimizer_state_bytes(m, t, split, w_t, s.engine == "deepspeed")
     master = 4.0 * psi if (s.engine == "deepspeed" and t.precision != Precision.FP32) else 0.0
-    grads = Phase("grads")
+    grads: dict[str, float] = {}
     offload_opt = s.offload != Offload.NONE
     if s.engine == "deepspeed":
         trained_module = largest_module if t.method == Method.FULL else 0
@@ -177,87 +265,82 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     elif s.engine == "fsdp":
         _fsdp_states(t, s, n, psi, w_t, g_t, opt_bytes, block, root, states, grads)
     else:
-        states.add("weights/trainable", psi * w_t)
-        states.add("optimizer/states", opt_bytes)
-        grads.add("gradients/trainable", psi * g_t)
+        _add(states, "weights/trainable", psi * w_t)
+        _add(states, "optimizer/states", opt_bytes)
+        _add(grads, "gradients/trainable", psi * g_t)
         if s.engine == "ddp":  # the Reducer allocates its flat gradient buckets when DDP wraps the model
-            states.add("gradients/ddp_buckets", psi * g_t)
+            _add(states, "gradients/ddp_buckets", psi * g_t)
 
     # ---- activations and loss ------------------------------------------------------------------------------------
-    acts, one_block = activation_bytes(m, t.with_(grad_accum=1), split, r)
+    acts, acts_total, one_block = activation_bytes(m, t.per_micro_batch, split, r)
     logits = logits_bytes(m, t, r)
     head_grad = (m.vocab * m.hidden * g_t / (n if s.shards_grads else 1)
                  if (t.method == Method.FULL and t.task != Task.CLASSIFICATION) else 0.0)
 
-    other = Phase("other")
+    other: dict[str, float] = {}
     if r.amp_casts:
-        other.add("other/autocast_weight_copies", 2.0 * psi)
+        _add(other, "other/autocast_weight_copies", 2.0 * psi)
     elif r.autocast and split.adapters:  # fp32 adapters cast to bf16 for their matmuls, kept for backward
-        other.add("other/autocast_weight_copies", 2.0 * split.adapters)
+        _add(other, "other/autocast_weight_copies", 2.0 * split.adapters)
     if t.method == Method.QLORA:
-        other.add("other/nf4_dequantized_weight", 2.0 * largest_module)
+        _add(other, "other/nf4_dequantized_weight", 2.0 * largest_module)
     if s.engine == "deepspeed":
-        other.add("other/comm_buckets", 2 * 2.0 * m.hidden * m.hidden)
+        _add(other, "other/comm_buckets", 2 * 2.0 * m.hidden * m.hidden)
 
-    grads_accum = grads.total if t.grad_accum > 1 else 0.0
+    accumulating = t.grad_accum > 1  # gradients of earlier micro-batches are held during the next forward
+    totals = {id(states): sum(states.values()), id(other): sum(other.values()), id(grads): sum(grads.values()),
+              id(acts): acts_total}
     phases = (
-        _phase("backward_start", states, other, acts, grads if t.grad_accum > 1 else None,
-               {"logits/loss_buffers": logits, "gradients/output_head": head_grad if not grads_accum else 0.0}),
+        _phase("backward_start", (states, other, acts, grads if accumulating else {},
+                                  {"logits/loss_buffers": logits,
+                                   "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
-        _phase("backward_end", states, other, {"activations/last_block": one_block},
-               grads, {"activations/backward_buffers": eff("backward_transient_intermediates") * r.act *
-                       m.intermediate * t.tokens_per_micro_batch}),
-        _phase("optimizer", states, other, {}, grads, {}),
+        _phase("backward_end", (states, other, grads, {
+            "activations/last_block": one_block,
+            "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
+            t.tokens_per_micro_batch}), totals),
+        _phase("optimizer", (states, other, grads), totals),
     )
     return _finish(phases, gpu, eff, s, r, notes)
 
 
 def _deepspeed_states(s: Strategy, n: int, psi: float, w_t: float, opt_bytes: float, master: float,
-                      largest_module: int, trained_module: int, states: Phase, grads: Phase, offload_opt: bool) -> None:
+                      largest_module: int, trained_module: int, states: dict, grads: dict, offload_opt: bool) -> None:
     """DeepSpeed's bookkeeping; with ZeRO-3 the largest module is gathered (2 bytes x params) and, when it trains,
     its 16-bit gradient too (DeepSpeed's 4 x largest_layer for full training)."""
     fp32_grad = 4.0 * psi
     if s.zero_stage == 3:
-        states.add("weights/trainable_shard", psi * w_t / n if s.offload != Offload.ALL else 0.0)
-        states.add("weights/gathered_layer", 2.0 * largest_module)
-        grads.add("gradients/gathered_layer", 2.0 * trained_module)
+        _add(states, "weights/trainable_shard", psi * w_t / n if s.offload != Offload.ALL else 0.0)
+        _add(states, "weights/gathered_layer", 2.0 * largest_module)
+        _add(grads, "gradients/gathered_layer", 2.0 * trained_module)
         if not offload_opt:
-            states.add("optimizer/master_fp32", master / n)
-            states.add("optimizer/states", opt_bytes / n)
-            grads.add("gradients/fp32_partition", fp32_grad / n)
+            _add(states, "optimizer/master_fp32", master / n)
+            _add(states, "optimizer/states", opt_bytes / n)
+            _add(grads, "gradients/fp32_partition", fp32_grad / n)
         return
-    states.add("weights/trainable", psi * w_t)
+    _add(states, "weights/trainable", psi * w_t)
     if offload_opt:  # DeepSpeed's estimator: 2Ψ on the GPU; gradients stream to the host bucket by bucket
         return
     # ZeRO-2 partitions the 16-bit gradients too (DeepSpeed 0.19: 2Ψ + 18Ψ/N); ZeRO-1 keeps them whole.
-    grads.add("gradients/16bit", psi * w_t / (n if s.zero_stage == 2 else 1))
-    grads.add("gradients/fp32_partition", fp32_grad / n)
-    states.add("optimizer/master_fp32", master / n)
-    states.add("optimizer/states", opt_bytes / n)
+    _add(grads, "gradients/16bit", psi * w_t / (n if s.zero_stage == 2 else 1))
+    _add(grads, "gradients/fp32_partition", fp32_grad / n)
+    _add(states, "optimizer/master_fp32", master / n)
+    _add(states, "optimizer/states", opt_bytes / n)
 
 
 def _fsdp_states(t: TrainingSpec, s: Strategy, n: int, psi: float, w_t: float, g_t: float, opt_bytes: float,
-                 block: int, root: int, states: Phase, grads: Phase) -> None:
+                 block: int, root: int, states: dict, grads: dict) -> None:
     offload = s.offload != Offload.NONE
     if not offload:
-        states.add("weights/trainable_shard", psi * w_t / n)
-        states.add("optimizer/states", opt_bytes / n)
-        grads.add("gradients/shard", psi * g_t / n)
+        _add(states, "weights/trainable_shard", psi * w_t / n)
+        _add(states, "optimizer/states", opt_bytes / n)
+        _add(grads, "gradients/shard", psi * g_t / n)
     if s.fsdp == Fsdp.FULL_SHARD:
-        states.add("weights/gathered_units", 2.0 * (root + 2 * block))  # root unit + current and prefetched block
+        _add(states, "weights/gathered_units", 2.0 * (root + 2 * block))  # root unit + current and prefetched block
     else:
-        states.add("weights/gathered_all", 2.0 * psi)  # SHARD_GRAD_OP keeps parameters gathered
-    grads.add("gradients/unsharded_block", 2.0 * block)
-
-
-def _phase(name: str, states: Phase, other: Phase, acts: dict[str, float], grads: Phase | None,
-           extra: dict[str, float]) -> Phase:
-    ph = Phase(name)
-    for src in (states.items, other.items, acts, grads.items if grads else {}, extra):
-        for key, value in src.items():
-            ph.add(key, value)
-    return ph
+        _add(states, "weights/gathered_all", 2.0 * psi)  # SHARD_GRAD_OP keeps parameters gathered
+    _add(grads, "gradients/unsharded_block", 2.0 * block)
 
 
 def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Strategy, r: Regime,
@@ -267,12 +350,9 @@ def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Str
     overhead = allocated * eff("allocator_overhead_fraction")
     context = eff("cuda_context_gib") * GiB
     nccl = eff("nccl_buffers_gib") * GiB if s.gpus > 1 else 0.0
-    parts = peak.parts()
-    parts["other"] += overhead + context + nccl
-    detail = dict(peak.items)
-    detail.update({"other/allocator_overhead": overhead, "other/cuda_context": context})
+    overheads = [("other/allocator_overhead", overhead), ("other/cuda_context", context)]
     if nccl:
-        detail["other/nccl_buffers"] = nccl
+        overheads.append(("other/nccl_buffers", nccl))
     return MemoryResult(phases=phases, peak_phase=peak.name, allocated=allocated, reserved=allocated + overhead,
-                        device=allocated + overhead + context + nccl, usable=usable_bytes(gpu, eff), parts=parts,
-                        detail=detail, regime=r, notes=tuple(notes))
+                        device=allocated + overhead + context + nccl, usable=usable_bytes(gpu, eff),
+                        overheads=tuple(overheads), regime=r, notes=tuple(notes))

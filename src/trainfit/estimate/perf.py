@@ -63,16 +63,13 @@ def _gemm(flops: float, bytes_moved: float, min_dim: float, peak: float, eff: Ef
 def block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, cluster: Cluster, eff: EfficiencyView,
                 s: Strategy) -> dict[str, tuple[float, str]]:
     """Forward seconds of one block's operations for one micro-batch: {op: (seconds, bound)}."""
-    ops, used = _block_times(m, t.with_(grad_accum=1), split, cluster.gpu, eff.eff, regime_for(t, s))
-    for key, value in used.items():
-        eff.used.setdefault(key, value)
-    return ops
+    return _block_times(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s))
 
 
 @lru_cache(maxsize=8192)
 def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec, efficiencies: Efficiencies,
-                 r: Regime) -> tuple[dict[str, tuple[float, str]], dict]:
-    eff = efficiencies.for_gpu(gpu)
+                 r: Regime) -> dict[str, tuple[float, str]]:
+    eff = efficiencies.shared_view(gpu)
     peak = _peak(t, gpu, eff)
     bw = gpu.memory_bandwidth
     b = r.act
@@ -104,7 +101,7 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         ada_bytes = split.adapters / m.layers * 4 + tokens * b * 2 * sum(
             lin.in_features + lin.out_features for lin in layer_linears(m) if lin.count == 1) / 2
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
-    return out, eff.used
+    return out
 
 
 def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView) -> float:
@@ -127,10 +124,32 @@ def _backward_multiplier(op: str, weights_train: bool, t: TrainingSpec, eff: Eff
     return 2.0
 
 
+@dataclass(frozen=True)
+class MicroBatchTime:
+    """Seconds of one micro-batch's forward and backward on one GPU, and how they split by bound."""
+
+    forward: float
+    backward: float
+    bound: tuple[tuple[str, float], ...]
+
+
 def compute_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, flops: StepFlops,
                  cluster: Cluster, eff: EfficiencyView, st: StepTime) -> tuple[float, float]:
     """Adds forward/backward time of all micro-batches to `st`; returns (forward, backward) seconds per micro-batch."""
-    ops = block_times(m, t, split, cluster, eff, s)
+    mbt = _micro_batch_time(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s))
+    micro = t.grad_accum
+    st.add("compute/forward", micro * mbt.forward)
+    st.add("compute/backward", micro * mbt.backward)
+    for bound, seconds in mbt.bound:
+        st.bound[bound] = st.bound.get(bound, 0.0) + micro * seconds
+    return mbt.forward, mbt.backward
+
+
+@lru_cache(maxsize=16384)
+def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec, efficiencies: Efficiencies,
+                      r: Regime) -> MicroBatchTime:
+    eff = efficiencies.shared_view(gpu)
+    ops = _block_times(m, t, split, gpu, efficiencies, r)
     weights_train = not split.adapters
     passes = 2 if t.task == Task.DPO else 1  # DPO: the reference model's forward too
     blocks_bwd = m.layers - split.lowest_trainable_block
@@ -139,30 +158,26 @@ def compute_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, 
     fwd_block = sum(v for v, _ in ops.values())
     bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
     launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
-    head_fwd, head_bwd = _head_time(m, t, cluster, eff, s, weights_train)
+    head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     fwd = (m.layers * passes) * max(fwd_block, launch) + head_fwd * passes
     bwd = blocks_bwd * max(bwd_block, 2 * launch) + recompute * max(fwd_block, launch) + head_bwd
-    micro = t.grad_accum
-    st.add("compute/forward", micro * fwd)
-    st.add("compute/backward", micro * bwd)
-    for k, (v, bound) in ops.items():
-        mult = n_fwd + blocks_bwd * _backward_multiplier(k, weights_train, t, eff)
-        st.bound[bound] = st.bound.get(bound, 0.0) + micro * v * mult
-    st.bound["compute"] = st.bound.get("compute", 0.0) + micro * (head_fwd * passes + head_bwd)
+    bound: dict[str, float] = {"compute": head_fwd * passes + head_bwd}
+    for k, (v, kind) in ops.items():
+        bound[kind] = bound.get(kind, 0.0) + v * (n_fwd + blocks_bwd * _backward_multiplier(k, weights_train, t, eff))
     excess = n_fwd * max(0.0, launch - fwd_block) + blocks_bwd * max(0.0, 2 * launch - bwd_block)
     if excess:
-        st.bound["overhead"] = st.bound.get("overhead", 0.0) + micro * excess
-    return fwd, bwd
+        bound["overhead"] = excess
+    return MicroBatchTime(fwd, bwd, tuple(bound.items()))
 
 
-def _head_time(m: ModelSpec, t: TrainingSpec, cluster: Cluster, eff: EfficiencyView, s: Strategy,
+def _head_time(m: ModelSpec, t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView, r: Regime,
                full: bool) -> tuple[float, float]:
     if t.task == Task.CLASSIFICATION:
         return 0.0, 0.0
-    peak = _peak(t, cluster.gpu, eff)
-    bw = cluster.gpu.memory_bandwidth
+    peak = _peak(t, gpu, eff)
+    bw = gpu.memory_bandwidth
     tokens = t.tokens_per_micro_batch
-    b = regime_for(t, s).act
+    b = r.act
     flops = 2.0 * tokens * m.hidden * m.vocab
     moved = tokens * (m.hidden + m.vocab) * b + m.hidden * m.vocab * b
     gemm, _ = _gemm(flops, moved, min(tokens, m.hidden, m.vocab), peak, eff, bw)

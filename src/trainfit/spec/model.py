@@ -95,6 +95,14 @@ class ModelSpec:
     source: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
+    def __hash__(self) -> int:  # hashed often as a memo key: compute once
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.name, self.model_type, self.hidden, self.layers, self.heads, self.kv_heads,
+                           self.head_dim, self.intermediate, self.vocab, self.num_experts, self.tie_embeddings))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
     # ---- derived sizes -------------------------------------------------------------------------------------
     @property
     def q_dim(self) -> int:

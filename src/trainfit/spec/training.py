@@ -7,6 +7,7 @@ and the search can reason about "more sharding" or "more recomputation".
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from enum import Enum
 
 from ..errors import SpecError
@@ -100,6 +101,25 @@ class Fsdp(_Choice):
 ALL_LINEAR = ("all-linear",)
 
 
+def _cached_hash(obj, fields: tuple) -> int:
+    """Frozen specs are hashed very often as memo keys by the search: hash their fields once."""
+    value = obj.__dict__.get("_hash")
+    if value is None:
+        value = hash(fields)
+        object.__setattr__(obj, "_hash", value)
+    return value
+
+
+def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
+    """'q_proj,v_proj' or a list -> a tuple of LoRA target names; None -> all-linear."""
+    if targets is None:
+        return ALL_LINEAR
+    items = tuple(x.strip() for x in targets.split(",") if x.strip()) if isinstance(targets, str) else tuple(targets)
+    if not items:
+        raise SpecError("--lora-targets is empty")
+    return items
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     """The workload of one optimizer step on one data-parallel rank."""
@@ -127,6 +147,11 @@ class TrainingSpec:
         if self.param_dtype not in ("fp32", "bf16"):
             raise SpecError(f"param-dtype must be fp32 or bf16, got {self.param_dtype!r}")
 
+    def __hash__(self) -> int:
+        return _cached_hash(self, (self.method, self.task, self.seq_len, self.micro_batch, self.grad_accum,
+                                   self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
+                                   self.lora_rank, self.lora_targets, self.num_labels))
+
     @property
     def is_peft(self) -> bool:
         return self.method in (Method.LORA, Method.QLORA)
@@ -142,6 +167,16 @@ class TrainingSpec:
 
     def with_(self, **changes) -> "TrainingSpec":
         return replace(self, **changes)
+
+    @cached_property
+    def for_memory(self) -> "TrainingSpec":
+        """Memory depends on gradient accumulation only through "are gradients held across micro-batches"."""
+        return self if self.grad_accum <= 2 else replace(self, grad_accum=2)
+
+    @cached_property
+    def per_micro_batch(self) -> "TrainingSpec":
+        """The same workload with grad_accum = 1: what one micro-batch's memory and time depend on."""
+        return self if self.grad_accum == 1 else replace(self, grad_accum=1)
 
 
 @dataclass(frozen=True)
@@ -169,6 +204,9 @@ class Strategy:
         if self.offload == Offload.ALL and not (self.zero_stage == 3 or self.fsdp == Fsdp.FULL_SHARD):
             raise SpecError("--offload all (parameters too) needs --zero 3 or --fsdp full_shard; "
                             "use --offload optimizer with ZeRO-1/2")
+
+    def __hash__(self) -> int:
+        return _cached_hash(self, (self.gpus_per_node, self.nodes, self.zero_stage, self.fsdp, self.offload))
 
     @property
     def gpus(self) -> int:

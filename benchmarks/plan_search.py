@@ -1,0 +1,52 @@
+"""Speed of `trainfit plan`: candidates evaluated and seconds per plan for the issue's acceptance scenarios.
+
+    python benchmarks/plan_search.py            # each scenario in a fresh process (cold caches, as the CLI runs)
+
+Prints a table; asserts nothing (speed is measured here, not in the unit tests).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+SCENARIOS = {
+    "qwen2-7b lora 200M x3, 48h, ¥3000": ["--model", "qwen2-7b", "--task", "sft", "--method", "lora",
+                                           "--dataset-tokens", "200M", "--epochs", "3", "--seq-len", "2048",
+                                           "--deadline", "48h", "--budget", "3000"],
+    "qwen2-7b auto method 200M x3": ["--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M",
+                                     "--epochs", "3", "--deadline", "48h", "--budget", "3000"],
+    "bert-base classification 100k x256": ["--model", "bert-base-uncased", "--task", "classification",
+                                           "--method", "full", "--samples", "100k", "--avg-len", "256",
+                                           "--epochs", "3"],
+    "llama-2-13b full 1B": ["--model", "llama-2-13b", "--method", "full", "--dataset-tokens", "1B"],
+    "qwen2-72b full 10B, 7d": ["--model", "qwen2-72b", "--method", "full", "--dataset-tokens", "10B",
+                               "--deadline", "7d"],
+    "all providers, fastest (usd-cny 7.1)": ["--model", "llama-3-8b", "--method", "lora", "--dataset-tokens", "1B",
+                                             "--provider", "all", "--usd-cny", "7.1", "--objective", "fastest"],
+}
+
+
+def run(argv: list[str]) -> tuple[dict, float]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "trainfit", "plan", *argv, "--json"], capture_output=True,
+                          text=True, check=True)
+    return json.loads(proc.stdout), time.perf_counter() - start
+
+
+def main() -> None:
+    print(f"{'scenario':40s} {'candidates':>11s} {'estimates':>10s} {'search s':>9s} {'process s':>10s}  top choice")
+    for name, argv in SCENARIOS.items():
+        doc, wall = run(argv)
+        s = doc["search"]
+        recs = doc["recommendations"]
+        top = (f"{recs[0]['nodes']} x {recs[0]['instance_type']} ({recs[0]['strategy']['method']}), "
+               f"{recs[0]['hours']:.1f} h, {recs[0]['cost']:,.0f} {recs[0]['currency']}") if recs else \
+            f"none: {doc['binding_constraint']['constraint']}"
+        print(f"{name:40s} {s['candidates']:>11,d} {s['estimates']:>10,d} {s['seconds']:>9.3f} {wall:>10.2f}  {top}")
+
+
+if __name__ == "__main__":
+    main()

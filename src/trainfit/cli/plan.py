@@ -1,0 +1,96 @@
+"""`trainfit plan`: which instance, how many GPUs and nodes, which settings, how long, how much."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import add_efficiency_flags, add_output_flags, console, lang_of, parse_sets, print_json
+
+HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
+EXAMPLES = """examples:
+  trainfit plan --model qwen2-7b --method lora --dataset-tokens 200M --epochs 3 --deadline 48h --budget 3000
+  trainfit plan --model bert-base-uncased --task classification --samples 100k --avg-len 256 --epochs 3
+  trainfit plan --model llama-3-8b --method auto --dataset-tokens 1B --objective fastest --budget 20000 --out plan/
+  trainfit plan request.yaml            # the same keys in a YAML or TOML file (dataset-tokens: 200M, ...)
+"""
+
+# CLI flag -> request key (None values are "not given" and leave the file's or the default value)
+FLAGS = ("model", "task", "method", "dataset_tokens", "samples", "avg_len", "epochs", "seq_len", "global_batch",
+         "global_batch_tokens", "precision", "optimizer", "attention", "lora_rank", "lora_targets", "deadline",
+         "budget", "currency", "usd_cny", "provider", "region", "gpu", "max_nodes", "pricing", "objective", "top")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("plan", help=HELP, description=HELP, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("request_file", nargs="?", help="YAML/TOML request file (flags override its values)")
+    p.add_argument("--model", "-m", help="preset, config.json / model directory, or Hugging Face id")
+    p.add_argument("--task", help="sft | pretrain | dpo | classification")
+    p.add_argument("--method", help="full | lora | qlora | freeze | auto (default auto: let the search choose)")
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset-tokens", help="dataset size in tokens (200M, 1.5B)")
+    g.add_argument("--samples", help="number of samples (50k), with --avg-len")
+    g.add_argument("--avg-len", help="average tokens per sample")
+    g.add_argument("--epochs", help="epochs (default 1)")
+    g.add_argument("--seq-len", help="sequence length (default 2048, capped by the model)")
+    g.add_argument("--global-batch", help="sequences per optimizer step (default 64 for fine-tuning)")
+    g.add_argument("--global-batch-tokens", help="tokens per optimizer step (instead of --global-batch)")
+    g = p.add_argument_group("training")
+    g.add_argument("--precision", help="bf16 | fp16 | fp32 | fp8 (default bf16; fp16 on GPUs without bf16)")
+    g.add_argument("--optimizer", help="adamw | adamw-8bit | adafactor | sgd")
+    g.add_argument("--attention", help="flash | sdpa | eager")
+    g.add_argument("--lora-rank", help="LoRA rank (default 16)")
+    g.add_argument("--lora-targets", help="all-linear or q_proj,v_proj,...")
+    g = p.add_argument_group("constraints")
+    g.add_argument("--deadline", help="wall-clock limit: 48h, 7d, 90m")
+    g.add_argument("--budget", help="spend limit in --currency")
+    g.add_argument("--currency", help="CNY | USD (default: CNY for Alibaba, USD otherwise)")
+    g.add_argument("--usd-cny", help="exchange rate to compare USD and CNY offers (no default: rates change)")
+    g.add_argument("--provider", help="alibaba | aws | gcp | azure | all (default alibaba)")
+    g.add_argument("--region", help="only prices in this region (e.g. cn-hangzhou)")
+    g.add_argument("--gpu", help="only these GPUs, comma-separated (a10,a100-sxm4-80gb)")
+    g.add_argument("--max-nodes", help="most instances to combine (default 8)")
+    g.add_argument("--pricing", help="payg | subscription (monthly, where the catalog has it)")
+    g.add_argument("--objective", help="cheapest (meets the deadline) | fastest (within the budget)")
+    g.add_argument("--top", help="how many recommendations to show (default 5)")
+    p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
+    add_efficiency_flags(p)
+    add_output_flags(p)
+    p.set_defaults(run=run)
+
+
+def build_request(args: argparse.Namespace):
+    from ..spec.request import load_request_file, request_from_mapping
+
+    data = load_request_file(args.request_file) if args.request_file else {}
+    for name in FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            data[name] = value
+    return request_from_mapping(data, where=args.request_file or "request")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import load_efficiencies
+    from ..errors import SpecError
+    from ..plan import make_plan
+    from ..report.plan import plan_dict, render_plan, write_plan
+
+    lang = lang_of(args)
+    req = build_request(args)
+    plan = make_plan(req, load_efficiencies(parse_sets(args.set), args.calibration))
+    if args.out:
+        if not plan.recommendations:
+            raise SpecError(f"nothing to write to {args.out}: no configuration meets the request "
+                            f"({(plan.binding or {}).get('constraint')})")
+        path = write_plan(plan, args.out)
+    if args.json:
+        doc = plan_dict(plan)
+        if args.out:
+            doc["plan_file"] = path
+        print_json(doc)
+    else:
+        console().print(render_plan(plan, lang))
+        if args.out:
+            console().print(f"plan written to {path}")
+    return 0

@@ -1,0 +1,218 @@
+"""request -> search -> Plan: ranked recommendations, the cost-time Pareto front, and the reasons behind them."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .api import load_efficiencies
+from .catalog import resolve_model
+from .catalog.efficiency import Efficiencies
+from .search.run import Candidate, SearchResult, headroom_gib, search
+from .search.space import Offer, offers
+from .search.workload import Workload, resolve_workload
+from .spec.model import ModelSpec
+from .spec.request import PlanRequest
+from .units import GiB
+
+
+@dataclass
+class Plan:
+    request: PlanRequest
+    model: ModelSpec
+    workload: Workload
+    result: SearchResult
+    recommendations: list[Candidate]
+    pareto: list[Candidate]
+    rejected: Counter
+    binding: dict[str, Any] | None
+    excluded: dict[str, str]
+    why: list[list[str]]
+    efficiencies: Efficiencies
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def currency(self) -> str:
+        return self.request.budget_currency
+
+
+def _order_key(objective: str):
+    if objective == "fastest":
+        return lambda c: (c.hours, c.cost)
+    return lambda c: (c.cost, c.hours)
+
+
+def best_per_layout(cands: list[Candidate], objective: str) -> list[Candidate]:
+    """The best configuration for each (instance, GPUs, nodes, method), ranked by the objective."""
+    best: dict[tuple, Candidate] = {}
+    key = _order_key(objective)
+    for c in cands:
+        if c.key not in best or key(c) < key(best[c.key]):
+            best[c.key] = c
+    return sorted(best.values(), key=key)
+
+
+def pareto_front(cands: list[Candidate]) -> list[Candidate]:
+    """Candidates no other candidate beats on both cost and hours (sorted by cost)."""
+    front: list[Candidate] = []
+    for c in sorted(cands, key=lambda c: (c.cost, c.hours)):
+        if not front or c.hours < front[-1].hours - 1e-12:
+            front.append(c)
+    return front
+
+
+def _meets(c: Candidate, req: PlanRequest) -> tuple[bool, bool]:
+    deadline_ok = req.deadline is None or c.hours * 3600 <= req.deadline
+    budget_ok = req.budget is None or c.cost <= req.budget
+    return deadline_ok, budget_ok
+
+
+def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_list: list[Offer] | None = None,
+              skipped: Counter | None = None) -> Plan:
+    model = resolve_model(req.model)
+    eff = efficiencies or load_efficiencies()
+    w = resolve_workload(req, model)
+    if offer_list is None:
+        offer_list, skipped = offers(req)
+    result = search(model, w, eff, offer_list, skipped)
+    rejected = Counter(result.rejected)
+    feasible = []
+    for c in result.fitting:
+        deadline_ok, budget_ok = _meets(c, req)
+        if not deadline_ok:
+            rejected["too slow for the deadline"] += 1
+        elif not budget_ok:
+            rejected["over budget"] += 1
+        else:
+            feasible.append(c)
+    ranked = best_per_layout(feasible, req.objective)
+    recs = ranked[:req.top]
+    layouts = best_per_layout(result.fitting, "cheapest")
+    plan = Plan(request=req, model=model, workload=w, result=result, recommendations=recs,
+                pareto=pareto_front(layouts), rejected=rejected, binding=None, excluded={}, why=[],
+                efficiencies=eff, assumptions=list(w.assumptions))
+    plan.binding = None if recs else binding_constraint(plan)
+    plan.excluded = excluded_gpus(plan, ranked)
+    plan.why = [why(plan, c, ranked) for c in recs]
+    return plan
+
+
+def _describe(c: Candidate, currency: str) -> str:
+    s = c.estimate.strategy
+    inst = c.offer.instance.instance_type
+    count = f"{s.nodes} x {inst}" if s.nodes > 1 else inst
+    used = "" if s.gpus_per_node == c.offer.gpu_count else f" ({s.gpus_per_node} of {c.offer.gpu_count} GPUs)"
+    return f"{count}{used}, {c.estimate.training.method.value}, {s.label()}: {c.hours:,.1f} h, {_money(c.cost, currency)}"
+
+
+def _money(x: float, currency: str) -> str:
+    return f"¥{x:,.0f}" if currency == "CNY" else f"${x:,.0f}"
+
+
+def binding_constraint(plan: Plan) -> dict[str, Any]:
+    """Which constraint binds when nothing satisfies the request, and what would relax it."""
+    req, cur = plan.request, plan.currency
+    fitting = best_per_layout(plan.result.fitting, "cheapest")
+    if not plan.result.offers:
+        return {"constraint": "catalog", "explanation": "no priced instance matches the request's provider, GPU, "
+                "region and pricing filters", "relax": ["--provider all", "drop --gpu / --region filters"]}
+    if not fitting:
+        need = min((n for n, _ in plan.result.no_fit_by_gpu.values()), default=0.0)
+        return {"constraint": "memory",
+                "explanation": f"does not fit on any offered GPU even with ZeRO-3 + CPU offload on up to "
+                               f"{req.max_nodes} nodes (smallest need {need / GiB:,.1f} GiB per GPU)",
+                "relax": ["--method lora or qlora", "a shorter --seq-len", "more nodes (--max-nodes)",
+                          "--provider all for larger GPUs"]}
+    fastest = min(fitting, key=lambda c: (c.hours, c.cost))
+    cheapest = min(fitting, key=lambda c: (c.cost, c.hours))
+    in_time = [c for c in fitting if _meets(c, req)[0]]
+    in_budget = [c for c in fitting if _meets(c, req)[1]]
+    if req.deadline is not None and not in_time:
+        out = {"constraint": "deadline",
+               "explanation": f"no plan finishes within {req.deadline / 3600:,.1f} h; fastest: {_describe(fastest, cur)}",
+               "relax": [f"a deadline of at least {fastest.hours:,.1f} h", "more nodes (--max-nodes)",
+                         "--method lora/qlora (less work per token)", "--provider all"]}
+    elif req.budget is not None and not in_budget:
+        out = {"constraint": "budget",
+               "explanation": f"no plan costs {_money(req.budget, cur)} or less; cheapest: {_describe(cheapest, cur)}",
+               "relax": [f"a budget of at least {_money(cheapest.cost, cur)}"]}
+    else:  # each constraint alone can be met, not both together
+        best = min(in_time, key=lambda c: (c.cost, c.hours))
+        out = {"constraint": "deadline and budget",
+               "explanation": f"meets the deadline with {_describe(best, cur)}: over budget by "
+                              f"{_money(best.cost - req.budget, cur)}",
+               "relax": [f"a budget of {_money(best.cost, cur)}",
+                         f"a deadline of {min(in_budget, key=lambda c: c.hours).hours:,.1f} h"]}
+    out["fastest"] = {"description": _describe(fastest, cur), "hours": round(fastest.hours, 2),
+                      "cost": round(fastest.cost, 2)}
+    out["cheapest"] = {"description": _describe(cheapest, cur), "hours": round(cheapest.hours, 2),
+                       "cost": round(cheapest.cost, 2)}
+    return out
+
+
+def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
+    """Why each GPU class offered did not win."""
+    req, cur = plan.request, plan.currency
+    winner = ranked[0] if ranked else None
+    by_gpu: dict[str, list[Candidate]] = defaultdict(list)
+    for c in plan.result.fitting:
+        by_gpu[c.estimate.gpu.id].append(c)
+    out: dict[str, str] = {}
+    for gpu in sorted({o.instance.gpu for o in plan.result.offers}):
+        if winner is not None and gpu == winner.estimate.gpu.id:
+            continue
+        cands = by_gpu.get(gpu, [])
+        if not cands:
+            miss = plan.result.no_fit_by_gpu.get(gpu)
+            need = f" (needs {miss[0] / GiB:,.1f} of {miss[1] / GiB:,.1f} GiB)" if miss else ""
+            out[gpu] = f"does not fit even with ZeRO-3 + CPU offload on the offered GPU counts{need}"
+            continue
+        in_time = [c for c in cands if _meets(c, req)[0]]
+        if not in_time:
+            f = min(cands, key=lambda c: c.hours)
+            out[gpu] = f"too slow for the deadline (fastest {f.hours:,.1f} h with {_describe(f, cur)})"
+            continue
+        ok = [c for c in in_time if _meets(c, req)[1]]
+        if not ok:
+            f = min(in_time, key=lambda c: c.cost)
+            out[gpu] = f"over budget (cheapest meeting the deadline: {_describe(f, cur)})"
+            continue
+        best = min(ok, key=_order_key(req.objective))
+        if winner is not None:
+            versus = (f"{_money(best.cost, cur)} vs {_money(winner.cost, cur)}" if req.objective == "cheapest"
+                      else f"{best.hours:,.1f} h vs {winner.hours:,.1f} h")
+            out[gpu] = f"meets the constraints but loses on {req.objective} ({versus}): {_describe(best, cur)}"
+    return out
+
+
+def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
+    e, cur = c.estimate, plan.currency
+    lines = [f"bottleneck: {e.bottleneck}; {e.tokens_per_s:,.0f} tokens/s ({e.tokens_per_s_per_gpu:,.0f} per GPU), "
+             f"MFU {e.mfu:.0%}",
+             f"memory: {e.memory.device / GiB:,.1f} of {e.memory.usable / GiB:,.1f} GiB per GPU "
+             f"({headroom_gib(c):,.1f} GiB headroom), micro-batch {e.training.micro_batch} x "
+             f"grad-accum {e.training.grad_accum}"]
+    comm = sum(v for k, v in e.time.parts.items() if k.startswith("communication"))
+    if e.strategy.nodes > 1:
+        lines.append(f"multi-node: {e.strategy.nodes} nodes over {e.cluster.inter_link} "
+                     f"({(e.cluster.inter_bytes_per_s or 0) * 8 / 1e9:,.0f} Gbit/s); exposed communication "
+                     f"{comm / e.step_time_s:.0%} of each step")
+        single = [x for x in plan.result.fitting if x.offer.instance.key == c.offer.instance.key and x.nodes == 1
+                  and x.estimate.training.method == e.training.method]
+        if not single:
+            lines.append("the job outgrows one machine: it does not fit on a single node of this type")
+        else:
+            best_single = min(single, key=lambda x: x.hours)
+            lines.append(f"one node would take {best_single.hours:,.1f} h")
+    elif comm > 0:
+        lines.append(f"communication: {comm / e.step_time_s:.0%} of each step exposed")
+    idx = ranked.index(c)
+    if idx + 1 < len(ranked):
+        nxt = ranked[idx + 1]
+        lines.append(f"runner-up: {_describe(nxt, cur)} ({_money(nxt.cost - c.cost, cur)} more)")
+    if c.offer.price.unverified or c.offer.instance.gpu_inferred:
+        flags = [x for x, on in (("price unverified", c.offer.price.unverified),
+                                 ("GPU model inferred by third parties", c.offer.instance.gpu_inferred)) if on]
+        lines.append("caution: " + ", ".join(flags))
+    return lines

@@ -1,0 +1,194 @@
+"""A Plan as JSON, as a rich table (en/zh), and as the plan.json that `trainfit generate` consumes."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from typing import Any
+
+from ..catalog.models import all_models
+from ..i18n import t as tr
+from ..plan import Plan
+from ..search.run import Candidate, headroom_gib
+from ..units import GiB
+
+PLAN_FORMAT_VERSION = 1
+PLAN_ASSUMPTIONS = ("plan_memory_headroom_fraction", "startup_hours", "checkpoint_interval_hours",
+                    "checkpoint_write_gbytes_per_s")
+
+
+def strategy_dict(c: Candidate) -> dict[str, Any]:
+    t, s = c.estimate.training, c.estimate.strategy
+    return {"method": t.method.value, "task": t.task.value, "precision": t.precision.value,
+            "param_dtype": t.param_dtype, "optimizer": t.optimizer.value,
+            "zero_stage": s.zero_stage if s.fsdp.value == "none" else None,
+            "fsdp": s.fsdp.value if s.fsdp.value != "none" else None, "offload": s.offload.value,
+            "grad_ckpt": t.grad_ckpt.value, "attention": t.attention.value, "seq_len": t.seq_len,
+            "micro_batch": t.micro_batch, "grad_accum": t.grad_accum,
+            "global_batch": t.micro_batch * t.grad_accum * s.gpus,
+            "lora_rank": t.lora_rank if t.is_peft else None,
+            "lora_targets": list(t.lora_targets) if t.is_peft else None, "engine": s.engine}
+
+
+def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[str] | None = None) -> dict[str, Any]:
+    e, o = c.estimate, c.offer
+    out: dict[str, Any] = {}
+    if rank is not None:
+        out["rank"] = rank
+    out.update({
+        "provider": o.instance.provider, "instance_type": o.instance.instance_type, "gpu": e.gpu.id,
+        "gpus_per_node": e.strategy.gpus_per_node, "gpus_per_instance": o.gpu_count, "nodes": e.strategy.nodes,
+        "strategy": strategy_dict(c), "memory_gib": round(e.memory.device / GiB, 2),
+        "gpu_memory_gib": round(e.memory.usable / GiB, 2), "headroom_gib": round(headroom_gib(c), 2),
+        "fits": e.fits, "tokens_per_s": round(e.tokens_per_s, 1),
+        "tokens_per_s_per_gpu": round(e.tokens_per_s_per_gpu, 1), "mfu": round(e.mfu, 4),
+        "step_time_s": round(e.step_time_s, 4), "hours": round(c.hours, 3), "train_hours": round(c.train_hours, 3),
+        "overhead_hours": round(c.overhead_hours, 3), "billed_hours": round(c.billed_hours, 3),
+        "cost": round(c.cost, 2), "currency": plan.currency, "price_per_hour": round(o.price.per_hour, 4),
+        "price_currency": o.price.currency, "price_billing": o.price.billing, "region": o.price.region,
+        "price_date": o.price.price_date, "price_unverified": o.price.unverified,
+        "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
+        "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
+    })
+    if why is not None:
+        out["why"] = why
+    return out
+
+
+def plan_dict(plan: Plan) -> dict[str, Any]:
+    req, w, res = plan.request, plan.workload, plan.result
+    eff = plan.efficiencies
+    rejected = dict(plan.rejected.most_common())
+    for reason, count in res.skipped_offers.items():
+        rejected[f"instance types skipped: {reason}"] = count
+    return {
+        "request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items()},
+        "model": {"name": plan.model.name, "params": _params(plan)},
+        "workload": {"task": w.task.value, "seq_len": w.seq_len, "global_batch": w.global_batch,
+                     "processed_tokens": w.processed_tokens},
+        "recommendations": [candidate_dict(c, plan, i + 1, plan.why[i]) for i, c in enumerate(plan.recommendations)],
+        "pareto": [candidate_dict(c, plan) for c in plan.pareto],
+        "rejected": rejected,
+        "binding_constraint": plan.binding,
+        "excluded_gpus": plan.excluded,
+        "search": {"candidates": res.candidates, "seconds": round(res.seconds, 4), "estimates": res.estimates,
+                   "offers": len(res.offers)},
+        "assumptions": list(plan.assumptions) + [
+            f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']}: "
+            f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS] + [
+            "billing: " + eff.describe("billing_granularity_s")["basis"].strip(),
+            "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"],
+    }
+
+
+def _params(plan: Plan) -> int:
+    from ..estimate.params import count_params
+
+    return count_params(plan.model, "none" if plan.model.is_encoder else "lm")
+
+
+def plan_file(plan: Plan) -> dict[str, Any]:
+    """plan.json: everything `trainfit generate` needs to write a runnable setup, without further flags."""
+    if not plan.recommendations:
+        raise ValueError("no recommendation to write")
+    best = plan.recommendations[0]
+    preset = all_models().get(plan.model.name)
+    return {
+        "trainfit_plan_version": PLAN_FORMAT_VERSION,
+        "model": {"name": plan.model.name, "hf_id": preset.hf_id if preset else None,
+                  "source": plan.request.model,
+                  "hf_config": preset.hf_config if preset else _local_config(plan.request.model)},
+        "workload": {"task": plan.workload.task.value, "seq_len": plan.workload.seq_len,
+                     "global_batch": plan.workload.global_batch, "processed_tokens": plan.workload.processed_tokens,
+                     "epochs": plan.request.epochs},
+        "choice": candidate_dict(best, plan, 1, plan.why[0]),
+        "alternatives": [candidate_dict(c, plan, i + 2) for i, c in enumerate(plan.recommendations[1:])],
+    }
+
+
+def _local_config(path: str) -> dict | None:
+    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    if os.path.isfile(file):
+        with open(file, encoding="utf-8") as fh:
+            return json.load(fh)
+    return None
+
+
+def write_plan(plan: Plan, out_dir: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "plan.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(plan_file(plan), fh, ensure_ascii=False, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _money(x: float, currency: str) -> str:
+    return f"¥{x:,.0f}" if currency == "CNY" else f"${x:,.0f}"
+
+
+def _where(c: Candidate) -> str:
+    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2)'; * = GPU inferred or price unverified."""
+    e = c.estimate
+    nodes = f"{e.strategy.nodes} x " if e.strategy.nodes > 1 else ""
+    flag = "*" if c.offer.price.unverified or c.offer.instance.gpu_inferred else ""
+    return f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag} ({e.gpu.id} x{e.strategy.gpus})"
+
+
+def _settings(c: Candidate) -> str:
+    d = strategy_dict(c)
+    engine = {"single": "1 GPU", "ddp": "DDP"}.get(d["engine"], c.estimate.strategy.label().split(", ", 1)[-1])
+    ckpt = "" if d["grad_ckpt"] == "none" else f", ckpt {d['grad_ckpt']}"
+    return f"{d['method']}, {engine}{ckpt}, {d['precision']}, mb {d['micro_batch']}x{d['grad_accum']}"
+
+
+def render_plan(plan: Plan, lang: str):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    req, w = plan.request, plan.workload
+    head = (f"{plan.model.name} · {w.task.value} · {w.processed_tokens / 1e9:,.2f}B tokens processed · "
+            f"seq {w.seq_len} · global batch {w.global_batch}"
+            + (f" · deadline {req.deadline / 3600:,.0f} h" if req.deadline else "")
+            + (f" · budget {_money(req.budget, plan.currency)}" if req.budget else "")
+            + f" · objective {req.objective}")
+    items: list = [Text(head, style="bold")]
+    if plan.recommendations:
+        table = Table(title=tr("recommendations", lang))
+        for col in ("#", tr("instance_col", lang), tr("settings", lang), "GiB", "tok/s", tr("hours", lang),
+                    tr("cost", lang)):
+            table.add_column(col, overflow="fold", justify="right" if col in ("GiB", "tok/s") else "left")
+        for i, c in enumerate(plan.recommendations):
+            table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
+                          f"{c.estimate.tokens_per_s:,.0f}", f"{c.hours:,.1f}", _money(c.cost, plan.currency))
+        items.append(table)
+        for i, lines in enumerate(plan.why[:3]):
+            items.append(Text(f"#{i + 1} " + tr("why", lang) + ":\n" + "\n".join(f"   - {x}" for x in lines)))
+    else:
+        b = plan.binding or {}
+        items.append(Text(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", style="bold red"))
+        items.append(Text(b.get("explanation", ""), style="red"))
+        if b.get("relax"):
+            items.append(Text(tr("relax", lang) + ": " + "; ".join(b["relax"]), style="yellow"))
+    if plan.pareto:
+        pareto = Table(title=tr("pareto", lang))
+        for col in (tr("instance_col", lang), tr("settings", lang), tr("hours", lang), tr("cost", lang)):
+            pareto.add_column(col)
+        for c in plan.pareto[:8]:
+            e = c.estimate
+            pareto.add_row(_where(c), _settings(c), f"{c.hours:,.1f}", _money(c.cost, plan.currency))
+        items.append(pareto)
+    if plan.excluded:
+        items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {r}" for g, r in plan.excluded.items()),
+                          style="dim"))
+    rej = ", ".join(f"{k}: {v:,}" for k, v in plan.rejected.most_common(5))
+    items.append(Text(f"{tr('searched', lang)}: {plan.result.candidates:,} candidates in "
+                      f"{plan.result.seconds:.2f} s ({rej})", style="dim"))
+    items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"   - {a}" for a in plan_dict(plan)["assumptions"]),
+                      style="dim"))
+    items.append(Text("* " + tr("flag_note", lang), style="dim"))
+    return Group(*items)

@@ -1,0 +1,241 @@
+"""The plan search: every offer x layout x method x strategy x checkpointing x micro-batch, evaluated by the
+analytic estimator, kept or rejected with a counted reason.
+
+Estimates are memoised on what they depend on (GPU model, links, GPU counts, workload): instance types that differ
+only in CPU, RAM or price share one estimate, so the whole catalog is searched in well under a second.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import product
+
+from ..catalog import get_gpu
+from ..catalog.efficiency import Efficiencies, EfficiencyView
+from ..errors import SpecError
+from ..estimate.core import Estimate, adapt_to_gpu, check_compatibility, memory_of, run_estimate
+from ..estimate.memory import AffineMemory, usable_bytes
+from ..estimate.trainable import split_params
+from ..spec.cluster import Cluster, cluster_for
+from ..spec.model import ModelSpec
+from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec
+from ..units import GB, GiB, HOUR
+from .space import HOURS_PER_MONTH, Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluated configuration that fits in memory (with the plan's headroom)."""
+
+    offer: Offer
+    estimate: Estimate
+    hours: float  # wall clock: training + start-up + checkpoints
+    train_hours: float
+    overhead_hours: float
+    billed_hours: float
+    cost: float  # in the request's currency
+
+    @property
+    def nodes(self) -> int:
+        return self.estimate.strategy.nodes
+
+    @property
+    def key(self) -> tuple:
+        s = self.estimate.strategy
+        return (self.offer.instance.key, s.gpus_per_node, s.nodes, self.estimate.training.method)
+
+
+@dataclass
+class SearchResult:
+    fitting: list[Candidate] = field(default_factory=list)
+    rejected: Counter = field(default_factory=Counter)
+    skipped_offers: Counter = field(default_factory=Counter)
+    candidates: int = 0
+    estimates: int = 0
+    seconds: float = 0.0
+    offers: list[Offer] = field(default_factory=list)
+    no_fit_by_gpu: dict[str, tuple[float, float]] = field(default_factory=dict)  # GPU -> (smallest need, usable)
+
+
+class _Estimator:
+    """Memoised estimates; one efficiency view per GPU model."""
+
+    def __init__(self, model: ModelSpec, efficiencies: Efficiencies):
+        self.model = model
+        self.eff = efficiencies
+        self.memo: dict[tuple, Estimate | SpecError] = {}
+        self.clusters: dict[tuple, Cluster] = {}
+        self.adaptations: dict[tuple, TrainingSpec] = {}
+        self.memory: dict[tuple, AffineMemory | SpecError] = {}
+        self.gpu_limits: dict[str, tuple[float, float]] = {}
+
+    def adapted(self, t: TrainingSpec, gpu) -> TrainingSpec:
+        """The workload as it must run on this GPU (fp16 where there is no bf16, ...)."""
+        key = (t, gpu.id)
+        hit = self.adaptations.get(key)
+        if hit is None:
+            hit = self.adaptations[key] = adapt_to_gpu(t, gpu)[0]
+        return hit
+
+    def view(self, gpu) -> EfficiencyView:
+        return self.eff.shared_view(gpu)
+
+    def limits(self, gpu) -> tuple[float, float]:
+        """(usable bytes, the plan's limit after its safety headroom) for this GPU."""
+        hit = self.gpu_limits.get(gpu.id)
+        if hit is None:
+            view = self.view(gpu)
+            usable = usable_bytes(gpu, view)
+            hit = self.gpu_limits[gpu.id] = (usable, usable * (1.0 - view("plan_memory_headroom_fraction")))
+        return hit
+
+    def cluster(self, offer: Offer, gpus: int, nodes: int) -> Cluster:
+        inst = offer.instance
+        key = (inst.key, gpus, nodes)
+        c = self.clusters.get(key)
+        if c is None:
+            c = self.clusters[key] = cluster_for(get_gpu(inst.gpu), gpus, nodes, inst)
+        return c
+
+    def _memory(self, t: TrainingSpec, s: Strategy, gpu):
+        t = self.adapted(t, gpu)
+        check_compatibility(self.model, t, s, Cluster(gpu, "single", 0.0, "none", None))
+        split = split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
+        return memory_of(self.model, t, s, gpu, split, self.eff)
+
+    def memory_model(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu,
+                     accumulating: bool) -> AffineMemory | SpecError:
+        """Device bytes as a function of micro-batch and GPU count for this method, strategy and GPU."""
+        many = s.gpus > 1
+        key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, many, gpu.id, accumulating)
+        hit = self.memory.get(key)
+        if hit is None:
+            ga = 2 if accumulating else 1
+            n, n2 = (2, 4) if many else (1, 1)
+
+            def at(mb: int, gpus: int):
+                return self._memory(w.training(method, ckpt, mb, ga), s.with_(gpus_per_node=gpus, nodes=1), gpu)
+
+            try:
+                hit = AffineMemory.fit(at(1, n), at(2, n), at(1, n2) if many else None, 1, n, 2, n2)
+            except SpecError as exc:
+                hit = exc
+            self.memory[key] = hit
+        return hit
+
+    def __call__(self, t: TrainingSpec, s: Strategy, cluster: Cluster) -> Estimate | SpecError:
+        t = self.adapted(t, cluster.gpu)
+        # what the estimate depends on: links only when GPUs talk, host cores only for CPU-Adam
+        cores = cluster.host_cores if s.offload != Offload.NONE else None
+        intra = (cluster.intra_link, cluster.intra_bytes_per_s) if s.gpus > 1 else None
+        inter = (cluster.inter_link, cluster.inter_bytes_per_s) if s.nodes > 1 else None
+        key = (t, s, cluster.gpu.id, intra, inter, cores)
+        hit = self.memo.get(key)
+        if hit is None:
+            try:
+                hit = run_estimate(self.model, t, s, cluster, self.eff, self.view(cluster.gpu))
+            except SpecError as exc:
+                hit = exc
+            self.memo[key] = hit
+        return hit
+
+
+def _timing(est: Estimate, w: Workload, view: EfficiencyView) -> tuple[float, float, float]:
+    """(training hours, overhead hours, total hours) for the whole job."""
+    train_h = w.processed_tokens / est.tokens_per_s / HOUR
+    n_ckpt = max(1, math.ceil(train_h / view("checkpoint_interval_hours")))
+    split = est.split
+    state_bytes = split.trainable * 16 + (split.frozen * 2 if est.training.method == Method.FULL else 0)
+    write_h = n_ckpt * state_bytes / (view("checkpoint_write_gbytes_per_s") * GB * est.strategy.nodes) / HOUR
+    overhead = view("startup_hours") + write_h
+    return train_h, overhead, train_h + overhead
+
+
+def _cost(offer: Offer, hours: float, nodes: int, eff: Efficiencies, pricing: str) -> tuple[float, float]:
+    """(billed hours, cost in the request currency)."""
+    if pricing == "subscription":
+        months = math.ceil(hours / HOURS_PER_MONTH)
+        return months * HOURS_PER_MONTH, months * offer.price.price * nodes * offer.fx
+    entry = eff.describe("billing_granularity_s")
+    provider = offer.instance.provider
+    gran = float(entry.get("by_provider", {}).get(provider, entry.get("default", 3600)))
+    minimum = float(entry.get("minimum_s", {}).get(provider, 0))
+    seconds = max(minimum, math.ceil(hours * HOUR / gran) * gran)
+    billed = seconds / HOUR
+    return billed, billed * offer.price.per_hour * nodes * offer.fx
+
+
+def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list: list[Offer] | None = None,
+           skipped: Counter | None = None) -> SearchResult:
+    t0 = time.perf_counter()
+    res = SearchResult()
+    if offer_list is None:
+        offer_list, skipped = offers(w.request)
+    res.offers = offer_list
+    res.skipped_offers = skipped or Counter()
+    est = _Estimator(model, efficiencies)
+    for offer in offer_list:
+        for (gpus, nodes), method, ckpt in product(layouts(offer, w.request.max_nodes), methods(w.request),
+                                                  checkpointing(w.request.attention)):
+            n = gpus * nodes
+            if n > w.global_batch:
+                res.candidates += 1
+                res.rejected["more GPUs than sequences in the global batch"] += 1
+                continue
+            cluster = est.cluster(offer, gpus, nodes)
+            for s in strategies(gpus, nodes):
+                _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies)
+    res.estimates = len(est.memo)
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, cluster: Cluster, w: Workload,
+                          method: Method, ckpt: GradCkpt, s: Strategy, efficiencies: Efficiencies) -> None:
+    per_gpu = math.ceil(w.global_batch / s.gpus)
+    gpu = cluster.gpu
+    mbs = micro_batches(per_gpu)
+    accumulating = est.memory_model(w, method, ckpt, s, gpu, True) if len(mbs) > 1 else None
+    whole = est.memory_model(w, method, ckpt, s, gpu, False)
+    for model in (accumulating, whole):
+        if isinstance(model, SpecError):
+            res.candidates += 1
+            res.rejected[f"incompatible: {str(model).split(';')[0][:80]}"] += 1
+            return
+    view = est.view(gpu)
+    usable, limit = est.limits(gpu)
+    best = None
+    n = s.gpus
+    rejected = res.rejected
+    for mb in mbs:
+        need = (whole if mb == per_gpu else accumulating).device(mb, n)
+        if need > limit:
+            rejected["does not fit in GPU memory (with the safety headroom)"] += 1
+            prev = res.no_fit_by_gpu.get(gpu.id)
+            if prev is None or need < prev[0]:
+                res.no_fit_by_gpu[gpu.id] = (need, usable)
+            continue
+        if best is not None:
+            rejected["dominated by a larger micro-batch that fits"] += 1
+        best = mb
+    res.candidates += len(mbs)
+    if best is None:
+        return
+    # Step time per token never rises with the micro-batch at a fixed global batch (fewer micro-steps, larger
+    # GEMMs; tests/test_properties.py checks it), so only the largest micro-batch that fits needs a time estimate.
+    e = est(w.training(method, ckpt, best, math.ceil(per_gpu / best)), s, cluster)
+    ram = offer.instance.ram_gib
+    if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
+        res.rejected["CPU offload needs more host RAM than the instance has"] += 1
+        return
+    train_h, over_h, hours = _timing(e, w, view)
+    billed, cost = _cost(offer, hours, s.nodes, efficiencies, w.request.pricing)
+    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost))
+
+
+def headroom_gib(c: Candidate) -> float:
+    return (c.estimate.memory.usable - c.estimate.memory.device) / GiB

@@ -1,0 +1,120 @@
+"""The candidate space of a plan: priced offers (instance x region price) and the named axes searched over them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..catalog import all_instances, get_gpu
+from ..catalog.instances import prices_for
+from ..spec.hardware import InstanceSpec, Price
+from ..spec.request import PlanRequest
+from ..spec.training import Fsdp, GradCkpt, Method, Offload, Strategy
+
+HOURS_PER_MONTH = 730.0
+
+
+@dataclass(frozen=True)
+class Offer:
+    """An instance type at one price (pay-as-you-go per hour, or a monthly subscription)."""
+
+    instance: InstanceSpec
+    price: Price
+    fx: float = 1.0  # multiply the price by this to get the request's currency
+
+    @property
+    def currency(self) -> str:
+        return self.price.currency
+
+    @property
+    def gpu_count(self) -> int:
+        return self.instance.gpu_count or 0
+
+
+def offers(req: PlanRequest, instances: dict[str, InstanceSpec] | None = None,
+           price_lookup=prices_for) -> tuple[list[Offer], Counter]:
+    """Offers matching the request's providers, GPUs, region and pricing mode; skipped ones counted by reason."""
+    skipped: Counter = Counter()
+    wanted_gpus = {get_gpu(g).id for g in req.gpu} if req.gpu else None
+    billing = "payg" if req.pricing == "payg" else "subscription_month"
+    out: list[Offer] = []
+    for inst in (instances or all_instances()).values():
+        if inst.provider not in req.providers:
+            continue
+        if not inst.trainable:
+            skipped["not a training instance (vGPU slice or unknown GPU)"] += 1
+            continue
+        if wanted_gpus is not None and inst.gpu not in wanted_gpus:
+            continue
+        prices = price_lookup(inst, req.region, billing)
+        if not prices:
+            skipped["no price in the catalog" + (f" for region {req.region}" if req.region else "")
+                    + ("" if billing == "payg" else " (subscription)")] += 1
+            continue
+        price = prices[0]  # cheapest region (or the requested one)
+        fx = _fx(price.currency, req)
+        if fx is None:
+            skipped[f"priced in {price.currency}; give --usd-cny to compare with {req.budget_currency}"] += 1
+            continue
+        out.append(Offer(inst, price, fx))
+    return out, skipped
+
+
+def _fx(currency: str, req: PlanRequest) -> float | None:
+    target = req.budget_currency
+    if currency == target:
+        return 1.0
+    if req.usd_cny is None:
+        return None
+    return req.usd_cny if (currency, target) == ("USD", "CNY") else 1.0 / req.usd_cny
+
+
+def layouts(offer: Offer, max_nodes: int) -> list[tuple[int, int]]:
+    """(GPUs used per node, nodes): 1..all GPUs of one instance; whole instances across 2..max_nodes nodes."""
+    count = offer.gpu_count
+    out = [(g, 1) for g in range(1, count + 1)]
+    if offer.instance.inter_node_bytes_per_s:
+        out += [(count, n) for n in range(2, max_nodes + 1)]
+    return out
+
+
+# (zero stage, fsdp, offload): DDP / ZeRO-1/2/3 / FSDP, with and without CPU offload
+STRATEGIES_ONE_GPU = ((0, Fsdp.NONE, Offload.NONE), (2, Fsdp.NONE, Offload.OPTIMIZER), (3, Fsdp.NONE, Offload.ALL))
+STRATEGIES_MANY = (
+    (0, Fsdp.NONE, Offload.NONE), (1, Fsdp.NONE, Offload.NONE), (2, Fsdp.NONE, Offload.NONE),
+    (3, Fsdp.NONE, Offload.NONE), (0, Fsdp.FULL_SHARD, Offload.NONE), (0, Fsdp.SHARD_GRAD_OP, Offload.NONE),
+    (2, Fsdp.NONE, Offload.OPTIMIZER), (3, Fsdp.NONE, Offload.OPTIMIZER), (3, Fsdp.NONE, Offload.ALL),
+    (0, Fsdp.FULL_SHARD, Offload.ALL),
+)
+
+
+@lru_cache(maxsize=4096)
+def strategies(gpus_per_node: int, nodes: int) -> tuple[Strategy, ...]:
+    axes = STRATEGIES_ONE_GPU if gpus_per_node * nodes == 1 else STRATEGIES_MANY
+    return tuple(Strategy(gpus_per_node=gpus_per_node, nodes=nodes, zero_stage=z, fsdp=f, offload=o)
+                 for z, f, o in axes)
+
+
+def methods(req: PlanRequest) -> list[Method]:
+    if req.method == "auto":
+        return [Method.FULL, Method.LORA, Method.QLORA]
+    return [Method(req.method)]
+
+
+def checkpointing(attention: str) -> list[GradCkpt]:
+    """Selective checkpointing only differs from none when attention materialises the s x s matrix (eager)."""
+    if attention == "eager":
+        return [GradCkpt.NONE, GradCkpt.SELECTIVE, GradCkpt.FULL]
+    return [GradCkpt.NONE, GradCkpt.FULL]
+
+
+@lru_cache(maxsize=4096)
+def micro_batches(per_gpu_sequences: int) -> tuple[int, ...]:
+    """Powers of two up to the sequences each GPU handles per step, and that number itself."""
+    out, mb = [], 1
+    while mb < per_gpu_sequences:
+        out.append(mb)
+        mb *= 2
+    out.append(per_gpu_sequences)
+    return tuple(out)

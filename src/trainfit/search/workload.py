@@ -1,0 +1,84 @@
+"""What the plan trains, resolved against the model: task, sequence length, global batch and total tokens."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import SpecError
+from ..spec.model import ModelSpec
+from ..spec.request import PlanRequest
+from ..spec.training import Attention, GradCkpt, Method, Optimizer, Precision, Task, TrainingSpec, parse_targets
+
+DEFAULT_GLOBAL_BATCH = 64  # sequences per optimizer step for fine-tuning (sft, dpo, classification)
+DEFAULT_PRETRAIN_BATCH_TOKENS = 2**20  # ~1M tokens per step for pre-training
+
+
+@dataclass(frozen=True)
+class Workload:
+    request: PlanRequest
+    task: Task
+    seq_len: int
+    global_batch: int  # sequences (DPO: pairs) per optimizer step
+    processed_tokens: float  # tokens the GPUs process over all epochs (padding included)
+    assumptions: tuple[str, ...]
+
+    def training(self, method: Method, ckpt: GradCkpt, micro_batch: int = 1, grad_accum: int = 1) -> TrainingSpec:
+        return _training(self, method, ckpt, micro_batch, grad_accum)
+
+
+@lru_cache(maxsize=65536)
+def _training(w: Workload, method: Method, ckpt: GradCkpt, micro_batch: int, grad_accum: int) -> TrainingSpec:
+    r = w.request
+    return TrainingSpec(method=method, task=w.task, seq_len=w.seq_len, micro_batch=micro_batch,
+                        grad_accum=grad_accum, precision=Precision.parse(r.precision, "precision"),
+                        optimizer=Optimizer.parse(r.optimizer, "optimizer"), grad_ckpt=ckpt,
+                        attention=Attention.parse(r.attention, "attention"), lora_rank=r.lora_rank,
+                        lora_targets=parse_targets(r.lora_targets))
+
+
+def _pow2_at_least(x: float) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1.0, x))))
+
+
+def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
+    notes: list[str] = []
+    task = Task.parse(req.task or ("classification" if m.is_encoder else "sft"), "task")
+    max_pos = m.max_positions or 0
+    if req.seq_len:
+        seq = req.seq_len
+    elif task == Task.CLASSIFICATION and req.avg_len:
+        seq = max(8, _pow2_at_least(req.avg_len))
+        notes.append(f"sequences padded to {seq} tokens (next power of two above --avg-len {req.avg_len:g})")
+    else:
+        seq = 2048
+    if max_pos and seq > max_pos:
+        if req.seq_len and m.position == "learned":
+            raise SpecError(f"{m.name} has learned positions for {max_pos} tokens; --seq-len {seq} is longer")
+        seq = max_pos if not req.seq_len else seq
+        if not req.seq_len:
+            notes.append(f"sequence length capped at the model's {max_pos} positions")
+    if req.avg_len and req.avg_len > seq and task == Task.CLASSIFICATION:
+        notes.append(f"samples longer than {seq} tokens are truncated")
+
+    if req.global_batch:
+        gb = req.global_batch
+    elif req.global_batch_tokens:
+        gb = max(1, round(req.global_batch_tokens / seq))
+    elif task == Task.PRETRAIN:
+        gb = max(1, round(DEFAULT_PRETRAIN_BATCH_TOKENS / seq))
+        notes.append(f"global batch {gb} sequences (~1M tokens) per step (pre-training default; --global-batch)")
+    else:
+        gb = DEFAULT_GLOBAL_BATCH
+        notes.append(f"global batch {gb} sequences per optimizer step (fine-tuning default; --global-batch)")
+
+    tokens = req.dataset_tokens if req.dataset_tokens is not None else req.samples * req.avg_len
+    if task in (Task.CLASSIFICATION, Task.DPO) and req.samples is not None:
+        per_sample = seq * (2 if task == Task.DPO else 1)
+        processed = req.samples * per_sample * req.epochs
+        notes.append(f"{req.samples:,.0f} samples x {per_sample} tokens (padded) x {req.epochs:g} epochs")
+    else:
+        processed = tokens * req.epochs
+        notes.append(f"{tokens:,.0f} tokens packed into {seq}-token sequences x {req.epochs:g} epochs")
+    return Workload(req, task, seq, gb, processed, tuple(notes))

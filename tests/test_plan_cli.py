@@ -1,0 +1,142 @@
+"""`trainfit plan` end to end: the issue's acceptance scenarios, request files, output files and bad input."""
+
+import json
+
+import pytest
+
+
+def _plan(run_cli, *argv):
+    code, out, err = run_cli("plan", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_acceptance_qwen2_7b_lora_200m_tokens(run_cli):
+    d = _plan(run_cli, "--model", "qwen2-7b", "--task", "sft", "--method", "lora", "--dataset-tokens", "200M",
+              "--epochs", "3", "--seq-len", "2048", "--deadline", "48h", "--budget", "3000")
+    recs = d["recommendations"]
+    assert recs
+    for r in recs:
+        assert r["fits"] and r["hours"] <= 48 and r["cost"] <= 3000 and r["currency"] == "CNY"
+        for key in ("rank", "provider", "instance_type", "gpu", "gpus_per_node", "nodes", "strategy", "memory_gib",
+                    "tokens_per_s", "price_date", "bottleneck", "why"):
+            assert key in r
+        for key in ("method", "precision", "zero_stage", "fsdp", "grad_ckpt", "offload", "micro_batch", "grad_accum"):
+            assert key in r["strategy"]
+    assert [r["cost"] for r in recs] == sorted(r["cost"] for r in recs)
+    assert d["search"]["candidates"] >= 10_000 and d["search"]["seconds"] > 0
+    assert d["pareto"] and d["rejected"] and d["binding_constraint"] is None
+
+
+def test_acceptance_bert_base_classification_small_gpu(run_cli):
+    d = _plan(run_cli, "--model", "bert-base-uncased", "--task", "classification", "--method", "full", "--samples",
+              "100k", "--avg-len", "256", "--epochs", "3")
+    top = d["recommendations"][0]
+    assert top["gpu"] in ("t4", "a10", "a10g", "l4") and top["gpus_per_node"] * top["nodes"] == 1
+    assert d["workload"]["seq_len"] == 256
+
+
+def test_acceptance_llama_13b_full_never_a_single_a10(run_cli):
+    d = _plan(run_cli, "--model", "llama-2-13b", "--method", "full", "--dataset-tokens", "1B", "--epochs", "1")
+    assert d["recommendations"]
+    assert not any(r["gpu"] == "a10" and r["gpus_per_node"] * r["nodes"] == 1 for r in d["recommendations"])
+    assert not any(p["gpu"] == "a10" and p["gpus_per_node"] * p["nodes"] == 1 for p in d["pareto"])
+
+
+def test_acceptance_qwen2_72b_full_multi_node_or_binding(run_cli):
+    d = _plan(run_cli, "--model", "qwen2-72b", "--method", "full", "--dataset-tokens", "10B", "--deadline", "7d")
+    if d["recommendations"]:
+        assert all(r["gpus_per_node"] * r["nodes"] > 1 for r in d["recommendations"])
+    else:
+        b = d["binding_constraint"]
+        assert b["constraint"] in ("deadline", "memory", "budget", "deadline and budget") and b["explanation"]
+        assert b["relax"]
+
+
+def test_acceptance_impossible_request_exits_0_with_explanation(run_cli):
+    d = _plan(run_cli, "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "10B", "--deadline", "1h",
+              "--budget", "10")
+    assert d["recommendations"] == [] and d["binding_constraint"]["explanation"]
+    code, out, _ = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "10B",
+                           "--deadline", "1h", "--budget", "10")
+    assert code == 0 and "binding" in out
+
+
+def test_out_writes_plan_json(run_cli, tmp_path):
+    code, out, err = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
+                             "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    doc = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert doc["trainfit_plan_version"] == 1
+    assert doc["model"]["hf_id"] == "Qwen/Qwen2.5-0.5B" and doc["model"]["hf_config"]["model_type"] == "qwen2"
+    assert doc["choice"]["strategy"]["method"] == "lora" and doc["choice"]["instance_type"]
+
+
+def test_out_refuses_when_nothing_fits(run_cli, tmp_path):
+    code, _, err = run_cli("plan", "--model", "qwen2-7b", "--dataset-tokens", "10B", "--deadline", "1h",
+                           "--budget", "10", "--out", str(tmp_path / "p"))
+    assert code == 2 and "nothing to write" in err and not (tmp_path / "p").exists()
+
+
+def test_request_file_yaml_and_toml(run_cli, tmp_path):
+    y = tmp_path / "req.yaml"
+    y.write_text("model: qwen2.5-0.5b\nmethod: lora\ndataset-tokens: 50M\nepochs: 2\ngpu: [a10]\n")
+    d = _plan(run_cli, str(y))
+    assert d["recommendations"] and all(r["gpu"] == "a10" for r in d["recommendations"])
+    assert d["request"]["epochs"] == 2
+    t = tmp_path / "req.toml"
+    t.write_text('model = "qwen2.5-0.5b"\nmethod = "lora"\ndataset_tokens = "50M"\n')
+    d = _plan(run_cli, str(t), "--epochs", "3")  # flags override the file
+    assert d["request"]["epochs"] == 3
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("model: qwen2-7b\ndataset-tokens: 1B\ndeadlin: 48h\n", "did you mean"),
+    ("model: qwen2-7b\n", "dataset size"),
+    ("- just\n- a list\n", "mapping"),
+    ("model: [unclosed\n", "cannot read"),
+])
+def test_bad_request_files(run_cli, tmp_path, content, needle):
+    f = tmp_path / "req.yaml"
+    f.write_text(content)
+    code, _, err = run_cli("plan", str(f))
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--model", "qwen2-7b", "--dataset-tokens", "lots"], "not a count"),
+    (["--model", "qwen2-7b", "--dataset-tokens", "1B", "--deadline", "soon"], "duration"),
+    (["--model", "qwen2-7b", "--dataset-tokens", "1B", "--budget", "-5"], "positive"),
+    (["--model", "qwen2-7b", "--dataset-tokens", "1B", "--provider", "tencent"], "provider"),
+    (["--model", "qwen2-7b", "--dataset-tokens", "1B", "--gpu", "a1000"], "did you mean"),
+    (["--model", "qwen2-7b", "--dataset-tokens", "1B", "--method", "dora"], "method"),
+    (["--dataset-tokens", "1B"], "model"),
+])
+def test_bad_plan_flags(run_cli, argv, needle):
+    code, _, err = run_cli("plan", *argv)
+    assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_objective_fastest_and_subscription(run_cli):
+    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--objective",
+              "fastest", "--budget", "500")
+    hours = [r["hours"] for r in d["recommendations"]]
+    assert hours == sorted(hours) and all(r["cost"] <= 500 for r in d["recommendations"])
+    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--pricing",
+              "subscription")
+    assert all(r["price_billing"] == "subscription_month" for r in d["recommendations"])
+
+
+def test_other_providers_need_an_exchange_rate(run_cli):
+    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider", "all")
+    assert all(r["currency"] == "CNY" and r["provider"] == "alibaba" for r in d["recommendations"])
+    assert any("usd-cny" in k for k in d["rejected"])
+    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider",
+              "aws")
+    assert d["recommendations"] and all(r["currency"] == "USD" for r in d["recommendations"])
+
+
+def test_plan_text_output_in_chinese(run_cli):
+    code, out, _ = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
+                           "--lang", "zh")
+    assert code == 0 and "推荐方案" in out

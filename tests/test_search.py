@@ -1,0 +1,179 @@
+"""The plan search on tiny synthetic catalogs: the expected winner and the reason are in each test's comment."""
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainfit.api import load_efficiencies
+from trainfit.catalog import resolve_model
+from trainfit.estimate.core import run_estimate
+from trainfit.estimate.memory import AffineMemory
+from trainfit.plan import make_plan, pareto_front
+from trainfit.search.run import _Estimator
+from trainfit.search.space import Offer, micro_batches
+from trainfit.search.workload import resolve_workload
+from trainfit.spec.cluster import cluster_for
+from trainfit.catalog import get_gpu
+from trainfit.spec.hardware import InstanceSpec, Price
+from trainfit.spec.request import request_from_mapping
+from trainfit.spec.training import Fsdp, GradCkpt, Method, Offload, Strategy
+
+
+def instance(name, gpu, count, interconnect=None, network=None, rdma="none", rdma_gbps=None):
+    return InstanceSpec(provider="alibaba", instance_type=name, family=name.split("-")[0], gpu=gpu,
+                        gpu_inferred=False, gpu_count=count, gpu_memory_gb=None, vcpu=16 * count, ram_gib=64.0,
+                        network_gbps=network, interconnect=interconnect or ("single" if count == 1 else "pcie"),
+                        nvlink_gbs=None, rdma=rdma, rdma_gbps=rdma_gbps, kind="gpu", availability="",
+                        unverified=(), sources=("TEST",), source_date="test", note="")
+
+
+def offer(inst, cny_per_hour):
+    return Offer(inst, Price("alibaba", inst.instance_type, "test-region", "payg", cny_per_hour, "CNY", "test",
+                             "instance", False, ("TEST",), ""))
+
+
+def plan_for(offers, **request):
+    request.setdefault("dataset_tokens", "100M")
+    return make_plan(request_from_mapping(request), offer_list=offers, skipped=Counter())
+
+
+def test_same_gpu_cheaper_instance_wins():
+    # Two single-A10 instances with identical performance: the cheaper one wins; the other is the runner-up.
+    a = offer(instance("cheap-a10", "a10", 1), 5.0)
+    b = offer(instance("dear-a10", "a10", 1), 9.0)
+    p = plan_for([a, b], model="qwen2.5-0.5b", method="lora")
+    assert p.recommendations[0].offer.instance.instance_type == "cheap-a10"
+    assert p.recommendations[0].estimate.tokens_per_s == pytest.approx(p.recommendations[1].estimate.tokens_per_s)
+    assert any("runner-up" in line for line in p.why[0])
+
+
+def test_deadline_moves_the_choice_to_a_faster_gpu():
+    # Without a deadline the cheap, slow A10 wins on cost; a deadline it cannot meet makes the A100 win, and the
+    # explanation says the A10 was too slow.
+    a10 = offer(instance("a10-box", "a10", 1), 2.0)
+    a100 = offer(instance("a100-box", "a100-sxm4-80gb", 1), 30.0)
+    cheap = plan_for([a10, a100], model="qwen2.5-1.5b", method="lora")
+    assert cheap.recommendations[0].estimate.gpu.id == "a10"
+    a10_hours = cheap.recommendations[0].hours
+    fast = plan_for([a10, a100], model="qwen2.5-1.5b", method="lora", deadline=f"{a10_hours * 0.6:.3f}h")
+    assert fast.recommendations[0].estimate.gpu.id == "a100-sxm4-80gb"
+    assert "too slow for the deadline" in fast.excluded["a10"]
+    assert fast.rejected["too slow for the deadline"] > 0
+
+
+def test_objective_fastest_stays_within_budget():
+    # `fastest` takes the quickest plan whose cost fits the budget: the 8-GPU box is fastest but over budget,
+    # so the single A100 wins.
+    one = offer(instance("a100-1", "a100-sxm4-80gb", 1), 10.0)
+    eight = offer(instance("a100-8", "a100-sxm4-80gb", 8, interconnect="nvswitch"), 1000.0)
+    free = plan_for([one, eight], model="qwen2.5-1.5b", method="lora", objective="fastest")
+    assert free.recommendations[0].offer.instance.instance_type == "a100-8"
+    budget = free.recommendations[0].cost * 0.5
+    capped = plan_for([one, eight], model="qwen2.5-1.5b", method="lora", objective="fastest", budget=budget)
+    assert capped.recommendations[0].offer.instance.instance_type == "a100-1"
+    assert all(c.cost <= budget for c in capped.recommendations)
+    hours = [c.hours for c in capped.recommendations]
+    assert hours == sorted(hours)
+
+
+def test_memory_decides_when_the_model_does_not_fit_a_small_gpu():
+    # A full fine-tune of a 7B model never fits one 24 GB A10 (model states alone are ~100 GiB); it fits the
+    # 8 x A100 box with ZeRO-3, which wins although it costs more per hour. The A10 is excluded for memory.
+    a10 = offer(instance("a10-box", "a10", 1), 1.0)
+    big = offer(instance("a100-8", "a100-sxm4-80gb", 8, interconnect="nvswitch"), 200.0)
+    p = plan_for([a10, big], model="llama-2-7b", method="full")
+    assert p.recommendations and all(c.estimate.gpu.id == "a100-sxm4-80gb" for c in p.recommendations)
+    assert "does not fit" in p.excluded["a10"]
+
+
+def test_impossible_request_names_the_binding_constraint():
+    # Budget too small for the only offer: nothing is recommended; the budget binds, and the cheapest plan is named.
+    a10 = offer(instance("a10-box", "a10", 1), 10.0)
+    p = plan_for([a10], model="qwen2.5-0.5b", method="lora", budget=0.01)
+    assert not p.recommendations
+    assert p.binding["constraint"] == "budget" and "cheapest" in p.binding["explanation"]
+
+
+def test_deadline_and_budget_together():
+    # The fast 8-GPU box meets the deadline but not the budget; the slow cheap box meets the budget but not the
+    # deadline: both constraints bind together, and the answer says by how much the deadline plan is over budget.
+    slow = offer(instance("a10-box", "a10", 1), 1.0)
+    fast = offer(instance("a100-8", "a100-sxm4-80gb", 8, interconnect="nvswitch"), 500.0)
+    base = plan_for([slow, fast], model="qwen2.5-1.5b", method="lora")
+    a10_fastest = min(c.hours for c in base.result.fitting if c.estimate.gpu.id == "a10")
+    a10_cheapest = min(c.cost for c in base.result.fitting if c.estimate.gpu.id == "a10")
+    deadline = 0.9 * a10_fastest
+    fast_cost = min(c.cost for c in base.result.fitting if c.estimate.gpu.id != "a10" and c.hours <= deadline)
+    budget = 0.5 * fast_cost
+    assert a10_cheapest < budget
+    p = plan_for([slow, fast], model="qwen2.5-1.5b", method="lora", deadline=f"{deadline:.6f}h", budget=budget)
+    assert not p.recommendations
+    assert p.binding["constraint"] == "deadline and budget" and "over budget by" in p.binding["explanation"]
+
+
+def test_multi_node_only_with_inter_node_bandwidth():
+    # An instance without a known network is never combined across nodes; one with eRDMA is.
+    lonely = offer(instance("nonet", "a100-sxm4-80gb", 1), 10.0)
+    linked = offer(instance("erdma", "a100-sxm4-80gb", 1, network=100, rdma="erdma", rdma_gbps=100), 10.0)
+    p = plan_for([lonely, linked], model="qwen2.5-1.5b", method="lora", objective="fastest")
+    nodes = {(c.offer.instance.instance_type, c.nodes) for c in p.result.fitting}
+    assert ("nonet", 2) not in nodes and ("erdma", 2) in nodes
+    multi = [c for c in p.recommendations if c.nodes > 1]
+    assert multi and any("multi-node" in line for line in p.why[p.recommendations.index(multi[0])])
+
+
+def test_pareto_front_is_non_dominated():
+    a10 = offer(instance("a10-box", "a10", 1), 2.0)
+    a100 = offer(instance("a100-8", "a100-sxm4-80gb", 8, interconnect="nvswitch"), 200.0)
+    p = plan_for([a10, a100], model="qwen2.5-1.5b", method="lora")
+    front = p.pareto
+    assert len(front) >= 2
+    for c in front:
+        assert not any(o.cost <= c.cost and o.hours <= c.hours and (o.cost < c.cost or o.hours < c.hours)
+                       for o in p.result.fitting)
+    assert [c.cost for c in front] == sorted(c.cost for c in front)
+    assert pareto_front([]) == []
+
+
+def test_recommendations_meet_constraints_and_are_ordered():
+    a10 = offer(instance("a10-4", "a10", 4), 40.0)
+    a100 = offer(instance("a100-1", "a100-sxm4-80gb", 1), 35.0)
+    p = plan_for([a10, a100], model="qwen2-7b", method="lora", deadline="200h", budget=20000)
+    assert p.recommendations
+    costs = [c.cost for c in p.recommendations]
+    assert costs == sorted(costs)
+    for c in p.recommendations:
+        assert c.hours <= 200 and c.cost <= 20000 and c.estimate.fits
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["qwen2.5-0.5b", "llama-2-7b", "gpt2", "bert-base-uncased"]),
+       st.sampled_from(list(Method)[:3]), st.sampled_from([GradCkpt.NONE, GradCkpt.FULL]),
+       st.sampled_from([(0, Fsdp.NONE, Offload.NONE), (2, Fsdp.NONE, Offload.NONE), (3, Fsdp.NONE, Offload.ALL),
+                        (0, Fsdp.FULL_SHARD, Offload.NONE), (1, Fsdp.NONE, Offload.NONE)]),
+       st.integers(2, 64), st.integers(1, 16), st.booleans())
+def test_affine_memory_equals_direct_estimates(model, method, ckpt, strat, gpus, mb, accumulating):
+    """The search's memory model (3 estimates, affine in micro-batch and 1/GPUs) equals a direct estimate."""
+    m = resolve_model(model)
+    req = request_from_mapping({"model": model, "dataset_tokens": "1M"})
+    w = resolve_workload(req, m)
+    eff = load_efficiencies()
+    est = _Estimator(m, eff)
+    gpu = get_gpu("a100-sxm4-80gb")
+    z, f, o = strat
+    s = Strategy(gpus_per_node=gpus, zero_stage=z, fsdp=f, offload=o)
+    model_fit = est.memory_model(w, method, ckpt, s, gpu, accumulating)
+    if isinstance(model_fit, Exception):
+        return
+    assert isinstance(model_fit, AffineMemory)
+    t = w.training(method, ckpt, mb, 2 if accumulating else 1)
+    direct = run_estimate(m, est.adapted(t, gpu), s, cluster_for(gpu, gpus, 1), eff).memory.device
+    assert model_fit.device(mb, gpus) == pytest.approx(direct, rel=1e-9)
+
+
+def test_micro_batches_cover_the_per_gpu_batch():
+    assert micro_batches(1) == (1,)
+    assert micro_batches(64) == (1, 2, 4, 8, 16, 32, 64)
+    assert micro_batches(22) == (1, 2, 4, 8, 16, 22)
