@@ -23,6 +23,8 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	touch $@ $(VENV)/.run-installed
 
 run: $(VENV)/.run-installed
+	$(BIN)/trainfit plan --model qwen2-7b --task sft --method lora --dataset-tokens 200M --epochs 3 \
+		--seq-len 2048 --deadline 48h --budget 3000 --out out/plan
 	$(BIN)/trainfit estimate --model qwen2-7b --gpu a10 --method lora --seq-len 2048 --grad-ckpt full
 	$(BIN)/trainfit estimate --model qwen2-7b --gpu a10 --method full --seq-len 2048 --grad-ckpt full
 	$(BIN)/trainfit compare --model llama-2-7b --method lora --seq-len 2048
