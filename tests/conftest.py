@@ -26,3 +26,38 @@ def run_cli(capsys):
 
 def python_exe() -> str:
     return sys.executable
+
+
+TEXTS = ["the quick brown fox jumps over the lazy dog", "hello world this is a tiny dataset",
+         "trainfit trains tiny models on cpu"]
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory):
+    """A word-level tokenizer and small JSONL datasets for every task (no model hub needed)."""
+    import json
+
+    pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    root = tmp_path_factory.mktemp("tiny_data")
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(TEXTS * 5, trainers.WordLevelTrainer(special_tokens=["<pad>", "<unk>", "<eos>"]))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>")
+    fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+    fast.save_pretrained(root / "tok")
+    rows = {
+        "text": [{"text": TEXTS[i % 3]} for i in range(40)],
+        "chat": [{"messages": [{"role": "user", "content": TEXTS[i % 3]},
+                               {"role": "assistant", "content": TEXTS[(i + 1) % 3]}]} for i in range(40)],
+        "dpo": [{"prompt": TEXTS[i % 3], "chosen": TEXTS[(i + 1) % 3], "rejected": TEXTS[(i + 2) % 3]}
+                for i in range(40)],
+        "cls": [{"text": TEXTS[i % 3], "label": i % 2} for i in range(40)],
+    }
+    for name, items in rows.items():
+        with open(root / f"{name}.jsonl", "w", encoding="utf-8") as fh:
+            for row in items:
+                fh.write(json.dumps(row) + "\n")
+    return root

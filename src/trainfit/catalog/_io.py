@@ -25,7 +25,10 @@ def read_yaml(name: str) -> Any:
     import yaml  # light; only needed for YAML catalogs
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
-    return yaml.load(read_text(name), Loader=loader)  # noqa: S506 - a safe loader
+    try:
+        return yaml.load(read_text(name), Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{name}: invalid YAML: {exc}".replace("\n", " ")) from None
 
 
 def model_files() -> list[tuple[str, dict]]:

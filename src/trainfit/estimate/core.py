@@ -127,6 +127,9 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
         warnings.append("BERT-style models have no FlashAttention-2 path in transformers; SDPA is used")
     if t.precision == Precision.FP16 and t.method == Method.FULL and s.engine in ("single", "ddp"):
         warnings.append("fp16 mixed precision needs loss scaling (the generated Trainer config enables it)")
+    if s.engine == "fsdp" and t.precision == Precision.FP16:
+        raise SpecError("trainfit's FSDP setups train in bf16 or fp32; on GPUs without bf16 (V100, T4) use DeepSpeed "
+                        "ZeRO (--zero 1/2/3), which scales fp16 losses")
     if s.fsdp != Fsdp.NONE and t.method == Method.QLORA and s.offload != Offload.NONE:
         raise SpecError("QLoRA with FSDP CPU offload is not supported by bitsandbytes")
     return tuple(warnings)

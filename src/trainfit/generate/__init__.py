@@ -1,0 +1,83 @@
+"""`generate`: a runnable training setup (configs, launch.sh, train.py, requirements, README) from a plan."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from importlib import resources
+
+from ..errors import SpecError
+from .configs import accelerate_fsdp_config, deepspeed_config, train_config
+from .docs import readme, requirements
+from .launch import launch_script
+from .setup import Setup, load_plan, setup_from_estimate
+
+__all__ = ["generate", "load_plan", "setup_from_estimate", "Setup", "render_files"]
+
+
+def runner_source() -> str:
+    """train.py is trainfit's own runner module, copied verbatim (bench runs the same code)."""
+    return resources.files("trainfit.train").joinpath("runner.py").read_text(encoding="utf-8")
+
+
+def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en") -> dict[str, str]:
+    """{file name: content} of the setup."""
+    engine = setup.strategy["engine"]
+    engine_files: dict[str, str] = {}
+    files: dict[str, str] = {}
+    if engine == "deepspeed":
+        files["ds_config.json"] = json.dumps(deepspeed_config(setup), indent=2) + "\n"
+        engine_files["deepspeed_config"] = "ds_config.json"
+    elif engine == "fsdp":
+        import yaml
+
+        files["accelerate_config.yaml"] = yaml.safe_dump(accelerate_fsdp_config(setup), sort_keys=False)
+        engine_files["fsdp_config"] = "accelerate_config.yaml"
+    files["train_config.json"] = json.dumps(train_config(setup, data, output_dir, engine_files), indent=2,
+                                            ensure_ascii=False) + "\n"
+    files["launch.sh"] = launch_script(setup, data, output_dir)
+    files["train.py"] = runner_source()
+    files["requirements.txt"] = requirements(setup)
+    files["README.md"] = readme(setup, lang)
+    return files
+
+
+def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "en", force: bool = False,
+             output_dir: str = "output") -> list[str]:
+    """Write the setup to `out_dir` atomically: a temporary directory renamed into place, never a half-written one."""
+    if data is not None:
+        _check_data(data, setup.workload["task"])
+    if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
+        raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
+    files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang)
+    parent = os.path.dirname(os.path.abspath(out_dir)) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".trainfit-generate-", dir=parent)
+    try:
+        for name, content in files.items():
+            path = os.path.join(tmp, name)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(content)
+            if name in ("launch.sh", "train.py"):
+                os.chmod(path, 0o755)
+        os.chmod(tmp, 0o755)
+        if os.path.exists(out_dir):
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sorted(files)
+
+
+def _check_data(path: str, task: str) -> None:
+    """The same checks train.py runs before training: the data exists and has the task's columns."""
+    from ..train.runner import SetupError, check_columns, data_files, read_rows
+
+    try:
+        files = data_files(path)
+        check_columns(read_rows(files, limit=1), task, files[0])
+    except SetupError as exc:
+        raise SpecError(str(exc)) from None

@@ -1,0 +1,110 @@
+"""What `generate` works from: a validated plan.json (or the same fields built from estimate flags)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError, did_you_mean
+
+PLAN_VERSION = 1
+_TOP_KEYS = {"trainfit_plan_version", "model", "workload", "choice", "alternatives"}
+_CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gpus_per_instance", "nodes", "strategy",
+                "memory_gib", "gpu_memory_gib", "headroom_gib", "fits", "tokens_per_s", "tokens_per_s_per_gpu",
+                "mfu", "step_time_s", "hours", "train_hours", "overhead_hours", "billed_hours", "cost", "currency",
+                "price_per_hour", "price_currency", "price_billing", "region", "price_date", "price_unverified",
+                "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why"}
+_STRATEGY_KEYS = {"method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
+                  "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
+                  "lora_targets", "engine"}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The chosen configuration, as generate needs it."""
+
+    model: dict  # name, hf_id, source, hf_config
+    workload: dict  # task, seq_len, global_batch, processed_tokens, epochs
+    choice: dict  # provider/instance/gpu/gpus_per_node/nodes/strategy/plan numbers
+
+    @property
+    def strategy(self) -> dict:
+        return self.choice["strategy"]
+
+    @property
+    def world_size(self) -> int:
+        return int(self.choice["gpus_per_node"]) * int(self.choice["nodes"])
+
+
+def _unknown(keys: set, allowed: set, where: str) -> None:
+    extra = sorted(set(keys) - allowed)
+    if extra:
+        raise SpecError(f"{where}: unknown key {extra[0]!r}{did_you_mean(extra[0], allowed)} "
+                        "(a plan.json from another trainfit version?)")
+
+
+def load_plan(path: str) -> Setup:
+    if not os.path.isfile(path):
+        raise SpecError(f"plan file not found: {path}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"cannot read {path}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}: not a trainfit plan (expected a JSON object)")
+    version = doc.get("trainfit_plan_version")
+    if version != PLAN_VERSION:
+        raise SpecError(f"{path}: plan format version {version!r}; this trainfit reads version {PLAN_VERSION} "
+                        "(re-run `trainfit plan --out`)")
+    _unknown(set(doc), _TOP_KEYS, path)
+    for key in ("model", "workload", "choice"):
+        if not isinstance(doc.get(key), dict):
+            raise SpecError(f"{path}: missing {key!r}")
+    _unknown(set(doc["choice"]), _CHOICE_KEYS, f"{path} choice")
+    if not isinstance(doc["choice"].get("strategy"), dict):
+        raise SpecError(f"{path}: choice has no strategy")
+    _unknown(set(doc["choice"]["strategy"]), _STRATEGY_KEYS, f"{path} choice.strategy")
+    if not doc["model"].get("hf_config"):
+        raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
+    return Setup(model=doc["model"], workload=doc["workload"], choice=doc["choice"])
+
+
+def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Setup:
+    """A Setup from `trainfit generate --model ... --gpu ...` flags (no plan file)."""
+    from ..catalog.models import all_models
+    from ..report.estimate import config_dict
+
+    c = config_dict(est)
+    preset = all_models().get(est.model.name)
+    hf_config = preset.hf_config if preset else _local_config(model_arg)
+    if hf_config is None:
+        raise SpecError(f"{model_arg}: generate needs a preset or a local config.json")
+    strategy = {k: c[k] for k in ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp",
+                                  "offload", "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum",
+                                  "global_batch", "lora_rank", "lora_targets", "engine")}
+    inst = est.cluster.instance
+    choice = {"provider": inst.provider if inst else None, "instance_type": inst.instance_type if inst else None,
+              "gpu": est.gpu.id, "gpus_per_node": est.strategy.gpus_per_node, "nodes": est.strategy.nodes,
+              "strategy": strategy, "memory_gib": round(est.memory.device / 2**30, 2),
+              "gpu_memory_gib": round(est.memory.usable / 2**30, 2), "fits": est.fits,
+              "tokens_per_s": round(est.tokens_per_s, 1), "step_time_s": round(est.step_time_s, 4),
+              "hours": round(processed_tokens / est.tokens_per_s / 3600, 3) if processed_tokens else None,
+              "cost": None, "currency": None, "bottleneck": est.bottleneck,
+              "interconnect": est.cluster.intra_link,
+              "inter_node": est.cluster.inter_link if est.strategy.nodes > 1 else None}
+    model = {"name": est.model.name, "hf_id": preset.hf_id if preset else None, "source": model_arg,
+             "hf_config": hf_config}
+    workload = {"task": c["task"], "seq_len": c["seq_len"], "global_batch": c["global_batch"],
+                "processed_tokens": processed_tokens, "epochs": 1}
+    return Setup(model=model, workload=workload, choice=choice)
+
+
+def _local_config(path: str) -> dict | None:
+    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    if os.path.isfile(file):
+        with open(file, encoding="utf-8") as fh:
+            return json.load(fh)
+    return None

@@ -1,0 +1,816 @@
+#!/usr/bin/env python3
+"""Training script written by `trainfit generate` (this file is copied verbatim as train.py; `trainfit bench` runs
+the same code). Self-contained: the Python standard library plus torch, transformers, peft and, for DeepSpeed
+plans, deepspeed.
+
+    python train.py --config train_config.json --data data.jsonl            # one GPU
+    torchrun --nproc_per_node 8 train.py --config train_config.json ...      # DDP, FSDP or DeepSpeed (see launch.sh)
+
+Engines are PyTorch DDP, PyTorch FSDP2 (`fully_shard`) and DeepSpeed ZeRO, as train_config.json says; the loop
+around them only feeds batches, accumulates gradients, logs tokens/s and peak memory, and checkpoints.
+Data (JSONL or Parquet): `text` (pre-training / SFT on plain text), `messages` (chat SFT: the loss covers the
+assistant turns), `prompt`/`chosen`/`rejected` (DPO), `text`/`label` (classification). Sequences are packed to
+exactly seq_len tokens for causal LM training, padded to seq_len otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import random
+import sys
+import time
+from contextlib import nullcontext
+
+CONFIG_VERSION = 1
+REQUIRED_COLUMNS = {"sft": ({"text"}, {"messages"}), "pretrain": ({"text"},), "dpo": ({"prompt", "chosen", "rejected"},),
+                    "classification": ({"text", "label"},)}
+
+
+class SetupError(Exception):
+    """A problem with the inputs, reported in one line before any training starts."""
+
+
+# ---- configuration and inputs ----------------------------------------------------------------------------------
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="trainfit training script")
+    p.add_argument("--config", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_config.json"))
+    p.add_argument("--data", help="training data: .jsonl / .json / .parquet file or a directory of them")
+    p.add_argument("--synthetic", action="store_true", help="random tokens of exactly seq_len (benchmarks, tests)")
+    p.add_argument("--model-path", help="local model directory or Hub id (default: the config's)")
+    p.add_argument("--tokenizer", help="tokenizer directory or Hub id (default: the model's)")
+    p.add_argument("--random-init", action="store_true", help="build the model from its config with random weights")
+    p.add_argument("--output-dir", help="checkpoints and metrics (default: the config's)")
+    p.add_argument("--max-steps", type=int, help="optimizer steps (default: from the dataset size and epochs)")
+    p.add_argument("--warmup-steps", type=int, default=None, help="steps excluded from the throughput summary")
+    p.add_argument("--save-steps", type=int, help="checkpoint every N steps (0: only at the end)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--seed", type=int, default=1234)
+    return p.parse_args(argv)
+
+
+def load_config(path: str) -> dict:
+    if not os.path.isfile(path):
+        raise SetupError(f"config not found: {path}")
+    with open(path, encoding="utf-8") as fh:
+        cfg = json.load(fh)
+    if cfg.get("config_version") != CONFIG_VERSION:
+        raise SetupError(f"{path}: config_version {cfg.get('config_version')!r}, this script reads {CONFIG_VERSION}")
+    return cfg
+
+
+def data_files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        files = sorted(f for ext in ("jsonl", "json", "parquet") for f in glob.glob(os.path.join(path, f"*.{ext}")))
+    else:
+        files = [path] if os.path.isfile(path) else []
+    if not files:
+        raise SetupError(f"training data not found: {path} (a .jsonl/.json/.parquet file or a directory of them)")
+    return files
+
+
+def read_rows(files: list[str], limit: int | None = None) -> list[dict]:
+    rows: list[dict] = []
+    for f in files:
+        if f.endswith(".parquet"):
+            try:
+                import pyarrow.parquet as pq
+            except ImportError:
+                raise SetupError("reading Parquet needs pyarrow (pip install pyarrow)") from None
+            rows += pq.read_table(f).to_pylist()
+        else:
+            with open(f, encoding="utf-8") as fh:
+                text = fh.read()
+            if f.endswith(".json") and text.lstrip().startswith("["):
+                rows += json.loads(text)
+            else:
+                for n, line in enumerate(text.splitlines(), 1):
+                    if line.strip():
+                        try:
+                            rows.append(json.loads(line))
+                        except json.JSONDecodeError as exc:
+                            raise SetupError(f"{f}:{n}: not JSON ({exc.msg})") from None
+        if limit and len(rows) >= limit:
+            return rows[:limit]
+    return rows
+
+
+def check_columns(rows: list[dict], task: str, where: str) -> None:
+    if not rows:
+        raise SetupError(f"{where}: no rows")
+    keys = set(rows[0])
+    options = REQUIRED_COLUMNS[task]
+    if not any(opt <= keys for opt in options):
+        wanted = " or ".join("+".join(sorted(o)) for o in options)
+        raise SetupError(f"{where}: task {task} needs columns {wanted}; found {', '.join(sorted(keys)) or 'none'}")
+
+
+def validate_inputs(cfg: dict, args: argparse.Namespace) -> None:
+    """Everything that can be checked without torch, before the model is loaded."""
+    if not args.synthetic:
+        path = args.data or cfg.get("data")
+        if not path:
+            raise SetupError("no training data: pass --data PATH (or --synthetic for a benchmark)")
+        files = data_files(path)
+        check_columns(read_rows(files, limit=1), cfg["task"], files[0])
+    if cfg["engine"] == "deepspeed" and not os.path.isfile(_ds_config_path(cfg, args)):
+        raise SetupError(f"DeepSpeed config not found: {_ds_config_path(cfg, args)}")
+
+
+def _ds_config_path(cfg: dict, args: argparse.Namespace) -> str:
+    path = cfg.get("deepspeed_config", "ds_config.json")
+    return path if os.path.isabs(path) else os.path.join(os.path.dirname(os.path.abspath(args.config)), path)
+
+
+# ---- distributed set-up ---------------------------------------------------------------------------------------
+
+class Dist:
+    def __init__(self, cfg: dict, args: argparse.Namespace):
+        import torch
+
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        want_cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+        if want_cuda and not torch.cuda.is_available():
+            raise SetupError("--device cuda but no CUDA GPU is visible")
+        self.cuda = want_cuda
+        self.device = torch.device(f"cuda:{self.local_rank}" if self.cuda else "cpu")
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+        backend = "nccl" if self.cuda else "gloo"
+        if cfg["engine"] == "deepspeed":
+            import deepspeed
+
+            deepspeed.init_distributed(dist_backend=backend)
+        elif self.world > 1:
+            torch.distributed.init_process_group(backend=backend)
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+# ---- data -----------------------------------------------------------------------------------------------------
+
+def load_tokenizer(cfg: dict, args: argparse.Namespace):
+    from transformers import AutoTokenizer
+
+    name = args.tokenizer or args.model_path or cfg["model"].get("path") or cfg["model"].get("hf_id")
+    if not name:
+        raise SetupError("no tokenizer: pass --tokenizer or --model-path")
+    tok = AutoTokenizer.from_pretrained(name)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token or tok.unk_token
+    return tok
+
+
+def _assistant_tokens(tok, messages: list[dict]) -> tuple[list[int], list[int]]:
+    """Chat SFT: token ids, and labels that keep only what assistant turns add (-100 elsewhere)."""
+    ids: list[int] = []
+    labels: list[int] = []
+    for i in range(len(messages)):
+        upto = tok.apply_chat_template(messages[: i + 1], tokenize=True, add_generation_prompt=False)
+        if hasattr(upto, "keys"):  # transformers 5 returns a BatchEncoding
+            upto = upto["input_ids"]
+        new = upto[len(ids):]
+        ids = list(upto)
+        labels += new if messages[i].get("role") == "assistant" else [-100] * len(new)
+    return ids, labels
+
+
+def pack(sequences, seq_len: int, pad_id: int) -> list[tuple[list[int], list[int]]]:
+    """Concatenate (ids, labels) pairs and cut blocks of exactly seq_len tokens (the tail is padded)."""
+    blocks, ids, labels = [], [], []
+    for s_ids, s_labels in sequences:
+        ids += s_ids
+        labels += s_labels
+        while len(ids) >= seq_len:
+            blocks.append((ids[:seq_len], labels[:seq_len]))
+            ids, labels = ids[seq_len:], labels[seq_len:]
+    if ids:
+        blocks.append((ids + [pad_id] * (seq_len - len(ids)), labels + [-100] * (seq_len - len(labels))))
+    return blocks
+
+
+def causal_examples(rows: list[dict], tok, seq_len: int) -> list[tuple[list[int], list[int]]]:
+    eos = [tok.eos_token_id] if tok.eos_token_id is not None else []
+    seqs = []
+    for row in rows:
+        if "messages" in row:
+            ids, labels = _assistant_tokens(tok, row["messages"])
+        else:
+            ids = tok(row["text"], add_special_tokens=True)["input_ids"]
+            labels = list(ids)
+        seqs.append((ids + eos, labels + eos))
+    return pack(seqs, seq_len, tok.pad_token_id)
+
+
+def _pad(ids: list[int], seq_len: int, pad_id: int) -> tuple[list[int], list[int]]:
+    ids = ids[:seq_len]
+    return ids + [pad_id] * (seq_len - len(ids)), [1] * len(ids) + [0] * (seq_len - len(ids))
+
+
+def dpo_examples(rows: list[dict], tok, seq_len: int) -> list[dict]:
+    out = []
+    for row in rows:
+        prompt = tok(row["prompt"], add_special_tokens=True)["input_ids"]
+        item = {}
+        for side in ("chosen", "rejected"):
+            answer = tok(row[side], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+            ids, mask = _pad(prompt + answer, seq_len, tok.pad_token_id)
+            loss_mask = ([0] * len(prompt) + [1] * len(answer))[:seq_len]
+            item[side] = (ids, mask, loss_mask + [0] * (seq_len - len(loss_mask)))
+        out.append(item)
+    return out
+
+
+def classification_examples(rows: list[dict], tok, seq_len: int) -> list[tuple[list[int], list[int], int]]:
+    out = []
+    for row in rows:
+        ids, mask = _pad(tok(row["text"], add_special_tokens=True)["input_ids"], seq_len, tok.pad_token_id)
+        out.append((ids, mask, int(row["label"])))
+    return out
+
+
+def synthetic_examples(cfg: dict, n: int, seed: int) -> list:
+    rng = random.Random(seed)
+    vocab, seq = cfg["model"]["vocab_size"], cfg["seq_len"]
+    task = cfg["task"]
+    if task == "classification":
+        return [([rng.randrange(vocab) for _ in range(seq)], [1] * seq, rng.randrange(cfg["num_labels"]))
+                for _ in range(n)]
+    if task == "dpo":
+        half = seq // 2
+        return [{side: ([rng.randrange(vocab) for _ in range(seq)], [1] * seq, [0] * half + [1] * (seq - half))
+                 for side in ("chosen", "rejected")} for _ in range(n)]
+    return [([rng.randrange(vocab) for _ in range(seq)],) * 2 for _ in range(n)]
+
+
+def build_examples(cfg: dict, args: argparse.Namespace, needed: int) -> list:
+    if args.synthetic:
+        return synthetic_examples(cfg, needed, args.seed)
+    tok = load_tokenizer(cfg, args)
+    rows = read_rows(data_files(args.data or cfg["data"]))
+    check_columns(rows, cfg["task"], args.data or cfg["data"])
+    task, seq = cfg["task"], cfg["seq_len"]
+    if task == "dpo":
+        return dpo_examples(rows, tok, seq)
+    if task == "classification":
+        return classification_examples(rows, tok, seq)
+    return causal_examples(rows, tok, seq)
+
+
+def batches(examples: list, dist: Dist, micro_batch: int, seed: int):
+    """Endless shuffled micro-batches of this rank's share of the examples."""
+    import torch
+
+    mine = examples[dist.rank::dist.world] or examples
+    rng = random.Random(seed + dist.rank)
+    epoch = 0
+    while True:
+        order = list(range(len(mine)))
+        rng.shuffle(order)
+        for start in range(0, len(order) - micro_batch + 1, micro_batch) or [0]:
+            chunk = [mine[i % len(mine)] for i in order[start:start + micro_batch]]
+            while len(chunk) < micro_batch:
+                chunk.append(mine[len(chunk) % len(mine)])
+            yield collate(chunk, torch), epoch
+        epoch += 1
+
+
+def collate(chunk: list, torch) -> dict:
+    first = chunk[0]
+    if isinstance(first, dict):  # DPO: chosen rows then rejected rows
+        sides = [c["chosen"] for c in chunk] + [c["rejected"] for c in chunk]
+        return {"input_ids": torch.tensor([s[0] for s in sides]), "attention_mask": torch.tensor([s[1] for s in sides]),
+                "loss_mask": torch.tensor([s[2] for s in sides])}
+    if len(first) == 3:  # classification
+        return {"input_ids": torch.tensor([c[0] for c in chunk]), "attention_mask": torch.tensor([c[1] for c in chunk]),
+                "labels": torch.tensor([c[2] for c in chunk])}
+    return {"input_ids": torch.tensor([c[0] for c in chunk]), "labels": torch.tensor([c[1] for c in chunk])}
+
+
+# ---- model ----------------------------------------------------------------------------------------------------
+
+def compute_dtype(cfg: dict, dist: Dist):
+    import torch
+
+    name = cfg["precision"]
+    if name == "fp32":
+        return torch.float32
+    if name == "fp16":
+        return torch.float16
+    if name == "bf16" and dist.cuda and not torch.cuda.is_bf16_supported():
+        raise SetupError("this GPU has no bf16: regenerate the setup with --precision fp16")
+    return torch.bfloat16
+
+
+def attention_impl(cfg: dict, dist: Dist) -> str:
+    want = cfg.get("attention", "sdpa")
+    if want == "flash":
+        try:
+            import flash_attn  # noqa: F401
+        except ImportError:
+            want = "sdpa"
+            log(dist, {"note": "flash-attn is not installed: using SDPA"})
+        else:
+            return "flash_attention_2" if dist.cuda else "sdpa"
+    return {"flash": "flash_attention_2"}.get(want, want)
+
+
+def load_dtype(cfg: dict, dist: Dist):
+    """Storage dtype of the loaded weights: 16-bit frozen bases; fp32 trained weights where mixed precision needs
+    fp32 masters (single GPU / DDP / FSDP); DeepSpeed converts the module itself."""
+    import torch
+
+    if cfg["precision"] == "fp32":
+        return torch.float32
+    if cfg["method"] in ("lora", "qlora"):
+        return compute_dtype(cfg, dist)
+    if cfg["engine"] == "deepspeed":
+        return compute_dtype(cfg, dist)
+    return torch.float32 if cfg.get("param_dtype", "fp32") == "fp32" else compute_dtype(cfg, dist)
+
+
+def build_model(cfg: dict, args: argparse.Namespace, dist: Dist):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    cls = AutoModelForSequenceClassification if cfg["task"] == "classification" else AutoModelForCausalLM
+    extra = {"num_labels": cfg["num_labels"]} if cfg["task"] == "classification" else {}
+    attn = attention_impl(cfg, dist)
+    dtype = load_dtype(cfg, dist)
+    quantization = qlora_config(cfg, dist) if cfg["method"] == "qlora" else None  # refuses without CUDA
+    if args.random_init or cfg["model"].get("random_init"):
+        hf_config = dict(cfg["model"]["hf_config"])
+        hf_config.pop("architectures", None)
+        conf = AutoConfig.for_model(**hf_config, **extra)
+        conf._attn_implementation = attn
+        torch.manual_seed(args.seed)
+        model = cls.from_config(conf, dtype=dtype)
+        if quantization is not None:  # bitsandbytes quantizes while loading: round-trip the random weights
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                model.save_pretrained(tmp)
+                del model
+                model = cls.from_pretrained(tmp, dtype=dtype, attn_implementation=attn,
+                                            quantization_config=quantization, **extra)
+    else:
+        name = args.model_path or cfg["model"].get("path") or cfg["model"].get("hf_id")
+        kwargs = dict(dtype=dtype, attn_implementation=attn, **extra)
+        if quantization is not None:
+            kwargs["quantization_config"] = quantization
+        model = cls.from_pretrained(name, **kwargs)
+    if cfg["task"] == "classification" and model.config.pad_token_id is None:
+        model.config.pad_token_id = model.config.eos_token_id or 0
+    return apply_method(model, cfg, dist)
+
+
+def qlora_config(cfg: dict, dist: Dist):
+    if not dist.cuda:
+        raise SetupError("QLoRA needs a CUDA GPU (bitsandbytes 4-bit kernels); use --method lora on this machine")
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    dtype = compute_dtype(cfg, dist)
+    sharded = cfg["engine"] == "fsdp" or (cfg["engine"] == "deepspeed" and cfg.get("zero_stage") == 3)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_storage=dtype if sharded else torch.uint8)
+
+
+def apply_method(model, cfg: dict, dist: Dist):
+    if cfg.get("grad_ckpt", "none") != "none":
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+    method = cfg["method"]
+    if method in ("lora", "qlora"):
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+        if method == "qlora":
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg["grad_ckpt"] != "none")
+        lora = cfg["lora"]
+        targets = lora["targets"]
+        model = get_peft_model(model, LoraConfig(
+            r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
+            target_modules="all-linear" if targets == ["all-linear"] else targets,
+            task_type="SEQ_CLS" if cfg["task"] == "classification" else "CAUSAL_LM"))
+        if cfg["grad_ckpt"] != "none":
+            model.enable_input_require_grads()
+    elif method == "freeze":
+        blocks = decoder_layers(model)
+        keep = cfg.get("freeze_trainable_layers", 2)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        for block in blocks[-keep:]:
+            for p in block.parameters():
+                p.requires_grad_(True)
+        for name, p in model.named_parameters():
+            if name.startswith(("score", "classifier")):
+                p.requires_grad_(True)
+    return model
+
+
+def decoder_layers(model) -> list:
+    import torch
+
+    best = []
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) > len(best):
+            best = list(module)
+    return best
+
+
+def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: int):
+    """(model to call, optimizer or None for DeepSpeed, scheduler or None, DeepSpeed engine or None)."""
+    import torch
+
+    if cfg["engine"] == "deepspeed":
+        import deepspeed
+
+        with open(_ds_config_path(cfg, args), encoding="utf-8") as fh:
+            ds_config = json.load(fh)
+        if not dist.cuda:  # tests on CPU: torch's AdamW, no fused/CPU-Adam kernels to build
+            if "optimizer" in ds_config:
+                ds_config["optimizer"].setdefault("params", {})["torch_adam"] = True
+            for key in ("bf16", "fp16"):
+                ds_config.pop(key, None)
+        client_optimizer = None
+        if "optimizer" not in ds_config:  # 8-bit AdamW, Adafactor, SGD: built here, stepped by DeepSpeed
+            client_optimizer = make_optimizer(model, cfg)
+        engine, _, _, scheduler = deepspeed.initialize(
+            model=model, optimizer=client_optimizer,
+            model_parameters=[p for p in model.parameters() if p.requires_grad], config=ds_config)
+        return engine, None, scheduler, engine
+    model.to(dist.device)
+    if cfg["engine"] == "fsdp":
+        model = shard_fsdp(model, cfg, args, dist)
+    elif cfg["engine"] == "ddp" and dist.world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.cuda else None)
+    if args.compile:
+        model = torch.compile(model)
+    optimizer = make_optimizer(model, cfg)
+    return model, optimizer, make_scheduler(optimizer, cfg, steps), None
+
+
+def fsdp_settings(cfg: dict, args: argparse.Namespace) -> dict:
+    """The `fsdp_config` section of the Accelerate-format YAML that `trainfit generate` wrote."""
+    import yaml
+
+    path = cfg.get("fsdp_config", "accelerate_config.yaml")
+    path = path if os.path.isabs(path) else os.path.join(os.path.dirname(os.path.abspath(args.config)), path)
+    if not os.path.isfile(path):
+        raise SetupError(f"FSDP config not found: {path}")
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    if doc.get("distributed_type") != "FSDP" or not isinstance(doc.get("fsdp_config"), dict):
+        raise SetupError(f"{path}: not an FSDP config (distributed_type: FSDP with an fsdp_config section)")
+    return doc["fsdp_config"]
+
+
+def shard_fsdp(model, cfg: dict, args: argparse.Namespace, dist: Dist):
+    """FSDP2 (fully_shard): each decoder layer is a unit, then the root; on GPUs the compute dtype gathers
+    parameters and gradients are reduced in fp32 (MixedPrecisionPolicy)."""
+    import torch
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    fsdp = fsdp_settings(cfg, args)
+    kwargs = {}
+    if dist.cuda and cfg["precision"] != "fp32":
+        kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=compute_dtype(cfg, dist), reduce_dtype=torch.float32)
+    if fsdp.get("fsdp_offload_params"):
+        kwargs["offload_policy"] = CPUOffloadPolicy()
+    reshard = bool(fsdp.get("fsdp_reshard_after_forward", True))
+    for layer in decoder_layers(model):
+        fully_shard(layer, reshard_after_forward=reshard, **kwargs)
+    fully_shard(model, reshard_after_forward=reshard, **kwargs)
+    return model
+
+
+def make_optimizer(model, cfg: dict):
+    import torch
+
+    opt = cfg["optimizer"]
+    params = [p for p in model.parameters() if p.requires_grad]
+    name, lr, wd = opt["name"], opt["lr"], opt.get("weight_decay", 0.0)
+    if name == "adamw":
+        cuda = any(p.is_cuda for p in params)
+        return torch.optim.AdamW(params, lr=lr, betas=tuple(opt.get("betas", (0.9, 0.95))), weight_decay=wd,
+                                 fused=cuda or None)
+    if name == "adamw-8bit":
+        import bitsandbytes as bnb
+
+        return bnb.optim.AdamW8bit(params, lr=lr, weight_decay=wd)
+    if name == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=lr, relative_step=False, scale_parameter=False, weight_decay=wd)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=wd)
+    raise SetupError(f"optimizer {name!r} is not supported by this script")
+
+
+def make_scheduler(optimizer, cfg: dict, steps: int):
+    import torch
+
+    warm = max(1, int(cfg["optimizer"].get("warmup_ratio", 0.03) * steps))
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, steps - warm))))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# ---- training -------------------------------------------------------------------------------------------------
+
+def token_logps(logits, input_ids, loss_mask):
+    """Sum of log-probabilities of the masked (answer) tokens, per sequence."""
+    import torch
+
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    picked = logp.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return (picked * loss_mask[:, 1:]).sum(-1)
+
+
+def dpo_loss(model, batch: dict, cfg: dict, reference):
+    """Direct Preference Optimization (Rafailov et al. 2023, eq. 7): -log σ(β[(π_c - π_r) - (ref_c - ref_r)])."""
+    import torch
+
+    beta = cfg.get("dpo_beta", 0.1)
+    ids, mask, loss_mask = batch["input_ids"], batch["attention_mask"], batch["loss_mask"]
+    n = ids.shape[0] // 2
+    with torch.no_grad():
+        if reference is None:  # LoRA: the base model with adapters switched off is the reference
+            inner = model.module if hasattr(model, "module") else model
+            with inner.disable_adapter():
+                ref = token_logps(model(input_ids=ids, attention_mask=mask).logits, ids, loss_mask)
+        else:
+            ref = token_logps(reference(input_ids=ids, attention_mask=mask).logits, ids, loss_mask)
+    pol = token_logps(model(input_ids=ids, attention_mask=mask).logits, ids, loss_mask)
+    margin = (pol[:n] - pol[n:]) - (ref[:n] - ref[n:])
+    return -torch.nn.functional.logsigmoid(beta * margin).mean()
+
+
+def micro_step_loss(model, batch: dict, cfg: dict, reference):
+    if cfg["task"] == "dpo":
+        return dpo_loss(model, batch, cfg, reference)
+    return model(**batch).loss
+
+
+def autocast(cfg: dict, dist: Dist):
+    """torch.autocast for mixed precision where the engine does not handle it (DeepSpeed and FSDP do)."""
+    import torch
+
+    if cfg["precision"] == "fp32" or cfg["engine"] in ("deepspeed", "fsdp"):
+        return nullcontext()
+    return torch.autocast(dist.device.type, dtype=compute_dtype(cfg, dist))
+
+
+def grad_scaler(cfg: dict, dist: Dist):
+    """fp16 needs loss scaling (DeepSpeed does its own); bf16 and fp32 get a disabled scaler."""
+    import torch
+
+    enabled = cfg["precision"] == "fp16" and cfg["engine"] in ("single", "ddp")
+    return torch.amp.GradScaler(dist.device.type, enabled=enabled)
+
+
+def no_sync(model, cfg: dict, last: bool):
+    """Skip gradient synchronisation on all but the last micro-batch of a step."""
+    if last:
+        return nullcontext()
+    if cfg["engine"] == "ddp" and hasattr(model, "no_sync"):
+        return model.no_sync()
+    if cfg["engine"] == "fsdp" and hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(False)
+    return nullcontext()
+
+
+def memory_gib(dist: Dist) -> dict:
+    import torch
+
+    if dist.cuda:
+        return {"peak_memory_gib": torch.cuda.max_memory_allocated(dist.device) / 2**30,
+                "peak_reserved_gib": torch.cuda.max_memory_reserved(dist.device) / 2**30, "memory_kind": "allocated"}
+    import resource
+
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # Linux: KiB
+    return {"peak_memory_gib": rss_kib / 2**20, "memory_kind": "cpu-rss"}
+
+
+def log(dist: Dist, record: dict, path: str | None = None) -> None:
+    if not dist.main:
+        return
+    line = json.dumps(record, sort_keys=True)
+    print(line, flush=True)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def total_steps(cfg: dict, args: argparse.Namespace) -> int:
+    if args.max_steps:
+        return args.max_steps
+    if cfg.get("max_steps"):
+        return int(cfg["max_steps"])
+    tokens = cfg["processed_tokens"]
+    per_step = cfg["global_batch"] * cfg["seq_len"] * (2 if cfg["task"] == "dpo" else 1)
+    return max(1, math.ceil(tokens / per_step))
+
+
+def train(cfg: dict, args: argparse.Namespace) -> dict:
+    """Run training; returns the summary (also logged as the last JSON line)."""
+    import torch
+
+    dist = Dist(cfg, args)
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    out_dir = args.output_dir or cfg.get("output_dir", "output")
+    os.makedirs(out_dir, exist_ok=True)
+    metrics_path = os.path.join(out_dir, "metrics.jsonl")
+    steps = total_steps(cfg, args)
+    mb, ga = cfg["micro_batch"], cfg["grad_accum"]
+    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8))
+    model = build_model(cfg, args, dist)
+    reference = reference_model(model, cfg, dist)
+    model, optimizer, scheduler, engine = wrap_engine(model, cfg, args, dist, steps)
+    start = load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) if args.resume else 0
+    feed = batches(examples, dist, mb, args.seed + start)
+    warmup = args.warmup_steps if args.warmup_steps is not None else min(2, max(0, steps - start - 1))
+    seq_tokens = cfg["seq_len"] * mb * (2 if cfg["task"] == "dpo" else 1)
+    scaler = grad_scaler(cfg, dist)
+    history = []
+    save_every = args.save_steps if args.save_steps is not None else cfg.get("save_steps", 0)
+    for step in range(start, steps):
+        t0 = _sync_time(dist)
+        loss_sum = 0.0
+        for micro in range(ga):
+            batch, epoch = next(feed)
+            batch = {k: v.to(dist.device) for k, v in batch.items()}
+            with no_sync(model, cfg, micro == ga - 1), autocast(cfg, dist):
+                loss = micro_step_loss(model, batch, cfg, reference)
+            if engine is not None:
+                engine.backward(loss)
+                engine.step()
+            else:
+                if cfg["engine"] == "fsdp" and micro == ga - 1 and hasattr(model, "set_requires_gradient_sync"):
+                    model.set_requires_gradient_sync(True)
+                scaler.scale(loss / ga).backward()
+            loss_sum += float(loss.detach())
+        if engine is None:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                           cfg["optimizer"].get("max_grad_norm", 1.0))
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+        seconds = _sync_time(dist) - t0
+        tokens = seq_tokens * ga * dist.world
+        record = {"step": step + 1, "loss": loss_sum / ga, "step_time_s": seconds, "tokens_per_s": tokens / seconds,
+                  "tokens_per_s_per_gpu": tokens / seconds / dist.world, "epoch": epoch, **memory_gib(dist)}
+        if not math.isfinite(record["loss"]):
+            raise SetupError(f"loss is {record['loss']} at step {step + 1}")
+        history.append(record)
+        log(dist, record, metrics_path)
+        if save_every and (step + 1) % save_every == 0 and step + 1 < steps:
+            save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, step + 1)
+    save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, steps)
+    summary = summarize(history, warmup, dist, cfg)
+    summary["parameters"] = sharding_of(model)
+    log(dist, summary, metrics_path)
+    if dist.world > 1 and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    return summary
+
+
+def reference_model(model, cfg: dict, dist: Dist):
+    """DPO with full or freeze training keeps a frozen copy as the reference; LoRA reuses the base."""
+    if cfg["task"] != "dpo" or cfg["method"] in ("lora", "qlora"):
+        return None
+    import copy
+
+    ref = copy.deepcopy(model).to(dist.device)
+    ref.requires_grad_(False)
+    return ref.eval()
+
+
+def _sync_time(dist: Dist) -> float:
+    import torch
+
+    if dist.cuda:
+        torch.cuda.synchronize(dist.device)
+    return time.perf_counter()
+
+
+def summarize(history: list[dict], warmup: int, dist: Dist, cfg: dict) -> dict:
+    timed = history[warmup:] or history
+    seconds = sum(r["step_time_s"] for r in timed)
+    tokens = sum(r["tokens_per_s"] * r["step_time_s"] for r in timed)
+    return {"summary": True, "steps": len(history), "timed_steps": len(timed), "warmup_steps": len(history) - len(timed),
+            "final_loss": history[-1]["loss"] if history else None, "step_time_s": seconds / max(1, len(timed)),
+            "tokens_per_s": tokens / seconds if seconds else None,
+            "tokens_per_s_per_gpu": tokens / seconds / dist.world if seconds else None,
+            "world_size": dist.world, "device": "cuda" if dist.cuda else "cpu", "engine": cfg["engine"],
+            **memory_gib(dist)}
+
+
+def sharding_of(model) -> str:
+    """What wraps the parameters: 'dtensor' under FSDP2, 'plain' otherwise (recorded for checks)."""
+    first = next(iter(model.parameters()), None)
+    return "dtensor" if type(first).__name__ == "DTensor" or type(getattr(first, "data", None)).__name__ == "DTensor" \
+        else "plain"
+
+
+# ---- checkpoints ----------------------------------------------------------------------------------------------
+
+def _ckpt_dir(out_dir: str) -> str:
+    return os.path.join(out_dir, "checkpoint")
+
+
+def save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, step: int) -> None:
+    import torch
+
+    path = _ckpt_dir(out_dir)
+    if engine is not None:
+        engine.save_checkpoint(path, tag=f"step{step}", client_state={"step": step})
+        return
+    if cfg["engine"] == "fsdp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=os.path.join(path, f"step{step}"))
+        if dist.main:
+            _write_latest(path, step)
+        return
+    if not dist.main:
+        return
+    inner = model.module if hasattr(model, "module") else model
+    os.makedirs(path, exist_ok=True)
+    trainable = {k: v for k, v in inner.state_dict().items()} if cfg["method"] == "full" else \
+        {n: p.detach() for n, p in inner.named_parameters() if p.requires_grad}
+    torch.save({"model": trainable, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "step": step}, os.path.join(path, f"step{step}.pt"))
+    _write_latest(path, step)
+
+
+def _write_latest(path: str, step: int) -> None:
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "latest_step"), "w", encoding="utf-8") as fh:
+        fh.write(str(step))
+
+
+def load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) -> int:
+    import torch
+
+    path = _ckpt_dir(out_dir)
+    if engine is not None:
+        _, client = engine.load_checkpoint(path)
+        return int((client or {}).get("step", 0))
+    marker = os.path.join(path, "latest_step")
+    if not os.path.isfile(marker):
+        raise SetupError(f"--resume: no checkpoint in {path}")
+    with open(marker, encoding="utf-8") as fh:
+        step = int(fh.read().strip())
+    if cfg["engine"] == "fsdp":
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        state = {"model": model_sd, "optim": optim_sd}
+        dcp.load(state, checkpoint_id=os.path.join(path, f"step{step}"))
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        for _ in range(step):
+            scheduler.step()
+        return step
+    state = torch.load(os.path.join(path, f"step{step}.pt"), map_location=dist.device, weights_only=False)
+    inner = model.module if hasattr(model, "module") else model
+    inner.load_state_dict(state["model"], strict=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["step"])
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        cfg = load_config(args.config)
+        validate_inputs(cfg, args)
+        train(cfg, args)
+    except SetupError as exc:
+        print(f"train.py: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
