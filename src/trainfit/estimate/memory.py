@@ -9,11 +9,14 @@ optimizer offloaded, 4·largest_layer with parameters offloaded too). PyTorch DD
 gradient (`gradient_as_bucket_view=False`, the default). FSDP shards fp32 parameters, gradients and optimizer
 states and gathers one wrapped block (plus the next one, prefetched) in the compute dtype.
 
-The peak is the largest of three phases of a steady-state step (optimizer states already exist):
-  backward_start  states + gradients still held from earlier micro-batches + all saved activations + the loss's
-                  logits buffers + the output head's gradient,
+The peak is the largest of five moments of a steady-state step (optimizer states already exist), each checked
+against a FakeTensor + MemTracker trace of the real code (tests/test_trace.py):
+  forward_end     states + gradients held from earlier micro-batches + saved activations + autocast's weight
+                  cache + the loss's forward buffers (16-bit logits, their fp32 upcast, fp32 log-probabilities),
+  backward_start  the same without the forward-only buffers, with the loss's backward buffers (12 B x V x token),
+  backward_head   the same with the logits' gradient and the output head's weight gradient,
   backward_end    states + all gradients + the first block's activations and gradient buffers,
-  optimizer       states + all gradients + optimizer temporaries.
+  optimizer       states + all gradients.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..spec.model import ModelSpec
 from ..spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task, TrainingSpec
 from ..units import GiB
 from .activations import Regime, apply_checkpointing, block_saved
-from .params import global_tensors, largest_module_params, layer_params
+from .params import global_tensors, largest_module_params, layer_linears, layer_params
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
@@ -194,6 +197,10 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
     one_block = sum(per_block.values()) * tokens
     # embeddings output / final norm / head input
     out["activations/final_norm_and_head_input"] = (4 + r.act) * m.hidden * tokens
+    if t.grad_ckpt == GradCkpt.FULL:
+        # Seen in MemTracker traces of transformers' non-reentrant checkpointing (tests/test_trace.py): beyond the
+        # blocks' inputs, one fp32 and one 16-bit hidden-sized tensor per micro-batch stay alive into backward.
+        out["activations/checkpoint/boundary_tensors"] = (4 + r.act) * m.hidden * tokens
     return out, sum(out.values()), one_block
 
 
@@ -278,22 +285,33 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
                  if (t.method == Method.FULL and t.task != Task.CLASSIFICATION) else 0.0)
 
     other: dict[str, float] = {}
-    if r.amp_casts:
-        _add(other, "other/autocast_weight_copies", 2.0 * psi)
-    elif r.autocast and split.adapters:  # fp32 adapters cast to bf16 for their matmuls, kept for backward
-        _add(other, "other/autocast_weight_copies", 2.0 * split.adapters)
     if t.method == Method.QLORA:
         _add(other, "other/nf4_dequantized_weight", 2.0 * largest_module)
     if s.engine == "deepspeed":
         _add(other, "other/comm_buckets", 2 * 2.0 * m.hidden * m.hidden)
 
+    # autocast's bf16 copies of fp32 weights: cached for the whole forward, then kept where autograd saved them
+    # (the blocks' not under full checkpointing, which recomputes the block, casts included; the head's always)
+    block_casts, head_cast = _autocast_copies(m, t, split, r, head)
+    casts = {**block_casts, **head_cast}
+    saved_casts = head_cast if t.grad_ckpt == GradCkpt.FULL else casts
     accumulating = t.grad_accum > 1  # gradients of earlier micro-batches are held during the next forward
+    held = grads if accumulating else {}
     totals = {id(states): sum(states.values()), id(other): sum(other.values()), id(grads): sum(grads.values()),
               id(acts): acts_total}
+    tokens = t.tokens_per_micro_batch
+    causal = t.task != Task.CLASSIFICATION
     phases = (
-        _phase("backward_start", (states, other, acts, grads if accumulating else {},
-                                  {"logits/loss_buffers": logits,
-                                   "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
+        # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
+        _phase("forward_end", (states, other, acts, held, casts, {
+            "logits/forward_buffers": (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens if causal else 0.0
+        }), totals),
+        # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
+        _phase("backward_start", (states, other, acts, held, saved_casts, {"logits/loss_buffers": logits}), totals),
+        # the output head's backward: the 16-bit logits gradient and the head's weight gradient
+        _phase("backward_head", (states, other, acts, held, saved_casts, {
+            "logits/grad": r.act * m.vocab * tokens if causal else 0.0,
+            "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
         _phase("backward_end", (states, other, grads, {
@@ -303,6 +321,22 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _phase("optimizer", (states, other, grads), totals),
     )
     return _finish(phases, gpu, eff, s, r, notes)
+
+
+def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
+                     head: str) -> tuple[dict[str, float], dict[str, float]]:
+    """bf16 copies autocast makes of fp32 matmul weights: (the blocks', the output head's). All fp32 weights under
+    mixed precision with fp32 weights; only the fp32 LoRA adapters on a 16-bit base."""
+    if r.amp_casts:
+        blocks = m.layers * sum(lin.in_features * lin.out_features * lin.count for lin in layer_linears(m))
+        if t.method == Method.FREEZE:
+            blocks = blocks * split.trainable_blocks / m.layers
+        head_w = m.vocab * m.hidden if head == "lm" and t.task != Task.CLASSIFICATION else 0
+        return ({"other/autocast_weight_copies": 2.0 * blocks},
+                {"other/autocast_head_copy": 2.0 * head_w} if head_w and t.method != Method.FREEZE else {})
+    if r.autocast and split.adapters:
+        return {"other/autocast_weight_copies": 2.0 * split.adapters}, {}
+    return {}, {}
 
 
 def _deepspeed_states(s: Strategy, n: int, psi: float, w_t: float, opt_bytes: float, master: float,

@@ -1,0 +1,178 @@
+"""`trace`: exact allocations of one training step of the real model code, on the CPU, with no weights.
+
+Traces a model cut to 2 and 3 blocks and extrapolates each moment of the step linearly to the full depth
+(`extrapolate`); `tests/test_trace.py` checks the extrapolation against a full trace and the analytic estimate
+against the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..units import GiB
+from .tracer import CATEGORIES, Moment, TraceConfig, trace_step
+
+# MemTracker category -> the parts of trainfit's memory breakdown
+PART_OF = {"Parameter": "weights", "Buffer": "weights", "Gradient": "gradients", "Optstate": "optimizer",
+           "Activation": "activations", "Temp": "other", "Other": "other"}
+
+
+@dataclass
+class TraceResult:
+    layers: int
+    traced_layers: tuple[int, ...]
+    moments: dict[str, dict[str, float]]  # moment -> category -> bytes (extrapolated to `layers`)
+    peak_moment: str
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak(self) -> dict[str, float]:
+        return self.moments[self.peak_moment]
+
+    @property
+    def total(self) -> float:
+        return sum(v for k, v in self.peak.items() if k in CATEGORIES)
+
+    def parts(self) -> dict[str, float]:
+        out = {p: 0.0 for p in ("weights", "gradients", "optimizer", "activations", "logits", "other")}
+        for cat, value in self.peak.items():
+            if cat in PART_OF:
+                out[PART_OF[cat]] += value
+        return out
+
+    def memory_gib(self) -> dict[str, float]:
+        out = {k: round(v / GiB, 3) for k, v in self.parts().items()}
+        out["total"] = round(self.total / GiB, 3)
+        return out
+
+
+def _moment_key(name: str, layers: int) -> str:
+    """Blocks are named by position from the top of the stack: the first block to run backward is `top`."""
+    if not name.startswith("backward:block"):
+        return name
+    idx = int(name[len("backward:block"):])
+    if idx == layers - 1:
+        return "backward:top_block"
+    if idx == 0:
+        return "backward:bottom_block"
+    return "backward:middle_block"
+
+
+def _by_key(moments: dict[str, Moment], layers: int) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for name, m in moments.items():
+        key = _moment_key(name, layers)
+        if key == "backward:middle_block":
+            continue
+        out[key] = {k: float(v) for k, v in m.snapshot.items() if k in CATEGORIES}
+    return out
+
+
+def extrapolate(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]], la: int, lb: int,
+                layers: int) -> dict[str, dict[str, float]]:
+    """Each moment's bytes are linear in the number of blocks: from traces at la and lb blocks to `layers`."""
+    out: dict[str, dict[str, float]] = {}
+    for key in a.keys() & b.keys():
+        out[key] = {cat: a[key].get(cat, 0.0) + (b[key].get(cat, 0.0) - a[key].get(cat, 0.0)) * (layers - la)
+                    / (lb - la) for cat in CATEGORIES}
+    return out
+
+
+def _peak_of(moments: dict[str, dict[str, float]]) -> str:
+    return max(moments, key=lambda k: sum(moments[k].values()))
+
+
+def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
+    """Trace the step; `full` traces all `layers` blocks (slow for big models), else 2 and 3 blocks."""
+    start = time.perf_counter()
+    notes = ["one GPU's unsharded view: ZeRO/FSDP sharding, DDP buckets, the CUDA context and allocator caching "
+             "are not traced"]
+    if cfg.method == "qlora":
+        notes.append("QLoRA traced as LoRA on a 16-bit base (bitsandbytes' 4-bit storage needs CUDA); the weights "
+                     "are corrected to NF4 analytically")
+    if cfg.attention == "flash":
+        notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
+    if full or layers <= 3:
+        moments = _by_key(trace_step(_with_layers(cfg, layers)), layers)
+        traced: tuple[int, ...] = (layers,)
+    else:
+        a = _by_key(trace_step(_with_layers(cfg, 2)), 2)
+        b = _by_key(trace_step(_with_layers(cfg, 3)), 3)
+        moments = extrapolate(a, b, 2, 3, layers)
+        traced = (2, 3)
+    return TraceResult(layers, traced, moments, _peak_of(moments), time.perf_counter() - start, notes)
+
+
+def _with_layers(cfg: TraceConfig, layers: int) -> TraceConfig:
+    from dataclasses import replace
+
+    return replace(cfg, layers=layers)
+
+
+def trace_config(est: Any) -> TraceConfig:
+    """The TraceConfig matching an Estimate's workload (one GPU's view)."""
+    from ..catalog.models import all_models
+
+    m, t = est.model, est.training
+    preset = all_models().get(m.name)
+    hf = preset.hf_config if preset else None
+    if hf is None:
+        raise ValueError("trace needs a model preset or config.json")
+    return TraceConfig(hf_config=hf, layers=m.layers, method=t.method.value, task=t.task.value, seq_len=t.seq_len,
+                       micro_batch=t.micro_batch, precision=t.precision.value if t.precision.value != "fp8" else "bf16",
+                       param_dtype=t.param_dtype, grad_ckpt=t.grad_ckpt.value, attention=t.attention.value,
+                       lora_rank=t.lora_rank, lora_targets=t.lora_targets, num_labels=t.num_labels,
+                       freeze_trainable_layers=2, optimizer=t.optimizer.value)
+
+
+def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
+    """Trace the workload of `est` (one GPU's view) and put it beside the analytic estimate of the same view."""
+    from ..estimate.core import run_estimate
+    from ..spec.cluster import cluster_for
+    from ..spec.training import Strategy
+    from ..estimate.trainable import NF4_BYTES_PER_PARAM
+
+    single = est if est.strategy.gpus == 1 and est.strategy.engine == "single" else run_estimate(
+        est.model, est.training, Strategy(), cluster_for(est.gpu, 1, 1), est.table)
+    cfg = trace_config(est)
+    result = run_trace(cfg, est.model.layers, full=full)
+    parts = result.parts()
+    total = result.total
+    if cfg.method == "qlora":  # traced as LoRA on a 16-bit base: put the NF4 storage back
+        saved = est.split.quantized * (2.0 - NF4_BYTES_PER_PARAM)
+        parts["weights"] -= saved
+        total -= saved
+    analytic = single.memory.allocated
+    mem = {k: round(v / GiB, 3) for k, v in parts.items()}
+    mem["total"] = round(total / GiB, 3)
+    return {
+        "memory_gib": mem,
+        "peak_moment": result.peak_moment,
+        "moments_gib": {k: round(sum(v.values()) / GiB, 3) for k, v in sorted(result.moments.items())},
+        "categories_gib": {k: round(v / GiB, 3) for k, v in result.peak.items()},
+        "traced_layers": list(result.traced_layers), "layers": result.layers,
+        "extrapolated": result.traced_layers != (result.layers,),
+        "seconds": round(result.seconds, 2),
+        "estimate": {"memory_gib": _allocated_parts(single.memory),
+                     "allocated_gib": round(analytic / GiB, 3), "peak_phase": single.memory.peak_phase,
+                     "strategy": "one GPU (the traced view)"},
+        "difference": {"allocated_gib": round((analytic - total) / GiB, 3),
+                       "percent": round(100.0 * (analytic - total) / total, 2) if total else None},
+        "requested_strategy": None if single is est else {
+            "label": est.strategy.label(), "memory_gib": est.memory.gib(),
+            "note": "the trace does not shard: compare the sharded terms analytically"},
+        "notes": result.notes + ["memory_gib counts allocated bytes (no CUDA context or allocator cache); the "
+                                 "analytic allocated figure is compared",
+                                 "the trace's activations include the logits buffers; temporaries are in other"],
+    }
+
+
+def _allocated_parts(memory: Any) -> dict[str, float]:
+    """The analytic peak phase by part, without the allocator overhead and CUDA context (what a trace sees)."""
+    peak = next(p for p in memory.phases if p.name == memory.peak_phase)
+    out = {k: round(v / GiB, 3) for k, v in peak.parts().items()}
+    out["total"] = round(peak.total / GiB, 3)
+    return out

@@ -1,0 +1,238 @@
+"""Tier 2: the real Hugging Face / PEFT code, one training step, under FakeTensorMode + MemTracker.
+
+No GPU and no weights: tensors are fake (shapes and dtypes only) on the CPU device; MemTracker (a private PyTorch
+API, torch.distributed._tools.mem_tracker) counts every storage by category. Peaks are recorded per moment of the
+step — forward, backward of the head, backward of each block, optimizer step — so a trace of 2 and 3 blocks
+extrapolates exactly to L blocks: every moment's bytes are linear in the number of blocks.
+
+Covered: one GPU's view of full / LoRA / freeze training with the dtypes train.py uses (fp32 weights under autocast
+for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing, SDPA or eager attention, the
+steady-state step (optimizer states exist). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms
+are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base, weights
+then corrected analytically), the CUDA context and allocator caching.
+"""
+
+from __future__ import annotations
+
+import warnings
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import Any
+
+CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
+
+
+@dataclass
+class Moment:
+    name: str
+    total: int = 0
+    snapshot: dict[str, int] = field(default_factory=dict)
+
+
+def _require_torch():
+    try:
+        import torch  # noqa: F401
+        from torch.distributed._tools.mem_tracker import MemTracker  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        from ..errors import MissingDependency
+
+        raise MissingDependency(f"trace needs torch and transformers (pip install 'trainfit[torch]'): {exc}") from None
+
+
+def _tracker_class():
+    from torch.distributed._tools.mem_tracker import _TOTAL_KEY, MemTracker
+
+    class PhaseTracker(MemTracker):
+        """MemTracker that also keeps the peak of each named moment of the step."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.phase = "setup"
+            self.moments: dict[str, Moment] = {}
+
+        def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - private torch API
+            super()._update_peak_stats(peak_state)
+            for snap in self._curr_mem_snap.values():
+                total = snap[_TOTAL_KEY]
+                m = self.moments.setdefault(self.phase, Moment(self.phase))
+                if total > m.total:
+                    m.total = total
+                    m.snapshot = {str(k.value if hasattr(k, "value") else k): v for k, v in deepcopy(snap).items()}
+
+    return PhaseTracker
+
+
+class _NoHandle:
+    def remove(self) -> None:
+        pass
+
+
+def _skip_frozen_grad_hooks(tracker, model) -> None:
+    """MemTracker registers gradient hooks on every parameter; frozen ones refuse hooks. Pre-fill its table."""
+    for p in model.parameters():
+        if not p.requires_grad:
+            tracker._param_to_grad_hook_handles[p] = (_NoHandle(), _NoHandle())
+
+
+@dataclass(frozen=True)
+class TraceConfig:
+    hf_config: dict
+    layers: int
+    method: str  # full | lora | qlora | freeze
+    task: str  # sft | pretrain | dpo | classification
+    seq_len: int
+    micro_batch: int
+    precision: str  # bf16 | fp16 | fp32
+    param_dtype: str
+    grad_ckpt: str  # none | selective | full
+    attention: str  # sdpa | eager | flash (traced as sdpa)
+    lora_rank: int
+    lora_targets: tuple[str, ...]
+    num_labels: int
+    freeze_trainable_layers: int
+    optimizer: str
+
+
+def _build(cfg: TraceConfig):
+    """The model under FakeTensorMode: built on the meta device (PEFT applied there), then materialised as fake."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    classification = cfg.task == "classification"
+    hf = dict(cfg.hf_config, num_hidden_layers=cfg.layers)
+    hf.pop("architectures", None)
+    extra = {"num_labels": cfg.num_labels} if classification else {}
+    conf = AutoConfig.for_model(**hf, **extra)
+    conf._attn_implementation = "eager" if cfg.attention == "eager" else "sdpa"
+    cls = AutoModelForSequenceClassification if classification else AutoModelForCausalLM
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[cfg.precision]
+    peft_method = cfg.method in ("lora", "qlora")
+    dtype = low if peft_method or cfg.param_dtype == "bf16" else torch.float32
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = cls.from_config(conf, dtype=dtype)
+        if cfg.grad_ckpt != "none":
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.config.use_cache = False
+        if peft_method:
+            from peft import LoraConfig, get_peft_model
+
+            targets = "all-linear" if list(cfg.lora_targets) == ["all-linear"] else list(cfg.lora_targets)
+            model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, target_modules=targets, lora_dropout=0.0,
+                                                     task_type="SEQ_CLS" if classification else "CAUSAL_LM"))
+            if cfg.grad_ckpt != "none":
+                model.enable_input_require_grads()
+        elif cfg.method == "freeze":
+            _freeze(model, cfg.freeze_trainable_layers)
+    return model, low
+
+
+def _freeze(model, keep: int) -> None:
+    import torch
+
+    blocks = max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for block in list(blocks)[-keep:]:
+        for p in block.parameters():
+            p.requires_grad_(True)
+    for name, p in model.named_parameters():
+        if name.startswith(("score", "classifier")):
+            p.requires_grad_(True)
+
+
+def _blocks(model) -> list:
+    import torch
+
+    return list(max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len))
+
+
+def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
+    """Peak bytes of each moment of a steady-state training step (the second of two)."""
+    _require_torch()
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    tracker_cls = _tracker_class()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model, low = _build(cfg)
+        _materialize(model)
+        _init_buffers(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = _optimizer(cfg, params)
+        tracker = tracker_cls()
+        _skip_frozen_grad_hooks(tracker, model)
+        tracker.track_external(model, opt)
+        batch = _batch(cfg, model)
+        _phase_hooks(tracker, model, opt)
+        with tracker:
+            for step in range(2):
+                if step == 1:  # the steady state: optimizer states now exist
+                    tracker.moments.clear()
+                    tracker.reset_mod_stats()
+                tracker.phase = "forward"
+                with torch.autocast("cpu", dtype=low, enabled=cfg.precision != "fp32"):
+                    loss = model(**batch).loss
+                tracker.phase = "backward:head"
+                loss.backward()
+                del loss
+                tracker.phase = "optimizer"
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                tracker.phase = "idle"
+    return dict(tracker.moments)
+
+
+def _materialize(model) -> None:
+    """Meta tensors -> fake CPU tensors, in place. (nn.Module.to_empty swaps tensors, which fails for tensors
+    FakeTensorMode has seen: "Couldn't swap Linear.weight".) Shared (tied) parameters stay shared."""
+    import torch
+
+    done: dict[int, torch.Tensor] = {}
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            if id(p) not in done:
+                done[id(p)] = torch.nn.Parameter(torch.empty_like(p, device="cpu"), requires_grad=p.requires_grad)
+            module._parameters[name] = done[id(p)]
+        for name, b in list(module._buffers.items()):
+            if b is not None and b.is_meta:
+                module._buffers[name] = torch.empty_like(b, device="cpu")
+
+
+def _init_buffers(model) -> None:
+    """to_empty leaves buffers uninitialised; rotary tables must exist (values do not matter for memory)."""
+    for module in model.modules():
+        if hasattr(module, "inv_freq") and hasattr(module, "rope_init_fn"):
+            try:
+                inv_freq, _ = module.rope_init_fn(module.config, None)
+                module.register_buffer("inv_freq", inv_freq, persistent=False)
+            except Exception:  # noqa: BLE001 - keep the empty buffer
+                pass
+
+
+def _optimizer(cfg: TraceConfig, params):
+    import torch
+
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9)
+    # fused AdamW, as train.py uses on GPUs (no foreach temporaries)
+    return torch.optim.AdamW(params, lr=1e-4, fused=True)
+
+
+def _batch(cfg: TraceConfig, model) -> dict[str, Any]:
+    import torch
+
+    vocab = model.config.vocab_size if hasattr(model, "config") else cfg.hf_config["vocab_size"]
+    ids = torch.randint(0, vocab, (cfg.micro_batch, cfg.seq_len))
+    if cfg.task == "classification":
+        return {"input_ids": ids, "labels": torch.zeros(cfg.micro_batch, dtype=torch.long)}
+    return {"input_ids": ids, "labels": ids}
+
+
+def _phase_hooks(tracker, model, opt) -> None:
+    blocks = _blocks(model)
+    for idx, block in enumerate(blocks):
+        block.register_full_backward_pre_hook(lambda *_, i=idx: setattr(tracker, "phase", f"backward:block{i}"))
