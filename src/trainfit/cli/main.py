@@ -12,7 +12,7 @@ DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import catalog_cmds, compare, estimate, generate, plan, trace
+    from . import bench, catalog_cmds, compare, estimate, generate, monitor, plan, trace
 
     parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -22,6 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_parser(sub)
     generate.add_parser(sub)
     trace.add_parser(sub)
+    bench.add_parser(sub)
+    monitor.add_parser(sub)
     catalog_cmds.add_parsers(sub)
     return parser
 

@@ -354,7 +354,10 @@ def build_model(cfg: dict, args: argparse.Namespace, dist: Dist):
         conf = AutoConfig.for_model(**hf_config, **extra)
         conf._attn_implementation = attn
         torch.manual_seed(args.seed)
-        model = cls.from_config(conf, dtype=dtype)
+        # on one GPU (or DDP) initialise straight on the device: random init of billions of weights on a CPU is slow
+        where = dist.device if dist.cuda and cfg["engine"] in ("single", "ddp") and quantization is None else "cpu"
+        with torch.device(where):
+            model = cls.from_config(conf, dtype=dtype)
         if quantization is not None:  # bitsandbytes quantizes while loading: round-trip the random weights
             import tempfile
 
@@ -800,6 +803,10 @@ def load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) -> 
     return int(state["step"])
 
 
+def _is_oom(exc: BaseException) -> bool:
+    return type(exc).__name__ in ("OutOfMemoryError", "OutOfMemoryError_") or "out of memory" in str(exc).lower()
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -809,6 +816,13 @@ def main(argv=None) -> int:
     except SetupError as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2
+    except (RuntimeError, MemoryError) as exc:
+        if not _is_oom(exc):
+            raise
+        # an out-of-memory is a result (benchmarks search for the largest micro-batch that fits)
+        print(json.dumps({"summary": True, "oom": True, "error": str(exc).splitlines()[0][:300]}), flush=True)
+        print(f"train.py: error: out of memory: {str(exc).splitlines()[0][:200]}", file=sys.stderr)
+        return 3
     return 0
 
 
