@@ -111,4 +111,4 @@ def test_gpu_matrix_dry_run():
 
     out = subprocess.run([sys.executable, "benchmarks/gpu_matrix.py", "--dry-run", "--only", "3"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    assert len(out) == 3 and all(line.startswith("bench --model") and "--device cuda" in line for line in out)
+    assert len(out) == 3 and all(line.startswith("trainfit bench --model") and "--device cuda" in line for line in out)
