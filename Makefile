@@ -32,5 +32,10 @@ run: $(VENV)/.run-installed
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
 
+# The shipped calibration, fitted on committed data (published runs + our own measurements); reproducible.
+CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))
+calibrate: $(VENV)/.run-installed
+	$(BIN)/trainfit calibrate $(CALIBRATION_INPUTS) --out src/trainfit/catalog/data/calibration.yaml
+
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

@@ -4,6 +4,9 @@ import sys
 import pytest
 
 os.environ.setdefault("TRAINFIT_LANG", "en")
+# A developer's own calibration (config directory) must not change what the tests see.
+os.environ.pop("TRAINFIT_CALIBRATION", None)
+os.environ["XDG_CONFIG_HOME"] = os.path.join(os.path.dirname(__file__), "snapshots", "no-config")
 
 
 def pytest_configure(config):

@@ -39,10 +39,29 @@ def strategy_spec(gpus: int = 1, nodes: int = 1, zero: int | None = None, fsdp: 
                     offload=Offload.parse(offload, "offload"))
 
 
+def user_calibration_path() -> str | None:
+    """A user's calibration from the environment or the config directory, when there is one.
+
+    $TRAINFIT_CALIBRATION names a file; otherwise $XDG_CONFIG_HOME/trainfit/calibration.yaml (default
+    ~/.config/trainfit/calibration.yaml) is used when it exists.
+    """
+    import os
+
+    env = os.environ.get("TRAINFIT_CALIBRATION")
+    if env:
+        return env
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    path = os.path.join(base, "trainfit", "calibration.yaml")
+    return path if os.path.isfile(path) else None
+
+
 def load_efficiencies(overrides: dict[str, Any] | None = None, calibration: str | None = None) -> Efficiencies:
+    """Shipped efficiencies and calibration, then a user's calibration (--calibration FILE, or the config
+    directory), then explicit overrides."""
     eff = Efficiencies.default()
+    calibration = calibration or user_calibration_path()
     if calibration:
-        from .calibration import load_calibration  # reads a YAML file: only when asked for
+        from .calibrate import load_calibration  # reads a YAML file: only when asked for
 
         eff = eff.with_overrides(load_calibration(calibration), origin=f"calibration:{calibration}")
     if overrides:

@@ -47,21 +47,38 @@ class Efficiencies:
 
     table: dict[str, dict]
     origin: str = "shipped"
+    framework: str | None = None  # training stack of a measured run (validation): selects by_framework values
     _resolved: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def default(cls) -> "Efficiencies":
+        """efficiency.yaml overlaid with the shipped calibration (calibration.yaml, made by `make calibrate`)."""
         return _default()
+
+    @classmethod
+    def shipped(cls) -> "Efficiencies":
+        """efficiency.yaml alone: the prior that `trainfit calibrate` starts from."""
+        return _prior()
 
     def with_overrides(self, overrides: dict[str, Any], origin: str = "user") -> "Efficiencies":
         """`overrides`: {name: value} (applies everywhere) or {name: {by_gpu: {...}, ...}}."""
         table = merge_tables(self.table, overrides)
         for name, value in overrides.items():
             if not isinstance(value, dict):  # a plain value replaces every per-GPU/architecture variant
-                for key in ("by_gpu", "by_architecture", "by_memory_type", "by_link"):
+                for key in ("by_gpu", "by_architecture", "by_memory_type", "by_link", "by_framework"):
                     if key in table[name]:
                         table[name][key] = {k: value for k in table[name][key]}
-        return Efficiencies(table, origin=f"{self.origin}+{origin}")
+        return Efficiencies(table, origin=f"{self.origin}+{origin}", framework=self.framework)
+
+    def for_framework(self, framework: str | None) -> "Efficiencies":
+        """The same table, resolving `by_framework` entries for this training stack (memoised per stack)."""
+        if framework == self.framework:
+            return self
+        key = ("framework", framework)
+        hit = self._resolved.get(key)
+        if hit is None:
+            hit = self._resolved[key] = Efficiencies(self.table, self.origin, framework)
+        return hit
 
     def names(self) -> list[str]:
         return sorted(self.table)
@@ -82,8 +99,27 @@ class Efficiencies:
 
 
 @lru_cache(maxsize=1)
-def _default() -> Efficiencies:
+def _prior() -> Efficiencies:
     return Efficiencies(_shipped())
+
+
+def shipped_calibration() -> dict | None:
+    """The packaged calibration document (None when the package carries none)."""
+    try:
+        doc = read_yaml("calibration.yaml")
+    except FileNotFoundError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
+        raise CatalogError("calibration.yaml: missing 'values'")
+    return doc
+
+
+@lru_cache(maxsize=1)
+def _default() -> Efficiencies:
+    doc = shipped_calibration()
+    if doc is None:
+        return _prior()
+    return Efficiencies(merge_tables(_shipped(), doc["values"]), origin="shipped+calibration")
 
 
 @dataclass
@@ -105,7 +141,7 @@ class EfficiencyView:
         return value
 
     def _resolve(self, entry: dict, link: str | None) -> tuple[float, str]:
-        key = (self.gpu.id, self.gpu.architecture, self.gpu.memory_type, id(entry), link)
+        key = (self.gpu.id, self.gpu.architecture, self.gpu.memory_type, id(entry), link, self.eff.framework)
         hit = self.eff._resolved.get(key)
         if hit is None:
             hit = self.eff._resolved[key] = self._lookup(entry, link)
@@ -113,8 +149,8 @@ class EfficiencyView:
 
     def _lookup(self, entry: dict, link: str | None) -> tuple[float, str]:
         g = self.gpu
-        candidates = [("by_link", link), ("by_gpu", g.id), ("by_architecture", g.architecture),
-                      ("by_memory_type", g.memory_type)]
+        candidates = [("by_link", link), ("by_framework", self.eff.framework), ("by_gpu", g.id),
+                      ("by_architecture", g.architecture), ("by_memory_type", g.memory_type)]
         for key, sub in candidates:
             table = entry.get(key)
             if sub is not None and isinstance(table, dict) and sub in table:

@@ -12,7 +12,7 @@ DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, catalog_cmds, compare, estimate, generate, monitor, plan, trace
+    from . import bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, trace, validate
 
     parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_parser(sub)
     bench.add_parser(sub)
     monitor.add_parser(sub)
+    validate.add_parser(sub)
+    calibrate.add_parser(sub)
     catalog_cmds.add_parsers(sub)
     return parser
 

@@ -280,7 +280,12 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
 
     # ---- activations and loss ------------------------------------------------------------------------------------
     acts, acts_total, one_block = activation_bytes(m, t.per_micro_batch, split, r)
-    logits = logits_bytes(m, t, r)
+    # measured runs of other training stacks (validation, calibration): 1.0 for trainfit's runner
+    act_factor, loss_factor = eff("framework_activation_factor"), eff("framework_logits_factor")
+    if act_factor != 1.0:
+        acts = {k: v * act_factor for k, v in acts.items()}
+        acts_total, one_block = acts_total * act_factor, one_block * act_factor
+    logits = logits_bytes(m, t, r) * loss_factor
     head_grad = (m.vocab * m.hidden * g_t / (n if s.shards_grads else 1)
                  if (t.method == Method.FULL and t.task != Task.CLASSIFICATION) else 0.0)
 
@@ -304,13 +309,13 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         _phase("forward_end", (states, other, acts, held, casts, {
-            "logits/forward_buffers": (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens if causal else 0.0
-        }), totals),
+            "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens
+            if causal else 0.0}), totals),
         # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
         _phase("backward_start", (states, other, acts, held, saved_casts, {"logits/loss_buffers": logits}), totals),
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
         _phase("backward_head", (states, other, acts, held, saved_casts, {
-            "logits/grad": r.act * m.vocab * tokens if causal else 0.0,
+            "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
             "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists

@@ -88,7 +88,8 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
                                     (s2_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory"))
     else:
         work = att_flops * eff("causal_attention_work")
-        out["attention/core"] = (work / (peak * eff("attention_efficiency")), "compute")
+        att_peak = (gpu.peak("bf16") or peak) if t.precision == Precision.FP8 else peak  # fp8 recipes keep bf16 attention
+        out["attention/core"] = (work / (att_peak * eff("attention_efficiency")), "compute")
     elementwise = eff("elementwise_passes_per_layer") * m.hidden * tokens * b
     if m.is_moe:
         elementwise += 4 * m.hidden * tokens * b * m.experts_per_tok  # token gather/scatter per expert
@@ -159,12 +160,14 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
     launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
-    fwd = (m.layers * passes) * max(fwd_block, launch) + head_fwd * passes
-    bwd = blocks_bwd * max(bwd_block, 2 * launch) + recompute * max(fwd_block, launch) + head_bwd
-    bound: dict[str, float] = {"compute": head_fwd * passes + head_bwd}
+    stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
+    fwd = stack * ((m.layers * passes) * max(fwd_block, launch) + head_fwd * passes)
+    bwd = stack * (blocks_bwd * max(bwd_block, 2 * launch) + recompute * max(fwd_block, launch) + head_bwd)
+    bound: dict[str, float] = {"compute": stack * (head_fwd * passes + head_bwd)}
     for k, (v, kind) in ops.items():
-        bound[kind] = bound.get(kind, 0.0) + v * (n_fwd + blocks_bwd * _backward_multiplier(k, weights_train, t, eff))
-    excess = n_fwd * max(0.0, launch - fwd_block) + blocks_bwd * max(0.0, 2 * launch - bwd_block)
+        bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + blocks_bwd *
+                                                          _backward_multiplier(k, weights_train, t, eff))
+    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + blocks_bwd * max(0.0, 2 * launch - bwd_block))
     if excess:
         bound["overhead"] = excess
     return MicroBatchTime(fwd, bwd, tuple(bound.items()))

@@ -47,11 +47,17 @@ def head_for(m: ModelSpec, task: Task) -> str:
     return "lm"
 
 
+SAVED_MODULES = {"lm_head": "lm_head", "output": "lm_head", "embed_tokens": "embed", "wte": "embed",
+                 "word_embeddings": "embed"}
+
+
 def lora_roles(targets: tuple[str, ...]) -> frozenset[str]:
-    """Canonical roles ('q', 'v', ...) from user/PEFT target names."""
+    """Canonical roles ('q', 'v', ...) from user/PEFT target names (lm_head / embed_tokens: trained in full)."""
     roles: set[str] = set()
     for name in targets:
         key = name.strip().lower()
+        if key in SAVED_MODULES:
+            continue
         if key in ("all-linear", "all", "all_linear"):
             return ALL_ROLES
         if key in _FUSED:
@@ -136,6 +142,10 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
     if all_linear and t.task == Task.CLASSIFICATION and m.is_encoder and m.model_type != "roberta":
         adapters += t.lora_rank * 2 * m.hidden  # `all-linear` also adapts BERT's pooler (a Linear outside the head)
     head_train = sum(x.numel for x in peft_head) if t.task == Task.CLASSIFICATION else 0
+    saved = {SAVED_MODULES[x.strip().lower()] for x in t.lora_targets if x.strip().lower() in SAVED_MODULES}
+    if saved:  # embeddings / output head trained in full beside the adapters (PEFT modules_to_save)
+        matrices = 1 if m.tie_embeddings else len(saved)
+        head_train += matrices * m.vocab * m.hidden
     quantized = 0
     if t.method == Method.QLORA:
         quantized = m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear")  # bnb: nn.Linear only

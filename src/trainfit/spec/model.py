@@ -56,6 +56,9 @@ _LAYOUTS: dict[str, dict[str, Any]] = {
 
 SUPPORTED_MODEL_TYPES = tuple(sorted(_LAYOUTS))
 
+# transformers' config defaults for the learned position table (GPT2Config.n_positions, BertConfig, RobertaConfig)
+_DEFAULT_POSITIONS = {"gpt2": 1024, "bert": 512, "roberta": 514}
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -176,6 +179,8 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
     qkv_bias, o_bias, mlp_bias, norm_bias = _biases(cfg, model_type, lay)
     position = (get("position_embedding") or lay["position"]).lower()
     max_pos = int(get("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", default=0) or 0)
+    if position == "learned" and max_pos <= 0:
+        max_pos = _DEFAULT_POSITIONS.get(model_type, 0)
     if position == "learned" and max_pos <= 0:
         raise ValueError("learned position embeddings need max_position_embeddings")
     tie = get("tie_word_embeddings", default=lay["tie"])

@@ -1,0 +1,257 @@
+"""`calibrate`: fit the estimator's named efficiencies to measured runs.
+
+Method (documented, deterministic, so `make calibrate` reproduces the shipped file byte for byte):
+  * cases split by a fixed rule (`split`): within each training stack and set of measured metrics, cases in
+    sha1(id) order, every fifth from the third on held back (about 20%); only the rest is fitted, the held-back
+    part measures generalisation;
+  * least squares on log errors: minimise the mean of log(predicted / measured)^2 — throughput parameters over the
+    throughput errors, memory parameters over the memory errors;
+  * coordinate descent: each parameter in turn by golden-section search on its logarithm within its bounds,
+    three rounds over all parameters; values rounded to 4 significant digits.
+A parameter is fitted only where at least MIN_CASES training cases depend on it; the others keep their shipped
+values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .catalog.efficiency import Efficiencies
+from .validate import Report, load_cases, validate
+
+MIN_CASES = 3
+ROUNDS = 3
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str  # efficiency name
+    key: str  # "default" or a by_* table
+    sub: str | None  # the table key (architecture, framework, ...)
+    low: float
+    high: float
+    metric: str  # throughput | memory
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}[{self.sub}]" if self.sub else self.name
+
+    def override(self, value: float) -> dict:
+        if self.key == "default":
+            return {self.name: {"default": value}}
+        return {self.name: {self.key: {self.sub: value}}}
+
+
+def _stratum(case: dict) -> tuple[str, bool, bool]:
+    t, m = case.get("training") or {}, case.get("measured") or {}
+    return (str(t.get("framework")), bool(m.get("tokens_per_s_per_gpu") or m.get("step_time_s")),
+            bool(m.get("peak_memory_gib")))
+
+
+def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(fitted, held back): within each stratum (training stack x which metrics were measured), cases ordered by
+    sha1 of their id; every fifth from the third on (positions 2, 7, 12, ...) is held back, so every stack with
+    three or more cases is seen by the fit and tested on cases it did not see."""
+    strata: dict[tuple, list[dict]] = {}
+    for c in cases:
+        strata.setdefault(_stratum(c), []).append(c)
+    held: set[int] = set()
+    for group in strata.values():
+        group.sort(key=lambda c: hashlib.sha1(str(c.get("id")).encode("utf-8")).hexdigest())
+        held.update(id(c) for i, c in enumerate(group) if i % 5 == 2)
+    return [c for c in cases if id(c) not in held], [c for c in cases if id(c) in held]
+
+
+# The named values the fit may move, with bounds, and the metric each is fitted on. Each is fitted at the level
+# of efficiency.yaml that the measured cases actually resolve to (by_gpu, by_architecture, by_framework or default).
+FITTED = {
+    "matmul_efficiency": ("throughput", 0.15, 1.0),
+    "attention_efficiency": ("throughput", 0.05, 0.9),
+    "memory_bandwidth_efficiency": ("throughput", 0.3, 1.0),
+    "op_overhead_s": ("throughput", 1e-6, 1e-4),
+    "framework_time_factor": ("throughput", 0.2, 3.0),
+    "allocator_overhead_fraction": ("memory", 0.0, 0.5),
+    "framework_activation_factor": ("memory", 0.02, 2.0),
+    "framework_logits_factor": ("memory", 0.02, 2.0),
+}
+# Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
+REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
+
+
+def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[dict]]:
+    """The parameters the data can identify — each name at each level that at least MIN_CASES cases compared on
+    its metric resolve to — with those cases (the only ones whose error the parameter moves)."""
+    from .catalog import get_gpu
+
+    by_id = {str(c.get("id")): c for c in cases}
+    counts: dict[tuple[str, str, str | None], list[dict]] = {}
+    for row in validate(cases, base).rows:
+        view = base.for_framework(None if row.framework == "None" else row.framework).for_gpu(get_gpu(row.gpu))
+        for name, (metric, _, _) in FITTED.items():
+            if metric not in row.error:
+                continue
+            if name.startswith("framework_") and row.framework in REFERENCE_STACKS:
+                continue
+            if name.startswith("framework_"):  # a stack's own factor, whether the prior names it or not
+                level = (name, "by_framework", row.framework)
+            else:
+                view(name)
+                key, _, sub = view.used[name]["from"].partition("[")  # "default" or "by_x[key]"
+                level = (name, key, sub.rstrip("]") or None)
+            counts.setdefault(level, []).append(by_id[row.id])
+    params: dict[Param, list[dict]] = {}
+    for (name, key, sub), used in sorted(counts.items(), key=lambda kv: (list(FITTED).index(kv[0][0]),
+                                                                            str(kv[0][1:]))):
+        if len(used) < MIN_CASES or (name.startswith("framework_") and key == "default"):
+            continue
+        metric, low, high = FITTED[name]
+        params[Param(name, key, sub, low, high, metric)] = used
+    return params
+
+
+def _loss(report: Report, metric: str) -> float:
+    logs = []
+    for row in report.rows:
+        if metric not in row.error:
+            continue
+        pred, meas = _pair(row, metric)
+        if pred and meas and pred > 0 and meas > 0:
+            logs.append(math.log(pred / meas) ** 2)
+    return sum(logs) / len(logs) if logs else 0.0
+
+
+def _pair(row, metric: str) -> tuple[float | None, float | None]:
+    p, m = row.predicted, row.measured
+    if metric == "memory":
+        return p.get("peak_memory_gib"), m.get("peak_memory_gib")
+    if m.get("tokens_per_s_per_gpu"):
+        return p.get("tokens_per_s_per_gpu"), m.get("tokens_per_s_per_gpu")
+    return p.get("step_time_s"), m.get("step_time_s")
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 18) -> float:
+    """Minimum of f on [lo, hi] (in log space for positive bounds)."""
+    logspace = lo > 0
+    a, b = (math.log(lo), math.log(hi)) if logspace else (lo, hi)
+    to_x = (lambda u: math.exp(u)) if logspace else (lambda u: u)
+    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+    fc, fd = f(to_x(c)), f(to_x(d))
+    for _ in range(iters):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - GOLDEN * (b - a)
+            fc = f(to_x(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + GOLDEN * (b - a)
+            fd = f(to_x(d))
+    return to_x((a + b) / 2)
+
+
+def _merge(overrides: dict, extra: dict) -> dict:
+    out = {k: ({kk: (dict(vv) if isinstance(vv, dict) else vv) for kk, vv in v.items()}) for k, v in overrides.items()}
+    for name, entry in extra.items():
+        for key, value in entry.items():
+            if isinstance(value, dict):
+                out.setdefault(name, {}).setdefault(key, {}).update(value)
+            else:
+                out.setdefault(name, {})[key] = value
+    return out
+
+
+def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str], None] | None = None) -> dict:
+    """Fitted overrides (efficiency.yaml schema) from the training cases."""
+    base = base or Efficiencies.shipped()
+    params = candidate_params(cases, base)
+    overrides: dict = {}
+    for rnd in range(ROUNDS):
+        for p, used in params.items():
+            def loss(value: float, p: Param = p, used: list[dict] = used) -> float:
+                # the mean over all cases differs from the mean over `used` by a constant and a factor only
+                eff = base.with_overrides(_merge(overrides, p.override(value)), origin="fit")
+                return _loss(validate(used, eff), p.metric)
+
+            best = _round(_golden(loss, p.low, p.high))
+            overrides = _merge(overrides, p.override(best))
+            if log:
+                log(f"round {rnd + 1}: {p.label} = {best:g}")
+    return overrides
+
+
+def summary(report: Report) -> dict[str, Any]:
+    d = report.to_dict()
+    return {"predicted": d["predicted"], "throughput": {k: d["throughput"][k] for k in ("n", "mape", "max_ape")},
+            "memory": {k: d["memory"][k] for k in ("n", "mape", "max_ape")}, "oom": d["oom"]}
+
+
+def calibrate(paths: list[str], log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """The calibration document: fitted values plus how they were made and how well they do."""
+    cases = load_cases(paths)
+    train, held = split(cases)
+    base = Efficiencies.shipped()
+    overrides = fit(train, base, log)
+    fitted = base.with_overrides(overrides, origin="calibration")
+    return {
+        "meta": {
+            "generated_by": "trainfit calibrate (reproduce with `make calibrate`)",
+            "inputs": [{"path": os.path.relpath(p), "sha256": _sha256(p)} for p in paths],
+            "method": "least squares on log(predicted/measured) by coordinate descent (golden-section search per "
+                      f"parameter, {ROUNDS} rounds); held back: per stratum (framework x measured metrics) in "
+                      "sha1(id) order, positions 2, 7, 12, ...",
+            "cases": {"train": len(train), "held_back": len(held)},
+            "errors": {"before": {"train": summary(validate(train, base)), "held_back": summary(validate(held, base))},
+                       "after": {"train": summary(validate(train, fitted)),
+                                 "held_back": summary(validate(held, fitted))}},
+        },
+        "values": overrides,
+    }
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def load_calibration(path: str) -> dict:
+    """The `values` of a calibration file (efficiency.yaml schema) as overrides."""
+    import yaml
+
+    from .errors import SpecError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"cannot read calibration {path}: {exc}".splitlines()[0]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
+        raise SpecError(f"{path}: not a calibration file (no 'values')")
+    return doc["values"]
+
+
+HEADER = ("# trainfit calibration: fitted efficiencies (the `values`, efficiency.yaml schema) and how they were made.\n"
+          "# Generated; do not edit by hand. The packaged copy is made by `make calibrate` from committed data.\n")
+
+
+def dump_calibration(doc: dict) -> str:
+    import yaml
+
+    return HEADER + yaml.safe_dump(doc, sort_keys=True, allow_unicode=True, width=110, default_flow_style=False)
+
+
+def write_calibration(doc: dict, path: str) -> None:
+    from .errors import SpecError
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(dump_calibration(doc))
+    except OSError as exc:
+        raise SpecError(f"cannot write {path}: {exc.strerror}") from None

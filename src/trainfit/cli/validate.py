@@ -1,0 +1,125 @@
+"""`trainfit validate`: the measured error of every prediction on validation cases."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_efficiency_flags, add_output_flags, console, lang_of, parse_sets, print_json
+
+HELP = "predict measured training runs (validation cases) and report the error per metric, GPU, method and source"
+EXAMPLES = """examples:
+  trainfit validate data/validation/published_dev.jsonl
+  trainfit validate data/validation/published_dev.jsonl data/measurements/*.jsonl --json
+  trainfit validate cases.jsonl --max-mape-throughput 0.15 --max-mape-memory 0.10   # exit 1 when exceeded
+  trainfit validate cases.jsonl --calibration my-calibration.yaml --rows
+"""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("validate", help=HELP, description=HELP, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cases", nargs="+", metavar="CASES.jsonl", help="validation cases (shared/validation/SCHEMA.md)")
+    p.add_argument("--max-mape-throughput", type=float, default=None, metavar="FRACTION",
+                   help="exit 1 when the throughput MAPE exceeds this (0.15 = 15%%)")
+    p.add_argument("--max-mape-memory", type=float, default=None, metavar="FRACTION",
+                   help="exit 1 when the peak-memory MAPE exceeds this")
+    p.add_argument("--min-predicted", type=float, default=None, metavar="FRACTION",
+                   help="exit 1 when fewer than this fraction of the cases are predicted")
+    p.add_argument("--rows", action="store_true", help="also print one line per case")
+    p.add_argument("--shipped", action="store_true",
+                   help="use efficiency.yaml without the shipped calibration (the calibration's starting point)")
+    add_efficiency_flags(p)
+    add_output_flags(p)
+    p.set_defaults(run=run)
+
+
+def _limits(args: argparse.Namespace, doc: dict) -> list[str]:
+    failed = []
+    for metric, limit in (("throughput", args.max_mape_throughput), ("memory", args.max_mape_memory)):
+        if limit is None:
+            continue
+        mape = doc[metric]["mape"]
+        if mape is not None and mape > limit:
+            failed.append(f"{metric} MAPE {mape:.1%} > {limit:.1%}")
+    if args.min_predicted is not None and doc["cases"]:
+        share = doc["predicted"] / doc["cases"]
+        if share < args.min_predicted:
+            failed.append(f"predicted {share:.1%} of the cases < {args.min_predicted:.1%}")
+    if doc["oom"]["n"] and doc["oom"]["correct"] < doc["oom"]["n"] and args.max_mape_memory is not None:
+        failed.append(f"OOM predicted for {doc['oom']['correct']} of {doc['oom']['n']} out-of-memory cases")
+    return failed
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..api import load_efficiencies
+    from ..catalog.efficiency import Efficiencies
+    from ..errors import SpecError
+    from ..validate import load_cases, validate
+
+    lang_of(args)
+    for name, limit in (("--max-mape-throughput", args.max_mape_throughput), ("--max-mape-memory", args.max_mape_memory),
+                        ("--min-predicted", args.min_predicted)):
+        if limit is not None and not 0 <= limit <= 10:
+            raise SpecError(f"{name} is a fraction (0.15 = 15%), got {limit}")
+    if args.shipped:
+        eff = Efficiencies.shipped()
+        if args.set:
+            eff = eff.with_overrides(parse_sets(args.set))
+    else:
+        eff = load_efficiencies(parse_sets(args.set), args.calibration)
+    cases = load_cases(args.cases)
+    doc = validate(cases, eff).to_dict()
+    doc["efficiencies"] = eff.origin
+    failed = _limits(args, doc)
+    doc["limits_failed"] = failed
+    if args.json:
+        print_json(doc)
+    else:
+        render(doc, args.rows)
+    for line in failed:
+        print(f"trainfit: limit exceeded: {line}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def render(doc: dict, rows: bool = False) -> None:
+    from rich.table import Table
+
+    c = console()
+    c.print(f"{doc['predicted']} of {doc['cases']} cases predicted · efficiencies: {doc['efficiencies']}")
+    if doc["skipped"]:
+        c.print("skipped: " + "; ".join(f"{reason} ({n})" for reason, n in doc["skipped"].items()))
+    t = Table(title="error of the predictions (MAPE = mean absolute percentage error)")
+    for col in ("metric", "group", "n", "MAPE", "worst"):
+        t.add_column(col, justify="left" if col in ("metric", "group") else "right")
+    for metric in ("throughput", "memory", "mfu"):
+        m = doc[metric]
+        if not m["n"]:
+            continue
+        t.add_row(metric, "all", str(m["n"]), _pct(m["mape"]), _pct(m["max_ape"]))
+        for by in ("by_gpu", "by_method", "by_framework"):
+            for group, s in m[by].items():
+                t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
+    c.print(t)
+    oom = doc["oom"]
+    if oom["n"]:
+        c.print(f"out of memory: {oom['correct']} of {oom['n']} OOM cases predicted as not fitting")
+    if rows:
+        r = Table(title="per case")
+        for col in ("case", "gpu", "method", "tok/s/GPU or s pred", "meas", "err", "GiB pred", "meas", "err"):
+            r.add_column(col, justify="left" if col in ("case", "gpu", "method") else "right")
+        for row in doc["rows"]:
+            p, m, e = row["predicted"], row["measured"], row["error"]
+            key = "tokens_per_s_per_gpu" if m.get("tokens_per_s_per_gpu") else "step_time_s"
+            r.add_row(row["id"][:48], row["gpu"], row["method"],
+                      f"{p[key]:.4g}" if "throughput" in e else "-",
+                      f"{m[key]:.4g}" if "throughput" in e else "-", _pct(e.get("throughput")),
+                      f"{p['peak_memory_gib']:.1f}" if "memory" in e else "-",
+                      f"{m['peak_memory_gib']:.1f}" if "memory" in e else "-", _pct(e.get("memory")))
+        c.print(r)
+    for note in doc["notes"]:
+        c.print(f"- {note}", style="dim")

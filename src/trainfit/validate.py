@@ -1,0 +1,264 @@
+"""`validate`: predict measured training runs (validation cases, shared/validation/SCHEMA.md) and report the error
+of every prediction — throughput, peak memory by the counter the source used, out-of-memory — per case and as
+MAPE / worst case per metric, GPU, method and source. A case that cannot be predicted is skipped with a counted
+reason, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from .catalog import get_gpu
+from .catalog.efficiency import Efficiencies
+from .errors import SpecError, TrainfitError
+from .estimate.core import Estimate, run_estimate
+from .spec.cluster import cluster_for
+from .spec.model import ModelSpec
+from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
+                            TrainingSpec, parse_targets)
+from .units import GiB
+
+# What a null memory_kind is compared with: the PyTorch allocator's reserved memory (between allocated and
+# nvidia-smi, which differ by 1-3 GiB); stated in every report.
+NULL_MEMORY_KIND = "reserved"
+
+
+class Skip(Exception):
+    """This case cannot be predicted; the message is the counted reason."""
+
+
+@dataclass
+class Row:
+    id: str
+    source: str
+    gpu: str
+    method: str
+    framework: str
+    predicted: dict[str, Any] = field(default_factory=dict)
+    measured: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, float] = field(default_factory=dict)  # absolute percentage errors, as fractions
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
+                "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
+                "error": {k: round(v, 4) for k, v in self.error.items()}}
+
+
+def source_group(case: dict) -> str:
+    src = str(case.get("source") or "unknown").split(";")[0].split(" ")[0]
+    return src.replace("github.com/", "")
+
+
+def load_cases(paths: list[str]) -> list[dict]:
+    cases = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                for n, line in enumerate(fh, 1):
+                    if line.strip():
+                        try:
+                            cases.append(json.loads(line))
+                        except json.JSONDecodeError as exc:
+                            raise SpecError(f"{path}:{n}: not JSON ({exc.msg})") from None
+        except OSError as exc:
+            raise SpecError(f"cannot read {path}: {exc.strerror}") from None
+    return cases
+
+
+# ---- a case -> trainfit's specs ---------------------------------------------------------------------------------
+
+def _model(case: dict) -> ModelSpec:
+    hf = dict((case.get("model") or {}).get("hf_config") or {})
+    if not hf.get("hidden_size") or not hf.get("num_hidden_layers"):
+        raise Skip("model architecture incomplete")
+    hf = {k: v for k, v in hf.items() if v is not None}
+    if "max_position_embeddings" not in hf and hf.get("position_embedding") == "learned":
+        raise Skip("model architecture incomplete")
+    try:
+        return ModelSpec.from_hf_config(hf, name=str(case["model"].get("name", "case")))
+    except SpecError as exc:
+        raise Skip("unsupported model: " + str(exc).split(": ", 1)[-1][:60]) from None
+
+
+def _choice(enum, value, default, what: str):
+    if value is None:
+        return default
+    try:
+        return enum.parse(value, what)
+    except SpecError:
+        raise Skip(f"unsupported {what} {value!r}") from None
+
+
+def framework_defaults() -> dict[str, dict]:
+    from .catalog._io import read_yaml
+
+    return (read_yaml("frameworks.yaml") or {}).get("frameworks", {})
+
+
+def _training(case: dict, m: ModelSpec) -> TrainingSpec:
+    t = case.get("training") or {}
+    defaults = framework_defaults().get(str(t.get("framework")), {})
+    if not t.get("seq_len") or not t.get("micro_batch"):
+        raise Skip("sequence length or micro-batch unknown")
+    task = t.get("task") or ("classification" if m.is_encoder else "pretrain")
+    method = _choice(Method, t.get("method"), Method.FULL, "method")
+    targets = t.get("lora_targets")
+    return TrainingSpec(
+        method=method, task=_choice(Task, task, Task.PRETRAIN, "task"), seq_len=int(t["seq_len"]),
+        micro_batch=int(t["micro_batch"]), grad_accum=int(t.get("grad_accum") or 1),
+        precision=_choice(Precision, t.get("precision"), Precision.BF16, "precision"),
+        param_dtype=t.get("param_dtype") or defaults.get("param_dtype", "fp32"),
+        optimizer=_choice(Optimizer, t.get("optimizer"), Optimizer.ADAMW, "optimizer"),
+        grad_ckpt=_choice(GradCkpt, t.get("grad_ckpt"), GradCkpt.NONE, "grad_ckpt"),
+        attention=_choice(Attention, t.get("attention"), Attention.SDPA, "attention"),
+        lora_rank=int(t.get("lora_rank") or 16),
+        lora_targets=parse_targets(targets if targets else None))
+
+
+def _strategy(case: dict) -> Strategy:
+    hw, par = case.get("hardware") or {}, case.get("parallel") or {}
+    for axis in ("tp", "pp", "cp"):
+        if par.get(axis) is None and axis == "tp" and par.get("dp") is None:
+            raise Skip("parallel layout unknown")
+        if (par.get(axis) or 1) > 1:
+            raise Skip("tensor/pipeline/context parallelism is not modelled")
+    gpus = hw.get("num_gpus")
+    if not gpus:
+        raise Skip("number of GPUs unknown")
+    per_node = min(int(hw.get("gpus_per_node") or min(gpus, 8)), int(gpus))
+    if gpus % per_node:
+        raise Skip("GPUs do not divide into nodes")
+    fsdp = par.get("fsdp")
+    if fsdp in ("no_shard",):
+        fsdp = None
+    if fsdp == "hybrid_shard":
+        fsdp = "full_shard"
+    return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,
+                    zero_stage=int(par.get("zero_stage") or 0) if not fsdp else 0,
+                    fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"))
+
+
+def predict_case(case: dict, eff: Efficiencies) -> Estimate:
+    m = _model(case)
+    t = _training(case, m)
+    s = _strategy(case)
+    try:
+        gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
+    except SpecError:
+        raise Skip("GPU not in the catalog") from None
+    framework = (case.get("training") or {}).get("framework")
+    if framework:
+        eff = eff.for_framework(framework)
+    try:
+        view = eff.for_gpu(gpu)
+        cluster = cluster_for(gpu, s.gpus_per_node, s.nodes, None, None,
+                              view("default_inter_node_gbps") if s.nodes > 1 else None)
+        return run_estimate(m, t, s, cluster, eff)
+    except SpecError as exc:
+        raise Skip("incompatible: " + str(exc).split(";")[0][:60]) from None
+
+
+# ---- errors -----------------------------------------------------------------------------------------------------
+
+def _ape(pred: float, meas: float) -> float:
+    return abs(pred - meas) / meas
+
+
+def memory_of_kind(est: Estimate, kind: str | None) -> float:
+    mem = est.memory
+    kind = kind or NULL_MEMORY_KIND
+    return {"allocated": mem.allocated, "reserved": mem.reserved, "nvidia-smi": mem.device}.get(kind, mem.reserved)
+
+
+def compare(case: dict, est: Estimate) -> Row:
+    meas = case.get("measured") or {}
+    t = case.get("training") or {}
+    row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
+              framework=str(t.get("framework")))
+    row.predicted = {"tokens_per_s_per_gpu": round(est.tokens_per_s_per_gpu, 2),
+                     "step_time_s": round(est.step_time_s, 5), "mfu": round(est.mfu, 4),
+                     "peak_memory_gib": round(memory_of_kind(est, meas.get("memory_kind")) / GiB, 3),
+                     "memory_kind": meas.get("memory_kind") or NULL_MEMORY_KIND, "fits": est.fits}
+    row.measured = {k: meas.get(k) for k in ("tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_gib",
+                                              "memory_kind", "oom")}
+    if t.get("fixed_length", True) is not False:  # variable-length runs process fewer tokens than seq_len x batch
+        if meas.get("tokens_per_s_per_gpu"):
+            row.error["throughput"] = _ape(est.tokens_per_s_per_gpu, meas["tokens_per_s_per_gpu"])
+        elif meas.get("step_time_s"):
+            row.error["throughput"] = _ape(est.step_time_s, meas["step_time_s"])
+        if meas.get("mfu"):
+            row.error["mfu"] = _ape(est.mfu, meas["mfu"])
+    if meas.get("peak_memory_gib"):
+        row.error["memory"] = _ape(memory_of_kind(est, meas.get("memory_kind")) / GiB, meas["peak_memory_gib"])
+    if meas.get("oom"):
+        row.error["oom_correct"] = 0.0 if not est.fits else 1.0
+    return row
+
+
+def _stats(values: list[tuple[Row, float]]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "mape": None, "max_ape": None}
+    errs = [e for _, e in values]
+    worst = max(values, key=lambda x: x[1])
+    return {"n": len(errs), "mape": round(sum(errs) / len(errs), 4), "max_ape": round(worst[1], 4),
+            "worst_case": worst[0].id}
+
+
+def _metric(rows: list[Row], key: str) -> dict[str, Any]:
+    values = [(r, r.error[key]) for r in rows if key in r.error]
+    out = _stats(values)
+    for attr in ("gpu", "method", "source", "framework"):
+        groups: dict[str, list] = defaultdict(list)
+        for r, e in values:
+            groups[getattr(r, attr)].append((r, e))
+        out[f"by_{attr}"] = {g: {k: v for k, v in _stats(vs).items() if k != "worst_case"}
+                             for g, vs in sorted(groups.items())}
+    return out
+
+
+@dataclass
+class Report:
+    rows: list[Row]
+    skipped: Counter
+    cases: int
+
+    def to_dict(self) -> dict[str, Any]:
+        oom_rows = [r for r in self.rows if "oom_correct" in r.error]
+        return {"cases": self.cases, "predicted": len(self.rows), "skipped": dict(self.skipped.most_common()),
+                "throughput": _metric(self.rows, "throughput"), "memory": _metric(self.rows, "memory"),
+                "mfu": _metric(self.rows, "mfu"),
+                "oom": {"n": len(oom_rows), "correct": sum(1 for r in oom_rows if r.error["oom_correct"] == 0.0)},
+                "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
+                          "throughput: tokens/s per GPU where measured, else step time; variable-length runs are "
+                          "not compared on throughput",
+                          "errors are absolute percentage errors as fractions (0.1 = 10%)"],
+                "rows": [r.to_dict() for r in self.rows]}
+
+
+def validate(cases: list[dict], eff: Efficiencies) -> Report:
+    rows: list[Row] = []
+    skipped: Counter = Counter()
+    for case in cases:
+        try:
+            meas = case.get("measured") or {}
+            if not any(meas.get(k) for k in ("tokens_per_s_per_gpu", "step_time_s", "peak_memory_gib", "oom")):
+                raise Skip("nothing measured")
+            if ((case.get("hardware") or {}).get("gpu") or "") == "cpu":
+                raise Skip("CPU measurement")
+            row = compare(case, predict_case(case, eff))
+            if not row.error:
+                raise Skip("nothing comparable (variable-length throughput only)")
+            rows.append(row)
+        except Skip as exc:
+            skipped[str(exc)] += 1
+        except (TrainfitError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            skipped[f"could not predict: {type(exc).__name__}"] += 1
+    return Report(rows, skipped, len(cases))
+
+
+def mape(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
