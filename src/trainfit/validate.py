@@ -81,7 +81,9 @@ def _model(case: dict) -> ModelSpec:
     try:
         return ModelSpec.from_hf_config(hf, name=str(case["model"].get("name", "case")))
     except SpecError as exc:
-        raise Skip("unsupported model: " + str(exc).split(": ", 1)[-1][:60]) from None
+        text = str(exc)
+        raise Skip("model type not supported" if "is not supported" in text else
+                   "model config invalid or incomplete") from None
 
 
 def _choice(enum, value, default, what: str):
@@ -90,7 +92,7 @@ def _choice(enum, value, default, what: str):
     try:
         return enum.parse(value, what)
     except SpecError:
-        raise Skip(f"unsupported {what} {value!r}") from None
+        raise Skip(f"unsupported {what}") from None
 
 
 def framework_defaults() -> dict[str, dict]:
@@ -132,7 +134,7 @@ def _strategy(case: dict) -> Strategy:
     per_node = min(int(hw.get("gpus_per_node") or min(gpus, 8)), int(gpus))
     if gpus % per_node:
         raise Skip("GPUs do not divide into nodes")
-    fsdp = par.get("fsdp")
+    fsdp = par.get("fsdp") or None
     if fsdp in ("no_shard",):
         fsdp = None
     if fsdp == "hybrid_shard":
@@ -142,16 +144,30 @@ def _strategy(case: dict) -> Strategy:
                     fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"))
 
 
+def _stage(fn, case: dict, section: str, *args):
+    """One part of turning a case into specs; malformed field values become a counted reason."""
+    try:
+        return fn(case, *args)
+    except Skip:
+        raise
+    except SpecError:
+        raise Skip(f"unsupported {section} settings") from None
+    except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
+        raise Skip(f"malformed {section} fields") from None
+
+
 def predict_case(case: dict, eff: Efficiencies) -> Estimate:
-    m = _model(case)
-    t = _training(case, m)
-    s = _strategy(case)
+    if not isinstance(case, dict):
+        raise Skip("not a JSON object")
+    m = _stage(_model, case, "model")
+    t = _stage(_training, case, "training", m)
+    s = _stage(_strategy, case, "parallel/hardware")
     try:
         gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
     except SpecError:
         raise Skip("GPU not in the catalog") from None
     framework = (case.get("training") or {}).get("framework")
-    if framework:
+    if framework and isinstance(framework, str):
         eff = eff.for_framework(framework)
     try:
         view = eff.for_gpu(gpu)
@@ -174,8 +190,18 @@ def memory_of_kind(est: Estimate, kind: str | None) -> float:
     return {"allocated": mem.allocated, "reserved": mem.reserved, "nvidia-smi": mem.device}.get(kind, mem.reserved)
 
 
+def _positive(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or math.isinf(value):
+        return None
+    return float(value)
+
+
 def compare(case: dict, est: Estimate) -> Row:
-    meas = case.get("measured") or {}
+    raw = case.get("measured") or {}
+    meas = {k: _positive(raw.get(k)) for k in ("tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_gib")}
+    meas["memory_kind"] = raw.get("memory_kind") if raw.get("memory_kind") in ("allocated", "reserved",
+                                                                              "nvidia-smi") else None
+    meas["oom"] = True if raw.get("oom") is True else None
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
               framework=str(t.get("framework")))
@@ -251,12 +277,14 @@ def validate(cases: list[dict], eff: Efficiencies) -> Report:
                 raise Skip("CPU measurement")
             row = compare(case, predict_case(case, eff))
             if not row.error:
-                raise Skip("nothing comparable (variable-length throughput only)")
+                raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")
             rows.append(row)
         except Skip as exc:
             skipped[str(exc)] += 1
         except (TrainfitError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             skipped[f"could not predict: {type(exc).__name__}"] += 1
+        except Exception as exc:  # noqa: BLE001 - one odd case must never end the run; counted, visible
+            skipped[f"could not predict (unexpected {type(exc).__name__})"] += 1
     return Report(rows, skipped, len(cases))
 
 

@@ -1,0 +1,160 @@
+"""`trainfit calibrate`: the split, the fit (recovers values it generated), reproducibility of the shipped file,
+and how a calibration reaches every command (--calibration FILE, $TRAINFIT_CALIBRATION, the config directory)."""
+
+import copy
+import glob
+import json
+from pathlib import Path
+
+import pytest
+
+from trainfit.calibrate import (_stratum, calibrate, candidate_params, dump_calibration, fit, load_calibration,
+                                split)
+from trainfit.catalog._io import read_text
+from trainfit.catalog.efficiency import Efficiencies
+from trainfit.errors import SpecError
+from trainfit.validate import load_cases, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV = ROOT / "data" / "validation" / "published_dev.jsonl"
+
+
+@pytest.fixture(scope="module")
+def dev_cases():
+    return load_cases([str(DEV)])
+
+
+def test_split_is_a_stratified_partition(dev_cases):
+    train, held = split(dev_cases)
+    ids_t, ids_h = {c["id"] for c in train}, {c["id"] for c in held}
+    assert not ids_t & ids_h and len(train) + len(held) == len(dev_cases)
+    assert 0.15 < len(held) / len(dev_cases) < 0.25
+    strata: dict = {}
+    for c in dev_cases:
+        strata.setdefault(_stratum(c), []).append(c["id"])
+    for members in strata.values():
+        if len(members) >= 3:  # every stack with three or more cases is both fitted and tested
+            assert set(members) & ids_h and set(members) & ids_t
+    again_t, _ = split(list(reversed(dev_cases)))
+    assert {c["id"] for c in again_t} == ids_t  # order of the input does not matter
+
+
+def _synthetic(cases, truth: dict) -> list[dict]:
+    """Cases whose measured throughput is what the estimator predicts with `truth` overriding the prior."""
+    eff = Efficiencies.shipped().with_overrides(truth)
+    out = []
+    for row, case in zip(validate(cases, eff).rows, cases):
+        c = copy.deepcopy(case)
+        assert row.id == c["id"]
+        c["measured"] = {"tokens_per_s_per_gpu": row.predicted["tokens_per_s_per_gpu"], "memory_kind": None}
+        out.append(c)
+    return out
+
+
+def test_fit_recovers_the_values_that_generated_the_data(dev_cases):
+    """Data made by the model with a known matmul efficiency and framework factor: the fit finds the point where
+    the error vanishes (to the 4 significant digits it keeps)."""
+    pool = [c for c in dev_cases if c["training"].get("framework") == "composer"
+            and c["hardware"]["gpu"] == "a100-sxm4-40gb" and c["training"]["seq_len"] <= 4096][:8]
+    assert len(pool) == 8
+    truth = {"matmul_efficiency": {"by_architecture": {"ampere": 0.42}}}
+    cases = _synthetic(pool, truth)
+    before = validate(cases, Efficiencies.shipped()).to_dict()["throughput"]["mape"]
+    values = fit(cases, Efficiencies.shipped())
+    after = validate(cases, Efficiencies.shipped().with_overrides(values)).to_dict()["throughput"]["mape"]
+    assert before > 0.2
+    assert after < 0.01
+
+
+def test_parameters_are_fitted_where_the_cases_resolve(dev_cases):
+    train, _ = split(dev_cases)
+    params = {p.label: p for p in candidate_params(train, Efficiencies.shipped())}
+    assert "matmul_efficiency[ampere]" in params and "matmul_efficiency[hopper]" in params
+    assert "framework_time_factor[composer]" in params
+    assert not any(label.endswith("[hf-trainer]") for label in params)  # the reference stack keeps factor 1
+    assert all(p.metric in ("throughput", "memory") for p in params.values())
+
+
+def test_calibrate_is_deterministic(tmp_path, dev_cases):
+    small = tmp_path / "small.jsonl"
+    pool = [c for c in dev_cases if c["training"].get("framework") in ("torchtune", "torchtitan")]
+    small.write_text("".join(json.dumps(c) + "\n" for c in pool))
+    a = dump_calibration(calibrate([str(small)]))
+    b = dump_calibration(calibrate([str(small)]))
+    assert a == b
+    assert "values:" in a and "sha256" in a
+
+
+def test_make_calibrate_reproduces_the_shipped_file(monkeypatch):
+    """The packaged calibration.yaml is exactly what `make calibrate` writes from the committed data."""
+    monkeypatch.chdir(ROOT)
+    inputs = ["data/validation/published_dev.jsonl"] + sorted(glob.glob("data/measurements/*.jsonl"))
+    assert dump_calibration(calibrate(inputs)) == read_text("calibration.yaml")
+
+
+def test_the_shipped_calibration_is_loaded_by_default():
+    doc_values = load_calibration(str(ROOT / "src" / "trainfit" / "catalog" / "data" / "calibration.yaml"))
+    default, prior = Efficiencies.default(), Efficiencies.shipped()
+    name, entry = next(iter(doc_values.items()))
+    key, sub = next(iter(entry.items()))
+    fitted = sub if not isinstance(sub, dict) else next(iter(sub.values()))
+    got = default.table[name][key] if not isinstance(sub, dict) else default.table[name][key][next(iter(sub))]
+    assert got == fitted
+    assert default.origin == "shipped+calibration" and prior.origin == "shipped"
+
+
+def _tokens(run_cli, *extra):
+    code, out, err = run_cli("estimate", "--model", "llama-2-7b", "--gpu", "a100-sxm4-80gb", "--method", "lora",
+                             "--json", *extra)
+    assert code == 0, err
+    return json.loads(out)["tokens_per_s"]
+
+
+def _write_calibration(path: Path, matmul: float) -> None:
+    path.write_text(dump_calibration({"meta": {}, "values": {
+        "matmul_efficiency": {"by_architecture": {"ampere": matmul}},
+        "attention_efficiency": {"by_architecture": {"ampere": matmul}}}}))
+
+
+def test_user_calibration_by_flag_env_and_config_dir(run_cli, tmp_path, monkeypatch):
+    base = _tokens(run_cli)
+    slow = tmp_path / "slow.yaml"
+    _write_calibration(slow, 0.2)
+    by_flag = _tokens(run_cli, "--calibration", str(slow))
+    assert by_flag < 0.8 * base
+    monkeypatch.setenv("TRAINFIT_CALIBRATION", str(slow))
+    assert _tokens(run_cli) == pytest.approx(by_flag)
+    monkeypatch.delenv("TRAINFIT_CALIBRATION")
+    cfg = tmp_path / "config"
+    (cfg / "trainfit").mkdir(parents=True)
+    _write_calibration(cfg / "trainfit" / "calibration.yaml", 0.2)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(cfg))
+    assert _tokens(run_cli) == pytest.approx(by_flag)
+
+
+def test_bad_calibration_file_is_a_clear_error(run_cli, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("just: a mapping\n")
+    with pytest.raises(SpecError):
+        load_calibration(str(bad))
+    code, _, err = run_cli("estimate", "--model", "llama-2-7b", "--gpu", "a10", "--calibration", str(bad))
+    assert code == 2 and "not a calibration file" in err
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text("values: {matmul_eficiency: {default: 0.5}}\n")
+    code, _, err = run_cli("estimate", "--model", "llama-2-7b", "--gpu", "a10", "--calibration", str(unknown))
+    assert code == 2 and "matmul_efficiency" in err  # did you mean
+
+
+def test_calibrate_cli(run_cli, tmp_path, dev_cases):
+    small = tmp_path / "cases.jsonl"
+    pool = [c for c in dev_cases if c["training"].get("framework") == "torchtune"]
+    small.write_text("".join(json.dumps(c) + "\n" for c in pool))
+    out = tmp_path / "cal.yaml"
+    code, stdout, err = run_cli("calibrate", str(small), "--out", str(out), "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert out.exists() and doc["values"] == load_calibration(str(out))
+    assert doc["meta"]["cases"]["train"] + doc["meta"]["cases"]["held_back"] == len(pool)
+    assert doc["meta"]["cases"]["held_back"] >= 1
+    code, _, err = run_cli("calibrate", "/nonexistent.jsonl", "--out", str(out))
+    assert code == 2 and "cannot read" in err

@@ -1,0 +1,164 @@
+"""`trainfit validate`: the accuracy line CI holds on the published development cases, the report's shape, the
+memory-counter rule, and that no case — however malformed — crashes the run."""
+
+import copy
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from trainfit.catalog.efficiency import Efficiencies
+from trainfit.validate import load_cases, predict_case, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV = str(ROOT / "data" / "validation" / "published_dev.jsonl")
+
+# Targets of the accuracy issue on published_dev.jsonl with the shipped calibration. Throughput, coverage and OOM
+# are met and held here as limits. Peak memory is not yet met (README "Accuracy": 18.6% at the last calibration);
+# CI holds the line at LIMIT_MEMORY and the target itself is tracked by the strict xfail below.
+TARGET_THROUGHPUT = 0.15
+TARGET_MEMORY = 0.10
+LIMIT_MEMORY = 0.20
+TARGET_PREDICTED = 0.85
+
+
+@pytest.fixture(scope="module")
+def dev_cases():
+    return load_cases([DEV])
+
+
+@pytest.fixture(scope="module")
+def report(dev_cases):
+    return validate(dev_cases, Efficiencies.default()).to_dict()
+
+
+def test_ci_accuracy_limits_through_the_cli(run_cli):
+    code, out, err = run_cli("validate", DEV, "--json", "--max-mape-throughput", str(TARGET_THROUGHPUT),
+                             "--max-mape-memory", str(LIMIT_MEMORY), "--min-predicted", str(TARGET_PREDICTED))
+    doc = json.loads(out)
+    assert code == 0, (err, doc["limits_failed"])
+    assert doc["throughput"]["mape"] <= TARGET_THROUGHPUT
+    assert doc["memory"]["mape"] <= LIMIT_MEMORY
+    assert doc["predicted"] >= TARGET_PREDICTED * doc["cases"]
+    assert doc["oom"]["n"] >= 4 and doc["oom"]["correct"] == doc["oom"]["n"]  # every OOM case predicted as OOM
+
+
+@pytest.mark.xfail(strict=True, reason="peak-memory target of 10% not met yet (see README, Accuracy)")
+def test_memory_target(report):
+    assert report["memory"]["mape"] <= TARGET_MEMORY
+
+
+def test_report_has_every_promised_field(report):
+    for key in ("cases", "predicted", "skipped", "throughput", "memory", "oom", "rows"):
+        assert key in report
+    for metric in ("throughput", "memory"):
+        m = report[metric]
+        assert {"n", "mape", "max_ape", "by_gpu", "by_method", "by_source"} <= set(m)
+        assert 0 <= m["mape"] <= m["max_ape"]
+        assert sum(g["n"] for g in m["by_gpu"].values()) == m["n"]
+        assert sum(g["n"] for g in m["by_method"].values()) == m["n"]
+    assert report["predicted"] + sum(report["skipped"].values()) == report["cases"]
+    row = report["rows"][0]
+    assert {"id", "predicted", "measured", "error"} <= set(row)
+
+
+def test_mape_is_the_mean_of_the_rows(report):
+    errs = [r["error"]["throughput"] for r in report["rows"] if "throughput" in r["error"]]
+    assert len(errs) == report["throughput"]["n"]
+    assert report["throughput"]["mape"] == pytest.approx(sum(errs) / len(errs), abs=1e-3)
+
+
+def test_memory_counter_follows_memory_kind(dev_cases):
+    case = next(c for c in dev_cases if (c["measured"] or {}).get("peak_memory_gib"))
+    values = {}
+    for kind in ("allocated", "reserved", "nvidia-smi"):
+        c = copy.deepcopy(case)
+        c["measured"]["memory_kind"] = kind
+        values[kind] = validate([c], Efficiencies.default()).rows[0].predicted["peak_memory_gib"]
+    assert values["allocated"] < values["reserved"] < values["nvidia-smi"]
+
+
+def test_limits_exit_1(run_cli):
+    code, _, err = run_cli("validate", DEV, "--max-mape-throughput", "0.01")
+    assert code == 1 and "throughput MAPE" in err
+
+
+def test_table_output(run_cli):
+    code, out, _ = run_cli("validate", DEV, "--rows")
+    assert code == 0
+    assert "throughput" in out and "memory" in out and "OOM cases predicted" in out
+
+
+def test_shipped_prior_is_worse_than_calibration(dev_cases, report):
+    prior = validate(dev_cases, Efficiencies.shipped()).to_dict()
+    assert report["throughput"]["mape"] < prior["throughput"]["mape"]
+    assert report["memory"]["mape"] < prior["memory"]["mape"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["validate", "/nonexistent.jsonl"], "cannot read"),
+    (["validate", DEV, "--max-mape-memory", "15"], "fraction"),
+])
+def test_bad_input_exits_2(run_cli, argv, needle):
+    code, _, err = run_cli(*argv)
+    assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_not_json_names_the_line(run_cli, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a"}\n{oops\n')
+    code, _, err = run_cli("validate", str(bad))
+    assert code == 2 and "bad.jsonl:2" in err
+
+
+MALFORMED = [
+    {},
+    {"id": "x"},
+    {"id": "x", "measured": {"peak_memory_gib": 10}},
+    {"id": "x", "model": {"hf_config": {"hidden_size": 64}}, "measured": {"step_time_s": 1}},
+    {"id": "x", "hardware": {"gpu": "tpu-v5"}, "measured": {"step_time_s": 1}},
+]
+
+
+def test_malformed_cases_are_skipped_not_crashed():
+    r = validate(MALFORMED, Efficiencies.default()).to_dict()
+    assert r["predicted"] == 0 and sum(r["skipped"].values()) == len(MALFORMED)
+
+
+def _mutations(case: dict, rng: random.Random) -> dict:
+    c = copy.deepcopy(case)
+    junk = [None, 0, -1, 3.5, "", "zzz", [], {}, 10**9, True]
+    for _ in range(rng.randint(1, 4)):
+        section = rng.choice(["model", "hardware", "training", "parallel", "measured"])
+        if not isinstance(c.get(section), dict):
+            c[section] = rng.choice(junk)
+            continue
+        target = c[section].get("hf_config") if section == "model" and rng.random() < 0.7 else c[section]
+        if isinstance(target, dict) and target:
+            target[rng.choice(sorted(target))] = rng.choice(junk)
+    return c
+
+
+def test_fuzzed_cases_never_crash(dev_cases):
+    """Every case either predicts or is skipped with a counted reason, whatever its fields hold."""
+    rng = random.Random(20261129)
+    fuzzed = [_mutations(rng.choice(dev_cases), rng) for _ in range(400)]
+    r = validate(fuzzed, Efficiencies.default()).to_dict()
+    assert r["predicted"] + sum(r["skipped"].values()) == len(fuzzed)
+    assert sum(r["skipped"].values()) > 0
+
+
+def test_tensor_parallel_cases_are_skipped_with_their_reason(dev_cases):
+    tp = [c for c in dev_cases if ((c.get("parallel") or {}).get("tp") or 1) > 1]
+    assert tp
+    r = validate(tp, Efficiencies.default()).to_dict()
+    assert r["predicted"] == 0 and "tensor/pipeline/context parallelism is not modelled" in r["skipped"]
+
+
+def test_framework_defaults_reach_the_estimate(dev_cases):
+    """A null param_dtype takes the framework's default (torchtune: bf16 weights, so no fp32 master copy)."""
+    case = next(c for c in dev_cases if c["training"].get("framework") == "torchtune"
+                and c["training"].get("param_dtype") is None and c["training"]["method"] == "full")
+    est = predict_case(case, Efficiencies.default())
+    assert est.training.param_dtype == "bf16"
