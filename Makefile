@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch 2.13.0 has a local CPU build on these machines; any other spec pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test calibrate bench clean
+.PHONY: run test calibrate peers bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,11 @@ test: $(VENV)/.test-installed
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))
 calibrate: $(VENV)/.run-installed
 	$(BIN)/trainfit calibrate $(CALIBRATION_INPUTS) --out src/trainfit/catalog/data/calibration.yaml
+
+# Peers side by side (README, Accuracy). llm-analysis pins transformers<5: installed beside the venv, no deps.
+peers: $(VENV)/.test-installed
+	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/peers llm-analysis==0.2.2 fire==0.7.1 termcolor==3.3.0
+	$(BIN)/python benchmarks/peers.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

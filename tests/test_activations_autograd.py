@@ -23,7 +23,15 @@ LLAMA = dict(model_type="llama", hidden_size=256, intermediate_size=688, num_att
              num_key_value_heads=8, vocab_size=1000, tie_word_embeddings=False)
 
 
-def saved_bytes(loss, model, autocast_weights=False):
+def _is_dropout_mask(t) -> bool:
+    """The CPU's dropout keeps its mask as a float tensor of 0 and 1/(1-p); CUDA's native_dropout keeps a bool."""
+    if t.grad_fn is not None or t.requires_grad or not t.is_floating_point() or t.numel() < 2:
+        return False
+    top = float(t.max())
+    return top > 1.0 and bool(torch.all((t == 0) | (t == top)))
+
+
+def saved_bytes(loss, model, autocast_weights=False, cuda_masks=False):
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     shapes = {tuple(p.shape) for p in model.parameters() if p.dim() == 2}
     seen, stack, visited = {}, [loss.grad_fn], set()
@@ -48,12 +56,13 @@ def saved_bytes(loss, model, autocast_weights=False):
                 # autocast's cached low-precision weight copies are weights, not activations
                 if autocast_weights and t.dim() == 2 and (tuple(t.shape) in shapes or tuple(t.shape[::-1]) in shapes):
                     continue
-                seen[key] = t.untyped_storage().nbytes()
+                # count dropout masks as CUDA holds them (1-byte bool), the device the estimate is for
+                seen[key] = t.numel() if cuda_masks and _is_dropout_mask(t) else t.untyped_storage().nbytes()
         stack.extend(n for n, _ in node.next_functions)
     return sum(seen.values())
 
 
-def measure(cfg, layers, dtype, attn, lora=None, autocast=False):
+def measure(cfg, layers, dtype, attn, lora=None, autocast=False, cuda_masks=False):
     c = dict(cfg, num_hidden_layers=layers)
     conf = transformers.AutoConfig.for_model(**c)
     conf._attn_implementation = attn
@@ -68,7 +77,7 @@ def measure(cfg, layers, dtype, attn, lora=None, autocast=False):
     ids = torch.randint(0, c["vocab_size"], (B, S))
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         out = model(input_ids=ids, labels=ids)
-    return saved_bytes(out.loss, model, autocast_weights=autocast)
+    return saved_bytes(out.loss, model, autocast_weights=autocast, cuda_masks=cuda_masks)
 
 
 CASES = {
@@ -87,6 +96,24 @@ CASES = {
     "gemma-geglu": (dict(LLAMA, model_type="gemma", head_dim=64, num_key_value_heads=1, tie_word_embeddings=True),
                     "bf16", "sdpa", None, False, Regime(2, 2, False), None),
 }
+GPT2 = dict(model_type="gpt2", n_embd=256, n_head=8, vocab_size=1000, n_positions=128)
+# Dropout 0.1 (GPT-2's defaults) in train mode: masks counted as on CUDA. (SDPA with dropout is not checked here:
+# on the CPU it falls back to the math kernel, which saves the s^2 probabilities that CUDA's fused kernels do not.)
+DROPOUT_CASES = {
+    "gpt2-eager-dropout": (GPT2, "fp32", "eager", Regime(4, 4, False)),
+    "gpt2-eager-dropout-bf16": (GPT2, "bf16", "eager", Regime(2, 2, False)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DROPOUT_CASES))
+def test_dropout_activation_bytes_match_autograd(name):
+    cfg, dt, attn, regime = DROPOUT_CASES[name]
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dt]
+    measured = (measure(cfg, 2, dtype, attn, cuda_masks=True) - measure(cfg, 1, dtype, attn, cuda_masks=True)) / (B * S)
+    spec = ModelSpec.from_hf_config(dict(cfg, n_layer=1))
+    predicted = sum(block_saved(spec, regime, Trainable(ALL_ROLES, frozenset(), True), S, Attention(attn),
+                                dropout=0.1).values())
+    assert predicted == pytest.approx(measured, rel=0.01), (predicted, measured)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -76,6 +76,7 @@ FITTED = {
     "op_overhead_s": ("throughput", 1e-6, 1e-4),
     "framework_time_factor": ("throughput", 0.2, 3.0),
     "allocator_overhead_fraction": ("memory", 0.0, 0.5),
+    "cuda_context_gib": ("memory", 0.2, 3.0),
     "framework_activation_factor": ("memory", 0.02, 2.0),
     "framework_logits_factor": ("memory", 0.02, 2.0),
 }

@@ -143,16 +143,23 @@ def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
     return {"lora/inputs": inputs, "lora/a_outputs": len(modules) * tr.lora_rank * copy}
 
 
+# model_types whose eager attention computes softmax in the activation dtype (modeling_*.py, transformers 5.x)
+NO_SOFTMAX_UPCAST = frozenset({"gpt2", "bert", "roberta", "falcon"})
+
+
 def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention, dropout: float) -> dict[str, float]:
     q, kv, a = m.q_dim, m.kv_dim, m.heads
     b = r.act
     if attention == Attention.EAGER:
+        # Llama-family code upcasts softmax to fp32; GPT-2/BERT/RoBERTa/Falcon do not (fp32 then only under autocast)
+        soft = 4 if (m.model_type not in NO_SOFTMAX_UPCAST or r.autocast) else b
         out = {"attn/q": b * q, "attn/k_repeated": b * q, "attn/v_repeated": b * q,
-               "attn/softmax_fp32": 4 * a * seq_len, "attn/out": b * q}
-        if b < 4:
-            out["attn/probs"] = b * a * seq_len
-        if dropout > 0:
+               "attn/softmax_fp32": soft * a * seq_len, "attn/out": b * q}
+        if dropout > 0:  # dropout saves its bool mask; PV's matmul saves dropout's output instead of the probs
             out["attn/dropout_mask"] = a * seq_len
+            out["attn/dropped_probs"] = b * a * seq_len
+        elif b < soft:  # the probs cast back to the activation dtype, PV's saved input
+            out["attn/probs"] = b * a * seq_len
         return out
     # SDPA (flash / memory-efficient kernels): q, k, v (GQA not expanded), output, log-sum-exp in fp32
     return {"attn/q": b * q, "attn/k": b * kv, "attn/v": b * kv, "attn/out": b * q, "attn/lse": 4 * a}
@@ -184,5 +191,6 @@ def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level:
     if level == GradCkpt.FULL:
         return checkpointed_block(m, r)
     if level == GradCkpt.SELECTIVE:
-        return {k: v for k, v in saved.items() if k not in ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask")}
+        return {k: v for k, v in saved.items()
+                if k not in ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask", "attn/dropped_probs")}
     return saved

@@ -189,8 +189,7 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
                      r: Regime) -> tuple[dict[str, float], float, float]:
     """(saved bytes per micro-batch by item over all blocks, their total, one block's bytes)."""
     tokens = t.tokens_per_micro_batch
-    dropout = 0.1 if m.is_encoder or m.model_type == "gpt2" else 0.0  # HF defaults for BERT/RoBERTa/GPT-2
-    per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention, dropout)
+    per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention, m.train_dropout)
     active_blocks = m.layers - split.lowest_trainable_block
     kept = apply_checkpointing(per_block, m, r, t.grad_ckpt)
     out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}

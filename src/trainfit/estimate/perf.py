@@ -83,7 +83,7 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         out[f"linear/{lin.module}"] = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw)
     att_flops = attention_flops_per_token(m, t.seq_len) * tokens
     if t.attention == Attention.EAGER:
-        s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * (b + 4 + 4 + b + b)
+        s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * _eager_s2_bytes(m, r)
         out["attention/core"] = max(_gemm(att_flops, s2_bytes, m.head_dim, peak, eff, bw),
                                     (s2_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory"))
     else:
@@ -103,6 +103,23 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
             lin.in_features + lin.out_features for lin in layer_linears(m) if lin.count == 1) / 2
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
     return out
+
+
+def _eager_s2_bytes(m: ModelSpec, r: Regime) -> float:
+    """Bytes read and written per attention-score element by eager attention's forward, op by op as the HF code
+    runs them: QK^T writes the scores, the scale and the mask add each read and write them, softmax reads them
+    and writes probabilities (fp32 when upcast or under autocast), dropout reads them and writes its output and a
+    1-byte mask, the cast back reads fp32 and writes 16 bits, PV reads the probabilities."""
+    from .activations import NO_SOFTMAX_UPCAST
+
+    b = r.act
+    soft = 4 if (m.model_type not in NO_SOFTMAX_UPCAST or r.autocast) else b
+    total = b + 2 * b + 2 * b + (b + soft)
+    if m.train_dropout > 0:
+        total += soft + soft + 1
+    if soft != b:
+        total += soft + b
+    return total + b
 
 
 def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView) -> float:

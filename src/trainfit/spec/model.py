@@ -123,6 +123,12 @@ class ModelSpec:
     def is_encoder(self) -> bool:
         return self.kind == "encoder"
 
+    @property
+    def train_dropout(self) -> float:
+        """Dropout probability in training: Hugging Face's config defaults (0.1 for BERT/RoBERTa/GPT-2 attention,
+        residual and embedding dropout; 0.0 for Llama-family decoders)."""
+        return 0.1 if self.is_encoder or self.model_type == "gpt2" else 0.0
+
     def with_name(self, name: str) -> "ModelSpec":
         return replace(self, name=name)
 
@@ -184,7 +190,8 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
     if position == "learned" and max_pos <= 0:
         raise ValueError("learned position embeddings need max_position_embeddings")
     tie = get("tie_word_embeddings", default=lay["tie"])
-    act = str(get("hidden_act", "activation_function", "hidden_activation", default="gelu"))
+    act = str(get("hidden_act", "activation_function", "hidden_activation",
+                  default="gelu_new" if model_type == "gpt2" else "gelu"))  # GPT2Config's default is gelu_new
     gated = lay["gated"]
     if model_type == "mpt" and (cfg.get("ffn_config") or {}).get("ffn_type") == "mptglu":
         gated = True

@@ -95,6 +95,9 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
                      "are corrected to NF4 analytically")
     if cfg.attention == "flash":
         notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
+    if any(float(v or 0) > 0 for k, v in cfg.hf_config.items() if "drop" in k and isinstance(v, (int, float))):
+        notes.append("dropout on the CPU keeps its mask in the activation dtype (CUDA keeps a 1-byte bool mask): "
+                     "the trace counts up to 3 bytes more per dropped element than a GPU holds")
     if full or layers <= 3:
         moments = _by_key(trace_step(_with_layers(cfg, layers)), layers)
         traced: tuple[int, ...] = (layers,)
