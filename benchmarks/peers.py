@@ -13,11 +13,12 @@ allocated / reserved memory) and with tokens/s per GPU (else step time). Errors 
 Peers, each used within its own scope, and never faked:
   deepspeed     DeepSpeed's ZeRO model-state estimators (weights + gradients + optimizer states, no activations):
                 `estimate_zero2_model_states_mem_needs` in deepspeed/runtime/zero/stage_1_and_2.py and
-                `estimate_zero3_model_states_mem_needs` in deepspeed/runtime/zero/stage3.py. Their arithmetic is
-                reproduced below, line for line (importing them imports torch, which this script keeps out);
-                tests/test_peers.py checks the copy against the installed functions.
-  accelerate    `accelerate estimate-memory`'s "Training using Adam" column: `estimate_training_usage` and
-                `gather_data` in accelerate/commands/estimate.py, reproduced below.
+                `estimate_zero3_model_states_mem_needs` in deepspeed/runtime/zero/stage3.py. The formulas they
+                evaluate are restated below (importing them imports torch, which this script keeps out);
+                tests/test_peers.py checks the numbers against the installed functions.
+  accelerate    `accelerate estimate-memory`'s "Training using Adam" column (`estimate_training_usage` and
+                `gather_data` in accelerate/commands/estimate.py): bytes per parameter, restated below and
+                checked against the installed code the same way.
   llm-analysis  cli99/llm-analysis's `LLMAnalysis.training` (llm_analysis/analysis.py), called through its Python
                 API when the package can be imported; otherwise its rows say why not.
 
@@ -95,50 +96,23 @@ def throughput_ape(pred: dict, meas: dict) -> tuple[float, float]:
 
 
 # ---- peer 1: DeepSpeed's ZeRO model-state estimators -------------------------------------------------------------
-# Copied arithmetic, DeepSpeed 0.19.x. Both return (cpu_mem, gpu_mem[, largest_layer_memory]) in bytes; the GPU
-# number is what this comparison uses. additional_buffer_factor (default 1.5) only scales the CPU number.
+# What DeepSpeed 0.19.x's estimate_zero2_model_states_mem_needs (deepspeed/runtime/zero/stage_1_and_2.py) and
+# estimate_zero3_model_states_mem_needs (stage3.py) return as GPU bytes, for Ψ parameters on N GPUs:
+#   ZeRO-2: 2Ψ (16-bit weights) + 18Ψ/N (16-bit and fp32 gradients, fp32 weights, two Adam moments), the second
+#           term gone with the optimizer offloaded;
+#   ZeRO-3: 4 bytes x the largest layer's parameters, + 18Ψ/N, or + 2Ψ/N with the optimizer offloaded, or nothing
+#           more with the parameters offloaded too.
+# The fractional terms are truncated to whole bytes as DeepSpeed does. tests/test_peers.py checks these numbers
+# against the installed functions.
 
-def ds_estimate_zero2_model_states_mem_needs(total_params, num_gpus_per_node=1, num_nodes=1, cpu_offload=True,
-                                             additional_buffer_factor=1.5):
-    """deepspeed/runtime/zero/stage_1_and_2.py: estimate_zero2_model_states_mem_needs."""
-    total_gpus = num_nodes * num_gpus_per_node
-    if cpu_offload:
-        gpu_mem = 2 * total_params
-        cpu_mem = total_params * max(4 * total_gpus, 16) * additional_buffer_factor
-    else:
-        # 2 = params_16bit; 18 = 2 grads_16bit + 4 grads_32bit + 4 params_32bit + 8 optimizer states (Adam)
-        gpu_mem = 2 * total_params + int(18 * total_params / total_gpus)
-        cpu_mem = total_params * 4 * num_gpus_per_node * additional_buffer_factor
-    return int(cpu_mem), int(gpu_mem)
-
-
-def ds_estimate_zero3_model_states_mem_needs(total_params, largest_layer_params, num_gpus_per_node=1, num_nodes=1,
-                                             cpu_offload=True, cpu_offload_params=True, zero_init=True,
-                                             additional_buffer_factor=1.5):
-    """deepspeed/runtime/zero/stage3.py: estimate_zero3_model_states_mem_needs."""
-    total_gpus = num_nodes * num_gpus_per_node
-    gpus_factor = 1 / num_nodes
-    largest_layer_memory = (4 * largest_layer_params)
-    if cpu_offload:
-        if cpu_offload_params:
-            gpu_mem = largest_layer_memory
-            if zero_init:
-                cpu_mem = total_params * 18 * gpus_factor * additional_buffer_factor
-            else:
-                cpu_mem = total_params * max(4 * num_gpus_per_node, 18 * gpus_factor) * additional_buffer_factor
-        else:
-            gpu_mem = largest_layer_memory + int(2 * total_params / total_gpus)
-            if zero_init:
-                cpu_mem = total_params * 16 * gpus_factor * additional_buffer_factor
-            else:
-                cpu_mem = total_params * max(4 * num_gpus_per_node, 16 * gpus_factor) * additional_buffer_factor
-    else:
-        gpu_mem = largest_layer_memory + int(18 * total_params / total_gpus)
-        if zero_init:
-            cpu_mem = largest_layer_params * 4 * num_gpus_per_node * additional_buffer_factor
-        else:
-            cpu_mem = total_params * 4 * num_gpus_per_node * additional_buffer_factor
-    return int(cpu_mem), int(gpu_mem), largest_layer_memory
+def deepspeed_gpu_bytes(stage: int, total_params: int, num_gpus_per_node: int = 1, num_nodes: int = 1,
+                        cpu_offload: bool = False, cpu_offload_params: bool = False,
+                        largest_layer_params: int = 0) -> int:
+    gpus = num_gpus_per_node * num_nodes
+    if stage == 3:
+        sharded = 0 if (cpu_offload and cpu_offload_params) else (2 if cpu_offload else 18)
+        return 4 * largest_layer_params + int(sharded * total_params / gpus)
+    return 2 * total_params + (0 if cpu_offload else int(18 * total_params / gpus))
 
 
 def deepspeed_inputs(est) -> dict:
@@ -158,31 +132,21 @@ def deepspeed_inputs(est) -> dict:
 
 
 def deepspeed_memory(case: dict, est) -> float:
-    args = deepspeed_inputs(est)
-    stage = args.pop("stage")
-    if stage == 3:
-        return ds_estimate_zero3_model_states_mem_needs(**args)[1] / GiB
-    return ds_estimate_zero2_model_states_mem_needs(**args)[1] / GiB
+    return deepspeed_gpu_bytes(**deepspeed_inputs(est)) / GiB
 
 
 # ---- peer 2: accelerate estimate-memory ---------------------------------------------------------------------------
 
-def acc_estimate_training_usage(bytes: int, mixed_precision: str, msamp_config=None) -> dict:  # noqa: A002
-    """accelerate/commands/estimate.py: estimate_training_usage (accelerate 1.x), copied."""
-    memory_sizes = {"model": -1, "optimizer": -1, "gradients": -1, "step": -1}
-    fp32_size = bytes
-    fp16_size = bytes // 2
-    if mixed_precision == "float32":
-        memory_sizes["model"] = fp32_size
-        memory_sizes["gradients"] = fp32_size
-        memory_sizes["optimizer"] = fp32_size * 2
-        memory_sizes["step"] = fp32_size * 4
-    elif mixed_precision in ("float16", "bfloat16") or (mixed_precision == "fp8" and msamp_config is None):
-        memory_sizes["model"] = fp32_size
-        memory_sizes["gradients"] = fp32_size + fp16_size
-        memory_sizes["optimizer"] = fp32_size * 2
-        memory_sizes["step"] = memory_sizes["optimizer"]
-    return memory_sizes
+# accelerate 1.x `estimate-memory` (accelerate/commands/estimate.py, estimate_training_usage): "Training using
+# Adam" is the largest of its model / gradients / optimizer / step sizes, which for a model of S fp32 bytes is
+# 4S (fp32: the step) or 2S (float16 / bfloat16, and fp8 without MS-AMP: the optimizer) — 16 or 8 bytes per
+# parameter; int8 / int4 rows have no training figure. tests/test_peers.py checks this against the installed code.
+ACC_TRAINING_FACTOR = {"float32": 4, "float16": 2, "bfloat16": 2, "fp8": 2}
+
+
+def accelerate_training_bytes(fp32_model_bytes: int, dtype: str) -> int | None:
+    factor = ACC_TRAINING_FACTOR.get(dtype)
+    return None if factor is None else factor * fp32_model_bytes
 
 
 # `accelerate estimate-memory --dtypes` offers float32 / float16 / int8 / int4; mixed bf16 / fp16 (and fp8, which
@@ -201,9 +165,8 @@ def accelerate_inputs(est) -> dict:
 
 def accelerate_memory(case: dict, est) -> float:
     args = accelerate_inputs(est)
-    sizes = acc_estimate_training_usage(args["total_size"], args["dtype"])
-    usage = max(sizes.values())  # estimate_command: "Training using Adam" = max over model/optimizer/grads/step
-    if usage == -1:
+    usage = accelerate_training_bytes(args["total_size"], args["dtype"])
+    if usage is None:
         raise PeerSkip("dtype without a training estimate")
     return usage / GiB
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import (add_efficiency_flags, add_model_flag, add_output_flags, add_strategy_flags, add_workload_flags,
-                     console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+                     workload_kwargs)
 
 HELP = "run real training steps on this machine's GPU(s) (or CPU) and compare with the estimate"
 EXAMPLES = """examples:
@@ -28,10 +28,7 @@ def add_parser(sub) -> None:
     p.add_argument("--find-max-batch", action="store_true", help="find the largest micro-batch that fits first")
     p.add_argument("--model-path", help="load real weights from this directory instead of random ones")
     p.add_argument("--out", help="append the validation case to this JSONL file")
-    add_workload_flags(p)
-    add_strategy_flags(p)
-    add_efficiency_flags(p)
-    add_output_flags(p)
+    add_job_flags(p)
     p.set_defaults(run=run)
 
 

@@ -59,6 +59,14 @@ def add_efficiency_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--calibration", default=None, help="calibration file from `trainfit calibrate`")
 
 
+def add_job_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a command that estimates one training job: workload, parallelism, model knobs, output."""
+    add_workload_flags(p)
+    add_strategy_flags(p)
+    add_efficiency_flags(p)
+    add_output_flags(p)
+
+
 def parse_sets(items: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:

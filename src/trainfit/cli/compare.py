@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_model_flag, add_output_flags, add_strategy_flags, add_workload_flags,
-                     console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+                     workload_kwargs)
 
 HELP = "A10 vs A100 vs H100 ...: fits, tokens/s, hours and CNY per billion tokens for one workload"
 EXAMPLES = """examples:
@@ -21,10 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("--gpus-list", default=None,
                    help="comma-separated GPU names (default: t4,v100-sxm2-32gb,a10,l20,a100-sxm4-40gb,"
                         "a100-sxm4-80gb,h20,h100-sxm,h200)")
-    add_workload_flags(p)
-    add_strategy_flags(p)
-    add_efficiency_flags(p)
-    add_output_flags(p)
+    add_job_flags(p)
     p.set_defaults(run=run)
 
 

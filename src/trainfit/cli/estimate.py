@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_model_flag, add_output_flags, add_strategy_flags, add_workload_flags,
-                     console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+                     workload_kwargs)
 
 HELP = "will it fit, how fast: memory breakdown and step time of one training configuration"
 EXAMPLES = """examples:
@@ -22,10 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--gpu", "-g", default=None, help="GPU name (trainfit gpus), e.g. a10, a100-sxm4-80gb, h100-sxm")
     p.add_argument("--instance", default=None, help="cloud instance type: GPU, count and links from the catalog")
     p.add_argument("--network-gbps", type=float, default=None, help="network between nodes, Gbit/s")
-    add_workload_flags(p)
-    add_strategy_flags(p)
-    add_efficiency_flags(p)
-    add_output_flags(p)
+    add_job_flags(p)
     p.set_defaults(run=run)
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_output_flags, add_strategy_flags, add_workload_flags, console,
-                     lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+from .common import (add_job_flags, console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
 
 HELP = "write a runnable training setup (engine config, launch.sh, train.py) from a plan"
 EXAMPLES = """examples:
@@ -28,10 +27,7 @@ def add_parser(sub) -> None:
     g.add_argument("--gpu", "-g", help="GPU name")
     g.add_argument("--instance", help="cloud instance type")
     g.add_argument("--dataset-tokens", default=None, help="tokens to train on (sets the number of steps)")
-    add_workload_flags(p)
-    add_strategy_flags(p)
-    add_efficiency_flags(p)
-    add_output_flags(p)
+    add_job_flags(p)
     p.set_defaults(run=run)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_model_flag, add_output_flags, add_strategy_flags, add_workload_flags,
-                     console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+                     workload_kwargs)
 
 HELP = "trace one training step of the real HF/PEFT code under FakeTensorMode (no GPU, no weights)"
 EXAMPLES = """examples:
@@ -21,10 +21,7 @@ def add_parser(sub) -> None:
     add_model_flag(p)
     p.add_argument("--gpu", "-g", default="a100-sxm4-80gb", help="GPU whose usable memory the result is set against")
     p.add_argument("--full-depth", action="store_true", help="trace every block instead of 2 and 3 (slow for 7B+)")
-    add_workload_flags(p)
-    add_strategy_flags(p)
-    add_efficiency_flags(p)
-    add_output_flags(p)
+    add_job_flags(p)
     p.set_defaults(run=run)
 
 

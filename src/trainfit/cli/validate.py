@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> int:
     from ..validate import load_cases, validate
 
     lang_of(args)
-    for name, limit in (("--max-mape-throughput", args.max_mape_throughput), ("--max-mape-memory", args.max_mape_memory),
-                        ("--min-predicted", args.min_predicted)):
+    for name, limit in (("--max-mape-throughput", args.max_mape_throughput),
+                        ("--max-mape-memory", args.max_mape_memory), ("--min-predicted", args.min_predicted)):
         if limit is not None and not 0 <= limit <= 10:
             raise SpecError(f"{name} is a fraction (0.15 = 15%), got {limit}")
     if args.shipped:
