@@ -49,9 +49,10 @@ except ImportError:  # pragma: no cover
 from trainfit.catalog.efficiency import Efficiencies  # noqa: E402
 from trainfit.estimate.params import count_params, largest_module_params  # noqa: E402
 from trainfit.estimate.trainable import head_for  # noqa: E402
-from trainfit.spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer,  # noqa: E402
+from trainfit.spec.training import (Attention, Fsdp, GradCkpt, Offload, Optimizer,  # noqa: E402
                                     Precision, Task)
-from trainfit.validate import Skip, load_cases, predict_case, validate  # noqa: E402
+from trainfit.validate import (Skip, comparable, load_cases, metric_key, predict_case,  # noqa: E402
+                               validate)
 
 GiB = 2**30
 METRICS = ("memory", "throughput")
@@ -77,22 +78,14 @@ def _version(dist: str) -> str | None:
 # ---- which cases each metric compares ----------------------------------------------------------------------------
 
 def considered(case: dict, metric: str) -> bool:
-    """The cases a metric is compared on: the same rule as trainfit.validate.compare."""
-    meas = case.get("measured") or {}
-    if metric == "memory":
-        return bool(meas.get("peak_memory_gib"))
-    if (case.get("training") or {}).get("fixed_length", True) is False:
-        return False  # variable-length runs: tokens per step unknown
-    return bool(meas.get("tokens_per_s_per_gpu") or meas.get("step_time_s"))
+    """The cases a metric is compared on: trainfit.validate's own rule."""
+    return comparable(case, metric)
 
 
 def throughput_ape(pred: dict, meas: dict) -> tuple[float, float]:
-    """(predicted value, APE) on tokens/s per GPU where measured, else on step time."""
-    if meas.get("tokens_per_s_per_gpu"):
-        value = pred["tokens_per_s_per_gpu"]
-        return value, abs(value - meas["tokens_per_s_per_gpu"]) / meas["tokens_per_s_per_gpu"]
-    value = pred["step_time_s"]
-    return value, abs(value - meas["step_time_s"]) / meas["step_time_s"]
+    """(predicted value, APE) on tokens/s per GPU where measured, else on step time (validate's metric_key)."""
+    key = metric_key(meas, "throughput")
+    return pred[key], abs(pred[key] - meas[key]) / meas[key]
 
 
 # ---- peer 1: DeepSpeed's ZeRO model-state estimators -------------------------------------------------------------
@@ -251,6 +244,7 @@ class LlmAnalysisPeer:
                                 model_type=m.model_type, moe_num_experts=max(1, m.num_experts),
                                 moe_top_k=max(1, m.experts_per_tok))
         intra = gpu.nvlink_gbs / 2 if gpu.nvlink_gbs else gpu.pcie_bytes_per_s / 1e9  # per direction
+        # intra_node_min_message_latency: the 8 µs every GPU file in llm-analysis's own gpu_configs/ carries
         gpu_cfg = lac.GPUConfig(name=gpu.id, mem_per_GPU_in_GB=mem_gb or gpu.memory_gb,
                                 hbm_bandwidth_in_GB_per_sec=gpu.memory_bandwidth / 1e9,
                                 intra_node_bandwidth_in_GB_per_sec=intra, intra_node_min_message_latency=8e-06,

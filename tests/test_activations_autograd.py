@@ -5,7 +5,6 @@ distinct storages saved for backward that are not parameters. One block's share 
 and a 1-block model. Tolerance 1% (the only unmodelled items are a few bytes of RoPE tables and scalars).
 """
 
-import collections
 import warnings
 
 import pytest
@@ -102,6 +101,9 @@ GPT2 = dict(model_type="gpt2", n_embd=256, n_head=8, vocab_size=1000, n_position
 DROPOUT_CASES = {
     "gpt2-eager-dropout": (GPT2, "fp32", "eager", Regime(4, 4, False)),
     "gpt2-eager-dropout-bf16": (GPT2, "bf16", "eager", Regime(2, 2, False)),
+    # dropout switched off in config.json: no masks, the probabilities saved as they are
+    "gpt2-eager-no-dropout": (dict(GPT2, attn_pdrop=0.0, resid_pdrop=0.0, embd_pdrop=0.0), "fp32", "eager",
+                              Regime(4, 4, False)),
 }
 
 
@@ -111,8 +113,8 @@ def test_dropout_activation_bytes_match_autograd(name):
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[dt]
     measured = (measure(cfg, 2, dtype, attn, cuda_masks=True) - measure(cfg, 1, dtype, attn, cuda_masks=True)) / (B * S)
     spec = ModelSpec.from_hf_config(dict(cfg, n_layer=1))
-    predicted = sum(block_saved(spec, regime, Trainable(ALL_ROLES, frozenset(), True), S, Attention(attn),
-                                dropout=0.1).values())
+    assert spec.attention_dropout == spec.hidden_dropout == cfg.get("attn_pdrop", 0.1)  # GPT2Config's default 0.1
+    predicted = sum(block_saved(spec, regime, Trainable(ALL_ROLES, frozenset(), True), S, Attention(attn)).values())
     assert predicted == pytest.approx(measured, rel=0.01), (predicted, measured)
 
 

@@ -162,3 +162,14 @@ def test_framework_defaults_reach_the_estimate(dev_cases):
                 and c["training"].get("param_dtype") is None and c["training"]["method"] == "full")
     est = predict_case(case, Efficiencies.default())
     assert est.training.param_dtype == "bf16"
+
+
+def test_variable_length_runs_are_compared_on_memory_only(dev_cases):
+    """Tokens per step of a variable-length run are unknown: its throughput is not scored, its peak memory is."""
+    case = next(c for c in dev_cases if c["training"].get("fixed_length") is False
+                and c["measured"].get("peak_memory_gib") and c["measured"].get("step_time_s"))
+    row = validate([case], Efficiencies.default()).rows[0]
+    assert "memory" in row.error and "throughput" not in row.error
+    fixed = copy.deepcopy(case)
+    fixed["training"]["fixed_length"] = True
+    assert "throughput" in validate([fixed], Efficiencies.default()).rows[0].error

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .catalog.efficiency import Efficiencies
-from .validate import Report, load_cases, validate
+from .validate import Report, load_cases, measured_values, metric_key, validate
 
 MIN_CASES = 3
 ROUNDS = 3
@@ -48,9 +48,9 @@ class Param:
 
 
 def _stratum(case: dict) -> tuple[str, bool, bool]:
-    t, m = case.get("training") or {}, case.get("measured") or {}
-    return (str(t.get("framework")), bool(m.get("tokens_per_s_per_gpu") or m.get("step_time_s")),
-            bool(m.get("peak_memory_gib")))
+    meas = measured_values(case)
+    return (str((case.get("training") or {}).get("framework")), metric_key(meas, "throughput") is not None,
+            metric_key(meas, "memory") is not None)
 
 
 def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -120,19 +120,10 @@ def _loss(report: Report, metric: str) -> float:
     for row in report.rows:
         if metric not in row.error:
             continue
-        pred, meas = _pair(row, metric)
+        pred, meas = row.pair(metric)
         if pred and meas and pred > 0 and meas > 0:
             logs.append(math.log(pred / meas) ** 2)
     return sum(logs) / len(logs) if logs else 0.0
-
-
-def _pair(row, metric: str) -> tuple[float | None, float | None]:
-    p, m = row.predicted, row.measured
-    if metric == "memory":
-        return p.get("peak_memory_gib"), m.get("peak_memory_gib")
-    if m.get("tokens_per_s_per_gpu"):
-        return p.get("tokens_per_s_per_gpu"), m.get("tokens_per_s_per_gpu")
-    return p.get("step_time_s"), m.get("step_time_s")
 
 
 def _round(x: float) -> float:

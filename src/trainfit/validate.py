@@ -42,6 +42,11 @@ class Row:
     measured: dict[str, Any] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)  # absolute percentage errors, as fractions
 
+    def pair(self, metric: str) -> tuple[float | None, float | None]:
+        """(predicted, measured) of the value `metric` is compared on."""
+        key = metric_key(self.measured, metric)
+        return (self.predicted.get(key), self.measured.get(key)) if key else (None, None)
+
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
                 "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
@@ -196,12 +201,38 @@ def _positive(value: Any) -> float | None:
     return float(value)
 
 
-def compare(case: dict, est: Estimate) -> Row:
+def measured_values(case: dict) -> dict[str, Any]:
+    """The case's measured values that can be compared (positive numbers, a known memory counter), else None."""
     raw = case.get("measured") or {}
-    meas = {k: _positive(raw.get(k)) for k in ("tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_gib")}
+    if not isinstance(raw, dict):
+        raw = {}
+    meas: dict[str, Any] = {k: _positive(raw.get(k))
+                            for k in ("tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_gib")}
     meas["memory_kind"] = raw.get("memory_kind") if raw.get("memory_kind") in ("allocated", "reserved",
                                                                               "nvidia-smi") else None
     meas["oom"] = True if raw.get("oom") is True else None
+    return meas
+
+
+def metric_key(measured: dict, metric: str) -> str | None:
+    """The measured field a metric is compared on: peak memory; throughput as tokens/s per GPU where measured,
+    else step time; mfu."""
+    if metric == "throughput":
+        return next((k for k in ("tokens_per_s_per_gpu", "step_time_s") if measured.get(k)), None)
+    key = {"memory": "peak_memory_gib", "mfu": "mfu"}[metric]
+    return key if measured.get(key) else None
+
+
+def comparable(case: dict, metric: str) -> bool:
+    """Whether `metric` of this case is compared. Variable-length runs process fewer tokens than seq_len x batch:
+    their throughput and MFU are not."""
+    if metric != "memory" and ((case.get("training") or {}).get("fixed_length", True) is False):
+        return False
+    return metric_key(measured_values(case), metric) is not None
+
+
+def compare(case: dict, est: Estimate) -> Row:
+    meas = measured_values(case)
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
               framework=str(t.get("framework")))
@@ -211,15 +242,12 @@ def compare(case: dict, est: Estimate) -> Row:
                      "memory_kind": meas.get("memory_kind") or NULL_MEMORY_KIND, "fits": est.fits}
     row.measured = {k: meas.get(k) for k in ("tokens_per_s_per_gpu", "step_time_s", "mfu", "peak_memory_gib",
                                               "memory_kind", "oom")}
-    if t.get("fixed_length", True) is not False:  # variable-length runs process fewer tokens than seq_len x batch
-        if meas.get("tokens_per_s_per_gpu"):
-            row.error["throughput"] = _ape(est.tokens_per_s_per_gpu, meas["tokens_per_s_per_gpu"])
-        elif meas.get("step_time_s"):
-            row.error["throughput"] = _ape(est.step_time_s, meas["step_time_s"])
-        if meas.get("mfu"):
-            row.error["mfu"] = _ape(est.mfu, meas["mfu"])
-    if meas.get("peak_memory_gib"):
-        row.error["memory"] = _ape(memory_of_kind(est, meas.get("memory_kind")) / GiB, meas["peak_memory_gib"])
+    exact = {"tokens_per_s_per_gpu": est.tokens_per_s_per_gpu, "step_time_s": est.step_time_s, "mfu": est.mfu,
+             "peak_memory_gib": memory_of_kind(est, meas["memory_kind"]) / GiB}  # errors from unrounded values
+    for metric in ("throughput", "mfu", "memory"):
+        if comparable(case, metric):
+            key = metric_key(meas, metric)
+            row.error[metric] = _ape(exact[key], meas[key])
     if meas.get("oom"):
         row.error["oom_correct"] = 0.0 if not est.fits else 1.0
     return row

@@ -77,15 +77,23 @@ def resolve_model(name: str) -> ModelSpec:
     raise AssertionError("unreachable")
 
 
-def _from_path(path: str) -> ModelSpec:
+def local_config(path: str) -> dict | None:
+    """The config.json at `path` (a file, or a model directory holding one); None when there is none."""
     file = os.path.join(path, "config.json") if os.path.isdir(path) else path
     if not os.path.isfile(file):
-        raise SpecError(f"no config.json at {path!r}")
+        return None
     try:
         with open(file, encoding="utf-8") as fh:
-            cfg = json.load(fh)
+            return json.load(fh)
     except (OSError, json.JSONDecodeError) as exc:
         raise SpecError(f"cannot read {file}: {exc}") from None
+
+
+def _from_path(path: str) -> ModelSpec:
+    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
+    cfg = local_config(path)
+    if cfg is None:
+        raise SpecError(f"no config.json at {path!r}")
     name = os.path.basename(os.path.dirname(os.path.abspath(file))) if os.path.isdir(path) else \
         os.path.splitext(os.path.basename(file))[0]
     return ModelSpec.from_hf_config(cfg, name=name, source=file)

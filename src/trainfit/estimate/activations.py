@@ -57,12 +57,11 @@ class Trainable:
     needs_input_grad: bool = True  # False for frozen blocks below every trainable one (no backward at all)
 
 
-def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention,
-                dropout: float = 0.0) -> dict[str, float]:
+def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention) -> dict[str, float]:
     """Bytes saved for backward per token in one block, by named item (no checkpointing)."""
     if not tr.needs_input_grad and not tr.linears and not tr.adapters:
         return {}
-    h, q, kv, f, a = m.hidden, m.q_dim, m.kv_dim, m.intermediate, m.heads
+    h = m.hidden
     out: dict[str, float] = {}
     norm_sites = 1 if m.parallel_block else (2 if m.norms_per_layer < 4 else 4)
     if m.is_encoder:
@@ -71,9 +70,9 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
         out.update(_norm_saved(m, r, tr, h, f"norm{i + 1}"))
     out.update(_linear_inputs(m, r, tr))
     out.update(_adapter_inputs(m, r, tr))
-    out.update(_attention_saved(m, r, seq_len, attention, dropout))
+    out.update(_attention_saved(m, r, seq_len, attention))
     out.update(_mlp_saved(m, r, tr))
-    if dropout > 0:
+    if m.hidden_dropout > 0:
         out["dropout/residual_masks"] = 2 * h  # bool masks after attention and MLP outputs
     return out
 
@@ -90,7 +89,7 @@ def _norm_saved(m: ModelSpec, r: Regime, tr: Trainable, h: int, name: str) -> di
 
 def _linear_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
     """Inputs of Linear layers with trainable weights (needed for the weight gradient)."""
-    h, q, f = m.hidden, m.q_dim, m.intermediate
+    h, f = m.hidden, m.intermediate
     lin = tr.linears
     out: dict[str, float] = {}
     experts = m.experts_per_tok if m.is_moe else 1
@@ -147,15 +146,20 @@ def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
 NO_SOFTMAX_UPCAST = frozenset({"gpt2", "bert", "roberta", "falcon"})
 
 
-def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention, dropout: float) -> dict[str, float]:
+def softmax_bytes(m: ModelSpec, r: Regime) -> int:
+    """Bytes per element of eager attention's probabilities: Llama-family code upcasts softmax to fp32;
+    GPT-2/BERT/RoBERTa/Falcon compute it in the activation dtype (fp32 then only under autocast)."""
+    return 4 if (m.model_type not in NO_SOFTMAX_UPCAST or r.autocast) else r.act
+
+
+def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention) -> dict[str, float]:
     q, kv, a = m.q_dim, m.kv_dim, m.heads
     b = r.act
     if attention == Attention.EAGER:
-        # Llama-family code upcasts softmax to fp32; GPT-2/BERT/RoBERTa/Falcon do not (fp32 then only under autocast)
-        soft = 4 if (m.model_type not in NO_SOFTMAX_UPCAST or r.autocast) else b
+        soft = softmax_bytes(m, r)
         out = {"attn/q": b * q, "attn/k_repeated": b * q, "attn/v_repeated": b * q,
                "attn/softmax_fp32": soft * a * seq_len, "attn/out": b * q}
-        if dropout > 0:  # dropout saves its bool mask; PV's matmul saves dropout's output instead of the probs
+        if m.attention_dropout > 0:  # dropout saves its bool mask; PV's matmul saves dropout's output instead of the probs
             out["attn/dropout_mask"] = a * seq_len
             out["attn/dropped_probs"] = b * a * seq_len
         elif b < soft:  # the probs cast back to the activation dtype, PV's saved input

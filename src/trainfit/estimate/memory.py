@@ -21,7 +21,7 @@ against a FakeTensor + MemTracker trace of the real code (tests/test_trace.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ..catalog.efficiency import EfficiencyView
@@ -189,7 +189,7 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
                      r: Regime) -> tuple[dict[str, float], float, float]:
     """(saved bytes per micro-batch by item over all blocks, their total, one block's bytes)."""
     tokens = t.tokens_per_micro_batch
-    per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention, m.train_dropout)
+    per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
     active_blocks = m.layers - split.lowest_trainable_block
     kept = apply_checkpointing(per_block, m, r, t.grad_ckpt)
     out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}

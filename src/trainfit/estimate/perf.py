@@ -16,9 +16,9 @@ from ..catalog.efficiency import Efficiencies, EfficiencyView
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
-from ..spec.training import Attention, Fsdp, GradCkpt, Method, Offload, Precision, Strategy, Task, TrainingSpec
+from ..spec.training import Attention, GradCkpt, Method, Offload, Precision, Strategy, Task, TrainingSpec
 from .flops import StepFlops, attention_flops_per_token
-from .activations import Regime
+from .activations import Regime, softmax_bytes
 from .memory import regime_for
 from .params import layer_linears
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit
@@ -110,12 +110,10 @@ def _eager_s2_bytes(m: ModelSpec, r: Regime) -> float:
     runs them: QK^T writes the scores, the scale and the mask add each read and write them, softmax reads them
     and writes probabilities (fp32 when upcast or under autocast), dropout reads them and writes its output and a
     1-byte mask, the cast back reads fp32 and writes 16 bits, PV reads the probabilities."""
-    from .activations import NO_SOFTMAX_UPCAST
-
     b = r.act
-    soft = 4 if (m.model_type not in NO_SOFTMAX_UPCAST or r.autocast) else b
+    soft = softmax_bytes(m, r)
     total = b + 2 * b + 2 * b + (b + soft)
-    if m.train_dropout > 0:
+    if m.attention_dropout > 0:
         total += soft + soft + 1
     if soft != b:
         total += soft + b

@@ -74,12 +74,12 @@ def load_plan(path: str) -> Setup:
 
 def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Setup:
     """A Setup from `trainfit generate --model ... --gpu ...` flags (no plan file)."""
-    from ..catalog.models import all_models
+    from ..catalog.models import all_models, local_config
     from ..report.estimate import config_dict
 
     c = config_dict(est)
     preset = all_models().get(est.model.name)
-    hf_config = preset.hf_config if preset else _local_config(model_arg)
+    hf_config = preset.hf_config if preset else local_config(model_arg)
     if hf_config is None:
         raise SpecError(f"{model_arg}: generate needs a preset or a local config.json")
     strategy = {k: c[k] for k in ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp",
@@ -100,11 +100,3 @@ def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Se
     workload = {"task": c["task"], "seq_len": c["seq_len"], "global_batch": c["global_batch"],
                 "processed_tokens": processed_tokens, "epochs": 1}
     return Setup(model=model, workload=workload, choice=choice)
-
-
-def _local_config(path: str) -> dict | None:
-    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
-    if os.path.isfile(file):
-        with open(file, encoding="utf-8") as fh:
-            return json.load(fh)
-    return None

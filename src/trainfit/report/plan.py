@@ -7,7 +7,7 @@ import os
 from dataclasses import asdict
 from typing import Any
 
-from ..catalog.models import all_models
+from ..catalog.models import all_models, local_config
 from ..i18n import t as tr
 from ..plan import Plan
 from ..search.run import Candidate, headroom_gib
@@ -98,7 +98,7 @@ def plan_file(plan: Plan) -> dict[str, Any]:
         "trainfit_plan_version": PLAN_FORMAT_VERSION,
         "model": {"name": plan.model.name, "hf_id": preset.hf_id if preset else None,
                   "source": plan.request.model,
-                  "hf_config": preset.hf_config if preset else _local_config(plan.request.model)},
+                  "hf_config": preset.hf_config if preset else local_config(plan.request.model)},
         "workload": {"task": plan.workload.task.value, "seq_len": plan.workload.seq_len,
                      "global_batch": plan.workload.global_batch, "processed_tokens": plan.workload.processed_tokens,
                      "epochs": plan.request.epochs},
@@ -107,12 +107,6 @@ def plan_file(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _local_config(path: str) -> dict | None:
-    file = os.path.join(path, "config.json") if os.path.isdir(path) else path
-    if os.path.isfile(file):
-        with open(file, encoding="utf-8") as fh:
-            return json.load(fh)
-    return None
 
 
 def write_plan(plan: Plan, out_dir: str) -> str:
@@ -179,7 +173,6 @@ def render_plan(plan: Plan, lang: str):
         for col in (tr("instance_col", lang), tr("settings", lang), tr("hours", lang), tr("cost", lang)):
             pareto.add_column(col)
         for c in plan.pareto[:8]:
-            e = c.estimate
             pareto.add_row(_where(c), _settings(c), f"{c.hours:,.1f}", _money(c.cost, plan.currency))
         items.append(pareto)
     if plan.excluded:

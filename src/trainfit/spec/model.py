@@ -92,6 +92,8 @@ class ModelSpec:
     norm_bias: bool = False  # LayerNorm with a bias
     norm_fp32: bool = False  # RMSNorm applies its weight in fp32 (Gemma)
     type_vocab: int = 0  # encoder token-type embeddings
+    attention_dropout: float = 0.0  # on the attention probabilities, in training
+    hidden_dropout: float = 0.0  # on each block's attention and MLP outputs, in training
     num_experts: int = 0  # 0 = dense
     experts_per_tok: int = 0
     params_reported: int | None = None
@@ -123,11 +125,6 @@ class ModelSpec:
     def is_encoder(self) -> bool:
         return self.kind == "encoder"
 
-    @property
-    def train_dropout(self) -> float:
-        """Dropout probability in training: Hugging Face's config defaults (0.1 for BERT/RoBERTa/GPT-2 attention,
-        residual and embedding dropout; 0.0 for Llama-family decoders)."""
-        return 0.1 if self.is_encoder or self.model_type == "gpt2" else 0.0
 
     def with_name(self, name: str) -> "ModelSpec":
         return replace(self, name=name)
@@ -197,6 +194,10 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
         gated = True
 
     experts = int(get("num_local_experts", "num_experts", default=0) or 0)
+    # Hugging Face's config defaults where config.json is silent: 0.1 for BERT/RoBERTa/GPT-2, 0.0 for Llama-family
+    drop = 0.1 if model_type in _DROPOUT_01 else 0.0
+    attn_drop = _probability(get("attention_probs_dropout_prob", "attn_pdrop", "attention_dropout", default=drop))
+    hidden_drop = _probability(get("hidden_dropout_prob", "resid_pdrop", "hidden_dropout", default=drop))
     return cls(
         name=name or str(cfg.get("_name_or_path") or model_type), model_type=model_type,
         kind=lay.get("kind", "decoder"), hidden=hidden, layers=layers, heads=heads, kv_heads=kv_heads,
@@ -208,10 +209,20 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
         qk_norm=lay.get("qk_norm", False), lm_head_bias=lay.get("lm_head_bias", False),
         norm_fp32=lay.get("norm_fp32", False),
         type_vocab=int(get("type_vocab_size", default=0) or 0) if lay.get("kind") == "encoder" else 0,
+        attention_dropout=attn_drop, hidden_dropout=hidden_drop,
         num_experts=experts, experts_per_tok=int(get("num_experts_per_tok", default=0) or 0) if experts else 0,
         params_reported=params_reported, source=source,
         extra={k: cfg[k] for k in ("rope_theta", "sliding_window", "torch_dtype", "pad_token_id") if k in cfg},
     )
+
+
+_DROPOUT_01 = frozenset({"bert", "roberta", "gpt2"})
+
+
+def _probability(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {value!r}")
+    return float(value)
 
 
 def _kv_heads(cfg: dict, model_type: str, heads: int) -> int:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..spec.model import ModelSpec
 from ..units import GiB
 from .tracer import CATEGORIES, Moment, TraceConfig, trace_step
 
@@ -95,7 +96,8 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
                      "are corrected to NF4 analytically")
     if cfg.attention == "flash":
         notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
-    if any(float(v or 0) > 0 for k, v in cfg.hf_config.items() if "drop" in k and isinstance(v, (int, float))):
+    spec = ModelSpec.from_hf_config({**cfg.hf_config, "num_hidden_layers": cfg.layers})  # depth is set apart
+    if spec.attention_dropout > 0 or spec.hidden_dropout > 0:
         notes.append("dropout on the CPU keeps its mask in the activation dtype (CUDA keeps a 1-byte bool mask): "
                      "the trace counts up to 3 bytes more per dropped element than a GPU holds")
     if full or layers <= 3:
