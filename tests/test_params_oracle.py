@@ -67,6 +67,8 @@ def test_published_counts():
 LORA_CASES = [
     ("llama-2-7b", "all-linear", "sft"),
     ("llama-2-7b", "q_proj,v_proj", "sft"),
+    ("llama-2-7b", "q_proj,v_proj,lm_head", "sft"),  # a LoRA adapter on the output head (LitGPT's lora_head)
+    ("gemma-2b", "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,lm_head,embed_tokens", "sft"),  # tied
     ("qwen2-7b", "all-linear", "sft"),
     ("gpt2", "all-linear", "sft"),
     ("gpt2", "c_attn", "sft"),
@@ -93,3 +95,27 @@ def test_lora_trainable_equals_peft(name, targets, task):
     expected = sum(p.numel() for p in model.parameters() if p.requires_grad)
     t = training_spec("lora", task, lora_targets=targets, lora_rank=16, model=spec)
     assert split_params(spec, t).trainable == expected
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "qwen2-7b", "gemma-2b"])
+def test_lora_modules_to_save_equals_peft(name):
+    """LoRA with the embedding and output head trained in full (PEFT modules_to_save, Qwen's 'LoRA (emb)'): PEFT
+    trains a copy in the base model's dtype and keeps the original frozen; trainfit's split and the memory model's
+    16-bit copy rest on both facts."""
+    peft = pytest.importorskip("peft")
+    cfg, spec = _hf_config(name)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        base = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+        model = peft.get_peft_model(base, peft.LoraConfig(r=16, target_modules="all-linear",
+                                                          modules_to_save=["embed_tokens", "lm_head"]))
+    params = dict(model.named_parameters())
+    copies = {k: p for k, p in params.items() if ".modules_to_save." in k}
+    assert copies and all(p.dtype == torch.bfloat16 and p.requires_grad for p in copies.values())
+    assert all(p.dtype == torch.float32 for k, p in params.items() if "lora_" in k)
+    t = training_spec("lora", "sft", lora_targets="all-linear", lora_rank=16, model=spec,
+                      modules_to_save="embed_tokens,lm_head")
+    split = split_params(spec, t)
+    assert split.trainable == sum(p.numel() for p in params.values() if p.requires_grad)
+    assert split.saved == sum(p.numel() for p in copies.values())
+    assert split.all_params == sum(p.numel() for p in params.values())

@@ -64,3 +64,39 @@ def test_trace_cli_json(run_cli):
     code, out, err = run_cli("trace", "--model", "tiny-llama", "--method", "full", "--gpus", "8", "--zero", "3",
                              "--seq-len", "64", "--json")
     assert code == 0, err and json.loads(out)["requested_strategy"]["note"]
+
+
+@pytest.mark.parametrize("ckpt", ["none", "full"])
+def test_analytic_matches_trace_with_modules_to_save(ckpt):
+    """LoRA with the embedding and output head trained in full (PEFT modules_to_save): PEFT's 16-bit copies, their
+    gradients and optimizer states, and the frozen originals, traced through the real PEFT code."""
+    from dataclasses import replace
+
+    cfg = replace(_cfg("lora", ckpt, 8, 256), modules_to_save=("embed_tokens", "lm_head"))
+    traced = run_trace(cfg, 6)
+    spec = ModelSpec.from_hf_config(dict(BASE, num_hidden_layers=6), name="grid")
+    est = estimate(spec, "a100-sxm4-80gb", method="lora", seq_len=256, micro_batch=2, grad_ckpt=ckpt, lora_rank=8,
+                   modules_to_save="embed_tokens,lm_head")
+    assert est.split.saved == 2 * BASE["vocab_size"] * BASE["hidden_size"]
+    assert est.memory.allocated == pytest.approx(traced.total, rel=0.02)
+    opt = traced.moments["optimizer"]
+    phase = next(p for p in est.memory.phases if p.name == "optimizer").parts()
+    assert phase["weights"] == pytest.approx(opt["Parameter"] + opt["Buffer"], rel=0.01)
+    assert phase["optimizer"] == pytest.approx(opt["Optstate"], rel=0.01)
+
+
+@pytest.mark.parametrize("ckpt", ["none", "full"])
+def test_analytic_matches_trace_for_pure_16bit_lora(ckpt):
+    """param_dtype bf16 (torchtune, LitGPT bf16-true): adapters, their gradients and AdamW states in bf16 and no
+    autocast copies; the estimate agrees with the traced PEFT step."""
+    from dataclasses import replace
+
+    traced = run_trace(replace(_cfg("lora", ckpt, 8, 256), param_dtype="bf16"), 6)
+    spec = ModelSpec.from_hf_config(dict(BASE, num_hidden_layers=6), name="grid")
+    est = estimate(spec, "a100-sxm4-80gb", method="lora", seq_len=256, micro_batch=2, grad_ckpt=ckpt, lora_rank=8,
+                   param_dtype="bf16")
+    assert est.memory.allocated == pytest.approx(traced.total, rel=0.02)
+    opt = traced.moments["optimizer"]
+    phase = next(p for p in est.memory.phases if p.name == "optimizer").parts()
+    assert phase["gradients"] == pytest.approx(opt["Gradient"], rel=0.01)
+    assert phase["optimizer"] == pytest.approx(opt["Optstate"], rel=0.01)

@@ -54,6 +54,15 @@ def test_single_process(run_cli, tiny_data, tmp_path, method, data):
     assert s["engine"] == "single" and s["world_size"] == 1
 
 
+def test_lora_with_modules_to_save(run_cli, tiny_data, tmp_path):
+    """--modules-to-save reaches PEFT: the generated run trains the embedding and output head copies too."""
+    _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", "lora", "--modules-to-save", "embed_tokens,lm_head")
+    config = json.loads((tmp_path / "run" / "train_config.json").read_text())
+    assert config["lora"]["modules_to_save"] == ["embed_tokens", "lm_head"]
+    _train(tmp_path / "run", tiny_data / "chat.jsonl", tiny_data / "tok")
+    _summary(tmp_path / "run")
+
+
 @pytest.mark.parametrize("engine_flags,method,engine", [
     (("--gpus", "2"), "lora", "ddp"),
     (("--gpus", "2"), "full", "ddp"),

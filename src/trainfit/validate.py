@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ class Row:
     predicted: dict[str, Any] = field(default_factory=dict)
     measured: dict[str, Any] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)  # absolute percentage errors, as fractions
+    from_notes: tuple[str, ...] = ()  # NOTE_FEATURES read from the case's notes
 
     def pair(self, metric: str) -> tuple[float | None, float | None]:
         """(predicted, measured) of the value `metric` is compared on."""
@@ -50,7 +52,7 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
                 "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
-                "error": {k: round(v, 4) for k, v in self.error.items()}}
+                "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes)}
 
 
 def source_group(case: dict) -> str:
@@ -106,6 +108,26 @@ def framework_defaults() -> dict[str, dict]:
     return (read_yaml("frameworks.yaml") or {}).get("frameworks", {})
 
 
+# Settings the schema has no field for, stated in a case's `notes` in fixed words (shared/validation's
+# conventions). Each is applied as the trainfit setting it names; a row lists the ones it read.
+NOTE_FEATURES: dict[str, re.Pattern] = {
+    # Qwen's "LoRA (emb)": PEFT modules_to_save=["wte", "lm_head"] beside the adapters
+    "lora_saves_embeddings": re.compile(r"embedding and output layers are also trained in full", re.I),
+    # torchtune's optimizer_in_bwd=True: each parameter steps during backward and frees its gradient
+    "optimizer_in_backward": re.compile(r"\boptimizer_in_bwd\b"),
+    # bitsandbytes PagedAdamW / PagedAdamW8bit (HF optim="paged_adamw_8bit")
+    "paged_optimizer": re.compile(r"\bpaged_?adamw", re.I),
+}
+
+
+def note_features(case: dict) -> tuple[str, ...]:
+    """The NOTE_FEATURES a case's notes state."""
+    notes = case.get("notes")
+    if not isinstance(notes, str):
+        return ()
+    return tuple(name for name, pattern in NOTE_FEATURES.items() if pattern.search(notes))
+
+
 def _training(case: dict, m: ModelSpec) -> TrainingSpec:
     t = case.get("training") or {}
     defaults = framework_defaults().get(str(t.get("framework")), {})
@@ -113,7 +135,9 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         raise Skip("sequence length or micro-batch unknown")
     task = t.get("task") or ("classification" if m.is_encoder else "pretrain")
     method = _choice(Method, t.get("method"), Method.FULL, "method")
+    features = note_features(case)
     targets = t.get("lora_targets")
+    saved = ("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else ()
     return TrainingSpec(
         method=method, task=_choice(Task, task, Task.PRETRAIN, "task"), seq_len=int(t["seq_len"]),
         micro_batch=int(t["micro_batch"]), grad_accum=int(t.get("grad_accum") or 1),
@@ -123,7 +147,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         grad_ckpt=_choice(GradCkpt, t.get("grad_ckpt"), GradCkpt.NONE, "grad_ckpt"),
         attention=_choice(Attention, t.get("attention"), Attention.SDPA, "attention"),
         lora_rank=int(t.get("lora_rank") or 16),
-        lora_targets=parse_targets(targets if targets else None))
+        lora_targets=parse_targets(targets if targets else None), modules_to_save=saved,
+        optimizer_in_backward="optimizer_in_backward" in features, paged_optimizer="paged_optimizer" in features)
 
 
 def _strategy(case: dict) -> Strategy:
@@ -235,7 +260,7 @@ def compare(case: dict, est: Estimate) -> Row:
     meas = measured_values(case)
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
-              framework=str(t.get("framework")))
+              framework=str(t.get("framework")), from_notes=note_features(case))
     row.predicted = {"tokens_per_s_per_gpu": round(est.tokens_per_s_per_gpu, 2),
                      "step_time_s": round(est.step_time_s, 5), "mfu": round(est.mfu, 4),
                      "peak_memory_gib": round(memory_of_kind(est, meas.get("memory_kind")) / GiB, 3),

@@ -40,6 +40,14 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lora-rank", type=int, default=16, help="LoRA rank (default 16)")
     g.add_argument("--lora-targets", default="all-linear",
                    help="all-linear or a comma list such as q_proj,v_proj (default all-linear)")
+    g.add_argument("--modules-to-save", default=None, metavar="NAMES",
+                   help="LoRA: modules trained in full beside the adapters, e.g. embed_tokens,lm_head "
+                        "(PEFT modules_to_save)")
+    g.add_argument("--optimizer-in-backward", action="store_true",
+                   help="step each parameter as soon as its gradient is ready, freeing it (torchtune optimizer_in_bwd;"
+                        " needs --grad-accum 1)")
+    g.add_argument("--paged-optimizer", action="store_true",
+                   help="bitsandbytes paged optimizer states (CUDA managed memory, paged out to host under pressure)")
     g.add_argument("--num-labels", type=int, default=2, help="classes for --task classification")
 
 
@@ -84,7 +92,9 @@ def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return dict(method=args.method, task=args.task, seq_len=args.seq_len, micro_batch=args.micro_batch,
                 grad_accum=args.grad_accum, precision=args.precision, param_dtype=args.param_dtype,
                 optimizer=args.optimizer, grad_ckpt=args.grad_ckpt, attention=args.attention,
-                lora_rank=args.lora_rank, lora_targets=args.lora_targets, num_labels=args.num_labels)
+                lora_rank=args.lora_rank, lora_targets=args.lora_targets, num_labels=args.num_labels,
+                modules_to_save=args.modules_to_save, optimizer_in_backward=args.optimizer_in_backward,
+                paged_optimizer=args.paged_optimizer)
 
 
 def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -21,17 +21,18 @@ against a FakeTensor + MemTracker trace of the real code (tests/test_trace.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from ..catalog.efficiency import EfficiencyView
+from ..errors import SpecError
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task, TrainingSpec
 from ..units import GiB
 from .activations import Regime, apply_checkpointing, block_saved
 from .params import global_tensors, largest_module_params, layer_linears, layer_params
-from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for
+from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
 
@@ -75,10 +76,13 @@ class MemoryResult:
     overheads: tuple[tuple[str, float], ...]  # "other/..." items outside the allocator's live peak
     regime: Regime
     notes: tuple[str, ...]
+    paged: float = 0.0  # optimizer states in CUDA managed memory: outside the allocator, evicted to host under pressure
 
     @property
     def fits(self) -> bool:
-        return self.device <= self.usable
+        """Paged states page out to host memory: they never make a job not fit."""
+        resident = dict(self.overheads).get("optimizer/paged_states_resident", 0.0)
+        return self.device - resident <= self.usable
 
     @cached_property
     def detail(self) -> dict[str, float]:
@@ -151,6 +155,8 @@ def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
     if t.precision == Precision.FP32:
         return Regime(act=4, weight=4, autocast=False)
     if t.method in (Method.LORA, Method.QLORA):
+        if t.param_dtype == "bf16":  # pure 16-bit stacks (torchtune, LitGPT bf16-true): 16-bit adapters, no autocast
+            return Regime(act=act, weight=2, autocast=False, adapter=2)
         return Regime(act=act, weight=2, autocast=True)  # 16-bit base, fp32 adapters, Trainer's autocast
     if s.engine == "deepspeed":
         return Regime(act=act, weight=2, autocast=False)  # DeepSpeed runs a bf16/fp16 module, no autocast
@@ -218,7 +224,8 @@ def _trainable_bytes(t: TrainingSpec, s: Strategy) -> tuple[float, float]:
     if s.engine == "deepspeed":
         return (4.0, 4.0) if fp32 else (2.0, 2.0)
     if t.method in (Method.LORA, Method.QLORA):
-        return 4.0, 4.0  # PEFT keeps adapters (and a trained head) in fp32
+        # PEFT keeps adapters (and a trained head) in fp32; pure 16-bit stacks keep them in the base dtype
+        return (2.0, 2.0) if t.param_dtype == "bf16" else (4.0, 4.0)
     w = 4.0 if fp32 or t.param_dtype == "fp32" else 2.0
     return w, w
 
@@ -261,21 +268,49 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
 
     # ---- trainable weights, gradients, optimizer --------------------------------------------------------------
     opt_bytes = _optimizer_state_bytes(m, t, split, w_t, s.engine == "deepspeed")
-    master = 4.0 * psi if (s.engine == "deepspeed" and t.precision != Precision.FP32) else 0.0
     grads: dict[str, float] = {}
+    # PEFT's modules_to_save copies keep the base model's dtype (checked against PEFT 0.21 in tests), and so do
+    # their gradients and torch's optimizer states; the original modules stay among the frozen weights
+    saved = split.saved
+    saved_16bit = saved and s.engine not in ("deepspeed", "fsdp") and w_t != frozen_bytes
+    if saved_16bit:
+        psi -= saved
+        opt_bytes = (_optimizer_state_bytes(m, t, replace(split, trainable=psi), w_t, False) +
+                     _optimizer_state_bytes(m, t, replace(split, trainable=saved), frozen_bytes, False))
+        _add(states, "weights/modules_to_save", saved * frozen_bytes)
+        _add(grads, "gradients/modules_to_save", saved * frozen_bytes)
+    master = 4.0 * psi if (s.engine == "deepspeed" and t.precision != Precision.FP32) else 0.0
     offload_opt = s.offload != Offload.NONE
     if s.engine == "deepspeed":
         trained_module = largest_module if t.method == Method.FULL else 0
         _deepspeed_states(s, n, psi, w_t, opt_bytes, master, largest_module, trained_module, states, grads,
                           offload_opt)
     elif s.engine == "fsdp":
-        _fsdp_states(t, s, n, psi, w_t, g_t, opt_bytes, block, root, states, grads)
+        # a QLoRA block is gathered in its quantized form (torchtune's NF4Tensor, bnb's packed quant_storage)
+        block_bytes = 2.0 * block - (2.0 - NF4_BYTES_PER_PARAM) * quantized / m.layers
+        block_grad = split.adapters / m.layers if t.is_peft else block  # PEFT: only the adapters have gradients
+        _fsdp_states(t, s, n, psi, w_t, g_t, opt_bytes, block_grad, block_bytes, root, states, grads)
     else:
         _add(states, "weights/trainable", psi * w_t)
         _add(states, "optimizer/states", opt_bytes)
         _add(grads, "gradients/trainable", psi * g_t)
         if s.engine == "ddp":  # the Reducer allocates its flat gradient buckets when DDP wraps the model
             _add(states, "gradients/ddp_buckets", psi * g_t)
+    if t.optimizer_in_backward:
+        if s.engine == "deepspeed":
+            raise SpecError("optimizer-in-backward is a PyTorch/torchtune feature: not with DeepSpeed ZeRO")
+        # each parameter steps and drops its gradient as soon as the gradient is ready: one tensor's lives at a time
+        # (FSDP: the block being reduced)
+        keep = grads.get("gradients/unsharded_block", 0.0)
+        grads.clear()
+        _add(grads, "gradients/in_backward", keep or (largest_module if t.method == Method.FULL else 0) * g_t)
+    paged = 0.0
+    if t.paged_optimizer:  # bitsandbytes allocates paged states with cudaMallocManaged, beside PyTorch's allocator
+        if s.engine == "deepspeed":
+            raise SpecError("paged optimizers are bitsandbytes optimizers: DeepSpeed ZeRO runs its own")
+        paged = states.pop("optimizer/states", 0.0)
+        notes.append("paged optimizer: its states live in CUDA managed memory, which PyTorch's memory counters do not "
+                     "see; they stay on the GPU while it has room and page out to host memory when it does not")
 
     # ---- activations and loss ------------------------------------------------------------------------------------
     acts, acts_total, one_block = activation_bytes(m, t.per_micro_batch, split, r)
@@ -287,10 +322,14 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     logits = logits_bytes(m, t, r) * loss_factor
     head_grad = (m.vocab * m.hidden * g_t / (n if s.shards_grads else 1)
                  if (t.method == Method.FULL and t.task != Task.CLASSIFICATION) else 0.0)
+    if saved and head == "lm" and saves_output_head(t):  # the trained head copy's gradient, in its backward
+        head_grad = m.vocab * m.hidden * (frozen_bytes if saved_16bit else g_t) / (n if s.shards_grads else 1)
 
     other: dict[str, float] = {}
     if t.method == Method.QLORA:
-        _add(other, "other/nf4_dequantized_weight", 2.0 * largest_module)
+        # the largest quantized Linear's weight, dequantized to 16 bits for its matmul
+        _add(other, "other/nf4_dequantized_weight", 2.0 * max(
+            lin.in_features * lin.out_features for lin in layer_linears(m) if lin.count == 1))
     if s.engine == "deepspeed":
         _add(other, "other/comm_buckets", 2 * 2.0 * m.hidden * m.hidden)
 
@@ -324,7 +363,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             t.tokens_per_micro_batch}), totals),
         _phase("optimizer", (states, other, grads), totals),
     )
-    return _finish(phases, gpu, eff, s, r, notes)
+    return _finish(phases, gpu, eff, s, r, notes, paged)
 
 
 def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
@@ -368,21 +407,22 @@ def _deepspeed_states(s: Strategy, n: int, psi: float, w_t: float, opt_bytes: fl
 
 
 def _fsdp_states(t: TrainingSpec, s: Strategy, n: int, psi: float, w_t: float, g_t: float, opt_bytes: float,
-                 block: int, root: int, states: dict, grads: dict) -> None:
+                 block_grad: float, block_bytes: float, root: int, states: dict, grads: dict) -> None:
     offload = s.offload != Offload.NONE
     if not offload:
         _add(states, "weights/trainable_shard", psi * w_t / n)
         _add(states, "optimizer/states", opt_bytes / n)
         _add(grads, "gradients/shard", psi * g_t / n)
     if s.fsdp == Fsdp.FULL_SHARD:
-        _add(states, "weights/gathered_units", 2.0 * (root + 2 * block))  # root unit + current and prefetched block
+        # root unit + current and prefetched block
+        _add(states, "weights/gathered_units", 2.0 * root + 2 * block_bytes)
     else:
         _add(states, "weights/gathered_all", 2.0 * psi)  # SHARD_GRAD_OP keeps parameters gathered
-    _add(grads, "gradients/unsharded_block", 2.0 * block)
+    _add(grads, "gradients/unsharded_block", 2.0 * block_grad)
 
 
 def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Strategy, r: Regime,
-            notes: list[str]) -> MemoryResult:
+            notes: list[str], paged: float = 0.0) -> MemoryResult:
     peak = max(phases, key=lambda p: p.total)
     allocated = peak.total
     overhead = allocated * eff("allocator_overhead_fraction")
@@ -391,6 +431,11 @@ def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Str
     overheads = [("other/allocator_overhead", overhead), ("other/cuda_context", context)]
     if nccl:
         overheads.append(("other/nccl_buffers", nccl))
+    usable = usable_bytes(gpu, eff)
+    device = allocated + overhead + context + nccl
+    resident = min(paged, max(0.0, usable - device))  # managed memory stays on the GPU while it has room
+    if resident:
+        overheads.append(("optimizer/paged_states_resident", resident))
     return MemoryResult(phases=phases, peak_phase=peak.name, allocated=allocated, reserved=allocated + overhead,
-                        device=allocated + overhead + context + nccl, usable=usable_bytes(gpu, eff),
-                        overheads=tuple(overheads), regime=r, notes=tuple(notes))
+                        device=device + resident, usable=usable, overheads=tuple(overheads), regime=r,
+                        notes=tuple(notes), paged=paged)

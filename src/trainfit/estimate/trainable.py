@@ -47,20 +47,25 @@ def head_for(m: ModelSpec, task: Task) -> str:
     return "lm"
 
 
-SAVED_MODULES = {"lm_head": "lm_head", "output": "lm_head", "embed_tokens": "embed", "wte": "embed",
-                 "word_embeddings": "embed"}
+OUTSIDE_BLOCKS = {"lm_head": "head", "output": "head", "embed_tokens": "embed", "wte": "embed",
+                  "word_embeddings": "embed"}  # LoRA targets outside the blocks (PEFT adapts them too)
+
+
+def saves_output_head(t: TrainingSpec) -> bool:
+    """Whether LoRA training also trains the output head in full (modules_to_save; PEFT unties a tied one)."""
+    return t.is_peft and "lm_head" in t.modules_to_save
 
 
 def lora_roles(targets: tuple[str, ...]) -> frozenset[str]:
-    """Canonical roles ('q', 'v', ...) from user/PEFT target names (lm_head / embed_tokens: trained in full)."""
+    """Canonical roles ('q', 'v', ..., 'head', 'embed') from user/PEFT target names."""
     roles: set[str] = set()
     for name in targets:
         key = name.strip().lower()
-        if key in SAVED_MODULES:
-            continue
-        if key in ("all-linear", "all", "all_linear"):
-            return ALL_ROLES
-        if key in _FUSED:
+        if key in OUTSIDE_BLOCKS:
+            roles.add(OUTSIDE_BLOCKS[key])
+        elif key in ("all-linear", "all", "all_linear"):
+            roles.update(ALL_ROLES)
+        elif key in _FUSED:
             roles.update(_FUSED[key])
         elif key in _ROLE_ALIASES:
             roles.add(_ROLE_ALIASES[key])
@@ -83,10 +88,11 @@ class ParamSplit:
     lowest_trainable_block: int  # blocks below this index run no backward
     trainable_tensors: tuple[Tensor, ...]  # for Adafactor's factored states (per block and global, not multiplied)
     block_trainable: Trainable
+    saved: int = 0  # of `trainable`: embedding / output-head copies PEFT trains in full (modules_to_save)
 
     @property
     def all_params(self) -> int:
-        return self.total + self.adapters
+        return self.total + self.adapters + self.saved
 
 
 def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all_linear: bool = False) -> int:
@@ -110,13 +116,14 @@ def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all
 
 def split_params(m: ModelSpec, t: TrainingSpec, freeze_layers: int = 2) -> ParamSplit:
     """Trainable / frozen / quantized parameter counts for the method (memoised: the search calls it often)."""
-    return _split(m, t.method, t.task, t.lora_rank, t.lora_targets, freeze_layers)
+    return _split(m, t.method, t.task, t.lora_rank, t.lora_targets, freeze_layers, t.modules_to_save)
 
 
 @lru_cache(maxsize=2048)
 def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_targets: tuple[str, ...],
-           freeze_layers: int) -> ParamSplit:
-    t = TrainingSpec(method=method, task=task, lora_rank=lora_rank, lora_targets=lora_targets)
+           freeze_layers: int, modules_to_save: tuple[str, ...] = ()) -> ParamSplit:
+    t = TrainingSpec(method=method, task=task, lora_rank=lora_rank, lora_targets=lora_targets,
+                     modules_to_save=modules_to_save)
     head = head_for(m, t.task)
     total = count_params(m, head)
     head_tensors = tuple(x for x in global_tensors(m, head) if x.name.startswith(("classifier", "score", "pooler")))
@@ -133,27 +140,30 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
         trainable = k * block + head_params
         return ParamSplit(total, trainable, total - trainable, 0, 0, k, m.layers - k, layer_tensors(m) + head_tensors,
                           Trainable(ALL_ROLES, frozenset(), True))
-    roles = lora_roles(t.lora_targets)
-    all_linear = roles == ALL_ROLES and any(x.lower() in ("all-linear", "all", "all_linear") for x in t.lora_targets)
-    roles = frozenset(r for r in roles if any(r in lin.roles and lin.count == 1 for lin in layer_linears(m)))
-    if not roles:
+    named = lora_roles(t.lora_targets)
+    all_linear = any(x.lower() in ("all-linear", "all", "all_linear") for x in t.lora_targets)
+    roles = frozenset(r for r in named if any(r in lin.roles and lin.count == 1 for lin in layer_linears(m)))
+    outside = named & {"head", "embed"} if head == "lm" else frozenset()
+    if not roles and not outside:
         raise SpecError(f"no LoRA target matches a Linear layer of {m.name}")
     adapters = m.layers * adapter_params_per_block(m, roles, t.lora_rank, all_linear)
+    # the output head (Linear: A r x h, B V x r) and the embedding (lora_embedding_A r x V, B h x r)
+    adapters += len(outside) * t.lora_rank * (m.hidden + m.vocab)
     if all_linear and t.task == Task.CLASSIFICATION and m.is_encoder and m.model_type != "roberta":
         adapters += t.lora_rank * 2 * m.hidden  # `all-linear` also adapts BERT's pooler (a Linear outside the head)
     head_train = sum(x.numel for x in peft_head) if t.task == Task.CLASSIFICATION else 0
-    saved = {SAVED_MODULES[x.strip().lower()] for x in t.lora_targets if x.strip().lower() in SAVED_MODULES}
-    if saved:  # embeddings / output head trained in full beside the adapters (PEFT modules_to_save)
-        matrices = 1 if m.tie_embeddings else len(saved)
-        head_train += matrices * m.vocab * m.hidden
+    # embeddings / output head trained in full beside the adapters (PEFT modules_to_save): PEFT trains a copy and
+    # keeps the original module frozen beside it, so the frozen count does not shrink; each named module gets its
+    # own copy, tied or not (PEFT 0.21)
+    saved = len(t.modules_to_save) * m.vocab * m.hidden if head == "lm" else 0
     quantized = 0
     if t.method == Method.QLORA:
         quantized = m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear")  # bnb: nn.Linear only
     adapter_tensors = tuple(Tensor(f"lora.{lin.module}", t.lora_rank, lin.in_features + lin.out_features, "adapter")
                             for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1)
-    return ParamSplit(total, adapters + head_train, total - head_train, adapters, quantized, m.layers, 0,
+    return ParamSplit(total, adapters + head_train + saved, total - head_train, adapters, quantized, m.layers, 0,
                       adapter_tensors + (peft_head if t.task == Task.CLASSIFICATION else ()),
-                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank))
+                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank), saved)
 
 
 def adafactor_state_bytes(m: ModelSpec, split: ParamSplit, trainable_blocks: int) -> float:

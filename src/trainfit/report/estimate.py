@@ -25,6 +25,8 @@ def config_dict(est: Estimate) -> dict[str, Any]:
         "fsdp": s.fsdp.value if s.fsdp.value != "none" else None, "offload": s.offload.value,
         "grad_ckpt": t.grad_ckpt.value, "attention": t.attention.value,
         "lora_rank": t.lora_rank if t.is_peft else None, "lora_targets": list(t.lora_targets) if t.is_peft else None,
+        "modules_to_save": list(t.modules_to_save) if t.is_peft else None,
+        "optimizer_in_backward": t.optimizer_in_backward, "paged_optimizer": t.paged_optimizer,
         "engine": s.engine, "instance": est.cluster.instance.key if est.cluster.instance else None,
     }
 

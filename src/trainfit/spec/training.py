@@ -110,6 +110,25 @@ def _cached_hash(obj, fields: tuple) -> int:
     return value
 
 
+# Modules PEFT can train in full beside the adapters (LoraConfig.modules_to_save), by canonical name
+SAVED_MODULE_NAMES = {"lm_head": "lm_head", "output": "lm_head", "embed_tokens": "embed_tokens",
+                      "wte": "embed_tokens", "word_embeddings": "embed_tokens", "embed": "embed_tokens"}
+
+
+def parse_saved_modules(names: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
+    """'embed_tokens,lm_head' or a list -> canonical names of modules trained in full beside LoRA (sorted)."""
+    if not names:
+        return ()
+    items = [x.strip() for x in names.split(",")] if isinstance(names, str) else [str(x).strip() for x in names]
+    out = set()
+    for item in (x for x in items if x):
+        key = SAVED_MODULE_NAMES.get(item.lower())
+        if key is None:
+            raise SpecError(f"unknown module to save {item!r} (choose from: embed_tokens, lm_head)")
+        out.add(key)
+    return tuple(sorted(out))
+
+
 def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
     """'q_proj,v_proj' or a list -> a tuple of LoRA target names; None -> all-linear."""
     if targets is None:
@@ -137,6 +156,9 @@ class TrainingSpec:
     lora_rank: int = 16
     lora_targets: tuple[str, ...] = ALL_LINEAR
     num_labels: int = 2
+    modules_to_save: tuple[str, ...] = ()  # LoRA: embed_tokens / lm_head trained in full (PEFT modules_to_save)
+    optimizer_in_backward: bool = False  # each parameter steps as soon as its gradient is ready (torchtune)
+    paged_optimizer: bool = False  # optimizer states in CUDA managed memory (bitsandbytes Paged*)
 
     def __post_init__(self) -> None:
         for name, low, high in (("seq_len", 1, 2_097_152), ("micro_batch", 1, 65_536), ("grad_accum", 1, 65_536),
@@ -146,11 +168,16 @@ class TrainingSpec:
                 raise SpecError(f"{name.replace('_', '-')} must be an integer in [{low}, {high}], got {value!r}")
         if self.param_dtype not in ("fp32", "bf16"):
             raise SpecError(f"param-dtype must be fp32 or bf16, got {self.param_dtype!r}")
+        if self.optimizer_in_backward and self.grad_accum > 1:
+            raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
+        if self.paged_optimizer and self.optimizer not in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.LAMB):
+            raise SpecError(f"paged optimizers are AdamW, 8-bit AdamW or LAMB, not {self.optimizer.value}")
 
     def __hash__(self) -> int:
         return _cached_hash(self, (self.method, self.task, self.seq_len, self.micro_batch, self.grad_accum,
                                    self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
-                                   self.lora_rank, self.lora_targets, self.num_labels))
+                                   self.lora_rank, self.lora_targets, self.num_labels, self.modules_to_save,
+                                   self.optimizer_in_backward, self.paged_optimizer))
 
     @property
     def is_peft(self) -> bool:

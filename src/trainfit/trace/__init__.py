@@ -130,7 +130,7 @@ def trace_config(est: Any) -> TraceConfig:
                        micro_batch=t.micro_batch, precision=t.precision.value if t.precision.value != "fp8" else "bf16",
                        param_dtype=t.param_dtype, grad_ckpt=t.grad_ckpt.value, attention=t.attention.value,
                        lora_rank=t.lora_rank, lora_targets=t.lora_targets, num_labels=t.num_labels,
-                       freeze_trainable_layers=2, optimizer=t.optimizer.value)
+                       freeze_trainable_layers=2, optimizer=t.optimizer.value, modules_to_save=t.modules_to_save)
 
 
 def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:

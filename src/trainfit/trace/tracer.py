@@ -92,6 +92,7 @@ class TraceConfig:
     num_labels: int
     freeze_trainable_layers: int
     optimizer: str
+    modules_to_save: tuple[str, ...] = ()
 
 
 def _build(cfg: TraceConfig):
@@ -120,7 +121,12 @@ def _build(cfg: TraceConfig):
 
             targets = "all-linear" if list(cfg.lora_targets) == ["all-linear"] else list(cfg.lora_targets)
             model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, target_modules=targets, lora_dropout=0.0,
+                                                     modules_to_save=list(cfg.modules_to_save) or None,
                                                      task_type="SEQ_CLS" if classification else "CAUSAL_LM"))
+            if cfg.param_dtype == "bf16":  # pure 16-bit training: adapters in the base dtype
+                for p in model.parameters():
+                    if p.requires_grad:
+                        p.data = p.data.to(low)
             if cfg.grad_ckpt != "none":
                 model.enable_input_require_grads()
         elif cfg.method == "freeze":

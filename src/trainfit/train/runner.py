@@ -404,7 +404,13 @@ def apply_method(model, cfg: dict, dist: Dist):
         model = get_peft_model(model, LoraConfig(
             r=lora["rank"], lora_alpha=lora["alpha"], lora_dropout=lora.get("dropout", 0.0),
             target_modules="all-linear" if targets == ["all-linear"] else targets,
+            modules_to_save=list(lora.get("modules_to_save") or []) or None,
             task_type="SEQ_CLS" if cfg["task"] == "classification" else "CAUSAL_LM"))
+        if cfg.get("param_dtype", "fp32") == "bf16" and cfg["precision"] != "fp32":
+            low = compute_dtype(cfg, dist)  # pure 16-bit training: adapters in the base dtype, as estimated
+            for p in model.parameters():
+                if p.requires_grad:
+                    p.data = p.data.to(low)
         if cfg["grad_ckpt"] != "none":
             model.enable_input_require_grads()
     elif method == "freeze":
