@@ -71,9 +71,12 @@ def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
 # of efficiency.yaml that the measured cases actually resolve to (by_gpu, by_architecture, by_framework or default).
 FITTED = {
     "matmul_efficiency": ("throughput", 0.15, 1.0),
+    "gemm_dim_knee": ("throughput", 8.0, 2048.0),
     "attention_efficiency": ("throughput", 0.05, 0.9),
     "memory_bandwidth_efficiency": ("throughput", 0.3, 1.0),
     "op_overhead_s": ("throughput", 1e-6, 1e-4),
+    "comm_efficiency": ("throughput", 0.5, 0.95),  # nccl-tests bus bandwidth: about 0.6-0.9 of the link
+    "comm_overlap": ("throughput", 0.0, 0.95),
     "framework_time_factor": ("throughput", 0.2, 3.0),
     "allocator_overhead_fraction": ("memory", 0.0, 0.5),
     "cuda_context_gib": ("memory", 0.2, 3.0),
@@ -82,6 +85,27 @@ FITTED = {
 }
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
 REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
+
+
+def binding_link(case: dict, base: Efficiencies) -> str | None:
+    """The link whose bandwidth sets a multi-GPU case's collectives (the slower of NVLink/PCIe inside a node and
+    the network between nodes), as comm_efficiency is keyed; None for one GPU."""
+    from .validate import Skip, predict_case
+
+    try:
+        est = predict_case(case, base)
+    except Skip:
+        return None
+    s, c = est.strategy, est.cluster
+    if s.gpus == 1:
+        return None
+    intra = "pcie" if c.intra_link == "single" else c.intra_link
+    if s.nodes == 1:
+        return intra
+    view = base.for_gpu(c.gpu)
+    intra_bw = c.intra_bytes_per_s * view("comm_efficiency", link=intra)
+    inter_bw = (c.inter_bytes_per_s or 0.0) * view("comm_efficiency", link=c.inter_link)
+    return c.inter_link if inter_bw and inter_bw < intra_bw else intra
 
 
 def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[dict]]:
@@ -100,6 +124,11 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
                 continue
             if name.startswith("framework_"):  # a stack's own factor, whether the prior names it or not
                 level = (name, "by_framework", row.framework)
+            elif name.startswith("comm_"):  # only multi-GPU cases communicate; efficiency is keyed by link
+                link = binding_link(by_id[row.id], base)
+                if link is None:
+                    continue
+                level = (name, "by_link", link) if name == "comm_efficiency" else (name, "default", None)
             else:
                 view(name)
                 key, _, sub = view.used[name]["from"].partition("[")  # "default" or "by_x[key]"
