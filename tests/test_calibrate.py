@@ -75,6 +75,25 @@ def test_parameters_are_fitted_where_the_cases_resolve(dev_cases):
     assert all(p.metric in ("throughput", "memory") for p in params.values())
 
 
+def test_collective_efficiency_is_keyed_by_the_binding_link(dev_cases):
+    """comm_efficiency is fitted per link, each multi-GPU case counting for the link its collectives run over
+    (inter-node when the network is slower than NVLink); one-GPU cases never count."""
+    from trainfit.calibrate import binding_link
+
+    base = Efficiencies.shipped()
+    by_id = {c["id"]: c for c in dev_cases}
+    one = next(c for c in dev_cases if c["hardware"]["num_gpus"] == 1 and c["parallel"].get("tp") in (1, None))
+    assert binding_link(one, base) is None
+    node = next(c for c in dev_cases if c["hardware"]["num_gpus"] == 8 and c["hardware"].get("gpus_per_node") == 8
+                and c["hardware"]["gpu"] == "h100-sxm" and c["parallel"].get("tp") in (1, None))
+    assert binding_link(node, base) == "nvswitch"
+    assert binding_link(by_id["torchtitan-2412-llama3.1-8b-g128-fsdp"], base) == "infiniband"
+    train, _ = split(dev_cases)
+    params = {p.label: p for p in candidate_params(train, base)}
+    assert {"comm_efficiency[nvswitch]", "comm_efficiency[infiniband]", "comm_overlap", "gemm_dim_knee"} <= set(params)
+    assert 0.5 <= params["comm_efficiency[nvswitch]"].low < params["comm_efficiency[nvswitch]"].high <= 0.95
+
+
 def test_calibrate_is_deterministic(tmp_path, dev_cases):
     small = tmp_path / "small.jsonl"
     pool = [c for c in dev_cases if c["training"].get("framework") in ("torchtune", "torchtitan")]
