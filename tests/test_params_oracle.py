@@ -119,3 +119,26 @@ def test_lora_modules_to_save_equals_peft(name):
     assert split.trainable == sum(p.numel() for p in params.values() if p.requires_grad)
     assert split.saved == sum(p.numel() for p in copies.values())
     assert split.all_params == sum(p.numel() for p in params.values())
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "qwen2-7b", "gemma-2b"])
+def test_qlora_fp32_upcast_covers_what_peft_casts(name):
+    """PEFT's prepare_model_for_kbit_training casts every 16-bit parameter that is not 4-bit to fp32. On a 16-bit
+    model where only the blocks' Linear weights would be 4-bit, the parameters it casts are exactly trainfit's
+    non-quantized frozen count (total - quantized), which the QLoRA memory model stores at 4 bytes."""
+    peft = pytest.importorskip("peft")
+    cfg, spec = _hf_config(name)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+        model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    block_linear = {id(m.weight) for n, m in model.named_modules()
+                    if isinstance(m, torch.nn.Linear) and ".layers." in n and n.split(".")[-1] != "lm_head"}
+    cast = sum(p.numel() for p in model.parameters() if p.dtype == torch.float32 and id(p) not in block_linear)
+    t = training_spec("qlora", "sft", lora_rank=16, model=spec)
+    split = split_params(spec, t)
+    assert cast == split.total - split.quantized
+    from trainfit.api import estimate
+
+    est = estimate(spec, "a100-sxm4-80gb", method="qlora", seq_len=512)
+    assert est.memory.detail["weights/frozen_fp32_upcast"] == pytest.approx(4.0 * cast)

@@ -117,6 +117,8 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     "optimizer_in_backward": re.compile(r"\boptimizer_in_bwd\b"),
     # bitsandbytes PagedAdamW / PagedAdamW8bit (HF optim="paged_adamw_8bit")
     "paged_optimizer": re.compile(r"\bpaged_?adamw", re.I),
+    # a GPTQ int4 base (Qwen *-Int4): PEFT's prepare_model_for_kbit_training leaves GPTQ models' 16-bit parameters
+    "gptq_base": re.compile(r"\bGPTQ\b"),
 }
 
 
@@ -148,7 +150,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         attention=_choice(Attention, t.get("attention"), Attention.SDPA, "attention"),
         lora_rank=int(t.get("lora_rank") or 16),
         lora_targets=parse_targets(targets if targets else None), modules_to_save=saved,
-        optimizer_in_backward="optimizer_in_backward" in features, paged_optimizer="paged_optimizer" in features)
+        optimizer_in_backward="optimizer_in_backward" in features, paged_optimizer="paged_optimizer" in features,
+        kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and "gptq_base" not in features)
 
 
 def _strategy(case: dict) -> Strategy:

@@ -260,7 +260,13 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     frozen_bytes = 4.0 if t.precision == Precision.FP32 else 2.0
     quantized = split.quantized
     frozen_shard = n if s.shards_params else 1
-    _add(states, "weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
+    upcast = t.method == Method.QLORA and t.kbit_fp32_upcast and t.precision != Precision.FP32
+    if upcast:  # PEFT's prepare_model_for_kbit_training: the parameters that are not 4-bit become fp32
+        _add(states, "weights/frozen_fp32_upcast", (phi - quantized) * 4.0 / frozen_shard)
+        notes.append("QLoRA through PEFT: embeddings, norms and the output head are cast to fp32 (counted); the "
+                     "fp32 hidden states this makes between blocks are not modelled yet")
+    else:
+        _add(states, "weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
     _add(states, "weights/frozen_nf4", quantized * NF4_BYTES_PER_PARAM / frozen_shard)
     if t.task == Task.DPO and t.method in (Method.FULL, Method.FREEZE):
         _add(states, "weights/dpo_reference", split.total * frozen_bytes / frozen_shard)
@@ -377,9 +383,14 @@ def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime
         head_w = m.vocab * m.hidden if head == "lm" and t.task != Task.CLASSIFICATION else 0
         return ({"other/autocast_weight_copies": 2.0 * blocks},
                 {"other/autocast_head_copy": 2.0 * head_w} if head_w and t.method != Method.FREEZE else {})
+    # QLoRA with PEFT's fp32 upcast: the output head's fp32 weight is cast to bf16 for its matmul and kept for its
+    # backward
+    upcast_head = (2.0 * m.vocab * m.hidden if t.method == Method.QLORA and t.kbit_fp32_upcast and r.autocast
+                   and head == "lm" and t.task != Task.CLASSIFICATION else 0.0)
+    head_copy = {"other/autocast_head_copy": upcast_head} if upcast_head else {}
     if r.autocast and split.adapters:
-        return {"other/autocast_weight_copies": 2.0 * split.adapters}, {}
-    return {}, {}
+        return {"other/autocast_weight_copies": 2.0 * split.adapters}, head_copy
+    return {}, head_copy
 
 
 def _deepspeed_states(s: Strategy, n: int, psi: float, w_t: float, opt_bytes: float, master: float,

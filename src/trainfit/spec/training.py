@@ -159,6 +159,10 @@ class TrainingSpec:
     modules_to_save: tuple[str, ...] = ()  # LoRA: embed_tokens / lm_head trained in full (PEFT modules_to_save)
     optimizer_in_backward: bool = False  # each parameter steps as soon as its gradient is ready (torchtune)
     paged_optimizer: bool = False  # optimizer states in CUDA managed memory (bitsandbytes Paged*)
+    # QLoRA through PEFT's prepare_model_for_kbit_training: every parameter that is not 4-bit (embeddings, norms,
+    # the output head) is cast to fp32. Stacks that do not call it (torchtune, LitGPT, Unsloth) and GPTQ bases keep
+    # them 16-bit.
+    kbit_fp32_upcast: bool = True
 
     def __post_init__(self) -> None:
         for name, low, high in (("seq_len", 1, 2_097_152), ("micro_batch", 1, 65_536), ("grad_accum", 1, 65_536),
@@ -177,7 +181,7 @@ class TrainingSpec:
         return _cached_hash(self, (self.method, self.task, self.seq_len, self.micro_batch, self.grad_accum,
                                    self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
                                    self.lora_rank, self.lora_targets, self.num_labels, self.modules_to_save,
-                                   self.optimizer_in_backward, self.paged_optimizer))
+                                   self.optimizer_in_backward, self.paged_optimizer, self.kbit_fp32_upcast))
 
     @property
     def is_peft(self) -> bool:

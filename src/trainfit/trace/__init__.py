@@ -93,7 +93,8 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
              "are not traced"]
     if cfg.method == "qlora":
         notes.append("QLoRA traced as LoRA on a 16-bit base (bitsandbytes' 4-bit storage needs CUDA); the weights "
-                     "are corrected to NF4 analytically")
+                     "are corrected to NF4 analytically, and to fp32 for the parameters PEFT's "
+                     "prepare_model_for_kbit_training upcasts")
     if cfg.attention == "flash":
         notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
     spec = ModelSpec.from_hf_config({**cfg.hf_config, "num_hidden_layers": cfg.layers})  # depth is set apart
@@ -148,6 +149,8 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
     total = result.total
     if cfg.method == "qlora":  # traced as LoRA on a 16-bit base: put the NF4 storage back
         saved = est.split.quantized * (2.0 - NF4_BYTES_PER_PARAM)
+        if est.training.kbit_fp32_upcast and est.training.precision.value != "fp32":
+            saved -= (est.split.total - est.split.quantized) * 2.0  # PEFT casts the rest to fp32
         parts["weights"] -= saved
         total -= saved
     analytic = single.memory.allocated
