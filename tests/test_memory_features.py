@@ -101,3 +101,31 @@ def test_cli_flags_reach_the_estimate(run_cli):
     code, _, err = run_cli("estimate", "--model", "qwen2-7b", "--gpu", "a10", "--method", "lora",
                            "--modules-to-save", "wte,head")
     assert code == 2 and "unknown module to save 'head'" in err
+
+
+def test_runner_optimizer_in_backward_equals_a_plain_step():
+    """train.py's optimizer-in-backward frees every gradient during backward and lands on the same weights as one
+    ordinary AdamW step (no clipping), per parameter."""
+    torch = pytest.importorskip("torch")
+    from trainfit.train.runner import InBackward, make_optimizer, make_scheduler
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+
+    x = torch.randn(5, 6)
+    cfg = {"optimizer": {"name": "adamw", "lr": 1e-2, "betas": [0.9, 0.95], "weight_decay": 0.1,
+                         "warmup_ratio": 0.0}}
+    plain, in_bwd = model(), model()
+    opt = make_optimizer(plain, cfg)
+    plain(x).square().sum().backward()
+    opt.step()
+    opt2 = make_optimizer(in_bwd, {"optimizer": dict(cfg["optimizer"], in_backward=True)})
+    assert isinstance(opt2, InBackward)
+    in_bwd(x).square().sum().backward()
+    assert all(p.grad is None for p in in_bwd.parameters())
+    for a, b in zip(plain.parameters(), in_bwd.parameters()):
+        assert torch.allclose(a, b, atol=1e-7)
+    sched = make_scheduler(opt2, {"optimizer": dict(cfg["optimizer"], in_backward=True)}, 10)
+    sched.step()
+    assert len(sched.state_dict()) == len(opt2.optimizers) == 4

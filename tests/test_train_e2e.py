@@ -96,11 +96,33 @@ def test_resume_continues_from_the_checkpoint(run_cli, tiny_data, tmp_path):
     assert steps == [1, 2, 3]
 
 
-@pytest.mark.parametrize("case", ["missing", "columns", "qlora"])
+def test_optimizer_in_backward_trains_and_resumes(run_cli, tiny_data, tmp_path):
+    """--optimizer-in-backward reaches train.py: per-parameter optimizers stepped in backward, checkpointed and
+    resumed like any other optimizer."""
+    _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", "full", "--grad-accum", "1",
+              "--optimizer-in-backward")
+    config = json.loads((tmp_path / "run" / "train_config.json").read_text())
+    assert config["optimizer"]["in_backward"] is True
+    _train(tmp_path / "run", tiny_data / "text.jsonl", tiny_data / "tok")
+    _train(tmp_path / "run", tiny_data / "text.jsonl", tiny_data / "tok", 1, "--resume", "--max-steps", "3")
+    lines = [json.loads(x) for x in (tmp_path / "run" / "out" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines if "step" in x and not x.get("summary")] == [1, 2, 3]
+
+
+def test_optimizer_in_backward_is_one_gpu_in_the_generated_setup(run_cli, tmp_path):
+    code, _, err = run_cli("generate", "--model", "tiny-llama", "--gpu", "a100-sxm4-80gb", "--gpus", "2",
+                           "--fsdp", "full_shard", "--grad-accum", "1", "--optimizer-in-backward",
+                           "--out", str(tmp_path / "run"))
+    assert code == 2 and "one GPU" in err
+
+
+@pytest.mark.parametrize("case", ["missing", "columns", "qlora", "paged"])
 def test_train_py_refuses_bad_input_before_training(run_cli, tiny_data, tmp_path, case):
     method = "qlora" if case == "qlora" else "lora"
-    _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", method)
-    data = {"missing": tmp_path / "nope.jsonl", "columns": tiny_data / "dpo.jsonl", "qlora": tiny_data / "text.jsonl"}
+    extra = ("--optimizer", "adamw-8bit", "--paged-optimizer") if case == "paged" else ()
+    _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", method, *extra)
+    data = {"missing": tmp_path / "nope.jsonl", "columns": tiny_data / "dpo.jsonl", "qlora": tiny_data / "text.jsonl",
+            "paged": tiny_data / "text.jsonl"}
     proc = _train(tmp_path / "run", data[case], tiny_data / "tok", expect_ok=False)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("train.py: error:")

@@ -198,3 +198,26 @@ def test_notes_features_change_the_prediction(dev_cases):
     bare["notes"] = ""
     eff = Efficiencies.default()
     assert predict_case(case, eff).memory.allocated > predict_case(bare, eff).memory.allocated + 5 * 2**30
+
+
+@pytest.mark.parametrize("kwargs,features", [
+    (dict(method="lora", modules_to_save="embed_tokens,lm_head"), {"lora_saves_embeddings"}),
+    (dict(method="full", optimizer="adamw-8bit", optimizer_in_backward=True, paged_optimizer=True),
+     {"optimizer_in_backward", "paged_optimizer"}),
+    (dict(method="lora"), set()),
+])
+def test_bench_notes_read_back_as_the_settings_they_ran(kwargs, features):
+    """A `trainfit bench` case states the settings the schema has no field for in the words validate reads, so
+    validating our own measurements predicts the setup that ran."""
+    from trainfit.api import estimate
+    from trainfit.bench import validation_case
+    from trainfit.validate import note_features
+
+    est = estimate("tiny-llama", "a100-sxm4-80gb", seq_len=64, grad_accum=1, **kwargs)
+    case = validation_case(est, "tiny-llama", {"tokens_per_s_per_gpu": 1000.0, "step_time_s": 0.1,
+                                               "peak_memory_gib": 1.0}, {"date": "2026-11-29"}, "cuda", None, None)
+    assert set(note_features(case)) == features
+    back = predict_case(case, Efficiencies.default()).training
+    assert back.modules_to_save == est.training.modules_to_save
+    assert back.optimizer_in_backward == est.training.optimizer_in_backward
+    assert back.paged_optimizer == est.training.paged_optimizer

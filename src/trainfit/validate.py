@@ -122,6 +122,21 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
 }
 
 
+def note_phrases(t: TrainingSpec) -> list[str]:
+    """The notes that state `t`'s settings the schema has no field for, in the words NOTE_FEATURES reads (so a
+    `trainfit bench` case predicts as it ran)."""
+    out = []
+    if t.is_peft and set(t.modules_to_save) == {"embed_tokens", "lm_head"}:
+        out.append("LoRA (emb) variant: the embedding and output layers are also trained in full")
+    elif t.is_peft and t.modules_to_save:
+        out.append(f"modules_to_save {','.join(t.modules_to_save)} (not read back by validate)")
+    if t.optimizer_in_backward:
+        out.append("optimizer_in_bwd (each parameter steps during backward)")
+    if t.paged_optimizer:
+        out.append("paged_adamw states (bitsandbytes managed memory)")
+    return out
+
+
 def note_features(case: dict) -> tuple[str, ...]:
     """The NOTE_FEATURES a case's notes state."""
     notes = case.get("notes")

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import SpecError
 from ..estimate.flops import step_flops
 from ..units import GiB
+from ..validate import note_phrases
 
 
 def _setup(est, model_arg: str):
@@ -211,7 +212,8 @@ def validation_case(est, model_arg: str, measured: dict, env: dict, device: str,
                      "oom": True if measured.get("oom") else None},
         "notes": f"synthetic tokens, random weights; {measured.get('timed_steps', 0)} timed steps after "
                  f"{measured.get('warmup_steps', 0)} warm-up; engine {s.engine}"
-                 + ("" if on_gpu else f"; CPU run: peak process RSS {measured.get('peak_memory_gib', 0):.2f} GiB"),
+                 + ("" if on_gpu else f"; CPU run: peak process RSS {measured.get('peak_memory_gib', 0):.2f} GiB")
+                 + "".join(f"; {x}" for x in note_phrases(t)),
         "environment": env,
         "estimate": _estimate_beside(est, measured, on_gpu),
     }

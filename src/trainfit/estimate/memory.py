@@ -305,6 +305,9 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     if t.optimizer_in_backward:
         if s.engine == "deepspeed":
             raise SpecError("optimizer-in-backward is a PyTorch/torchtune feature: not with DeepSpeed ZeRO")
+        if s.engine == "ddp":
+            raise SpecError("optimizer-in-backward steps each gradient before DDP could all-reduce it: use one GPU "
+                            "or FSDP")
         # each parameter steps and drops its gradient as soon as the gradient is ready: one tensor's lives at a time
         # (FSDP: the block being reduced)
         keep = grads.get("gradients/unsharded_block", 0.0)

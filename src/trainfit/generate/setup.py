@@ -18,7 +18,7 @@ _CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gp
                 "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why"}
 _STRATEGY_KEYS = {"method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
                   "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
-                  "lora_targets", "modules_to_save", "engine"}
+                  "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,11 @@ def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Se
         raise SpecError(f"{model_arg}: generate needs a preset or a local config.json")
     strategy = {k: c[k] for k in ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp",
                                   "offload", "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum",
-                                  "global_batch", "lora_rank", "lora_targets", "modules_to_save", "engine")}
+                                  "global_batch", "lora_rank", "lora_targets", "modules_to_save",
+                                  "optimizer_in_backward", "paged_optimizer", "engine")}
+    if strategy["optimizer_in_backward"] and strategy["engine"] != "single":
+        raise SpecError("optimizer-in-backward: the generated setup runs it on one GPU only (gradients are stepped "
+                        "before any all-reduce could run)")
     inst = est.cluster.instance
     choice = {"provider": inst.provider if inst else None, "instance_type": inst.instance_type if inst else None,
               "gpu": est.gpu.id, "gpus_per_node": est.strategy.gpus_per_node, "nodes": est.strategy.nodes,

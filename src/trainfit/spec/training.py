@@ -174,6 +174,8 @@ class TrainingSpec:
             raise SpecError(f"param-dtype must be fp32 or bf16, got {self.param_dtype!r}")
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
+        if self.optimizer_in_backward and self.precision == Precision.FP16:
+            raise SpecError("optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16")
         if self.paged_optimizer and self.optimizer not in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.LAMB):
             raise SpecError(f"paged optimizers are AdamW, 8-bit AdamW or LAMB, not {self.optimizer.value}")
 

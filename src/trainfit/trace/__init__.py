@@ -172,7 +172,11 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
         "requested_strategy": None if single is est else {
             "label": est.strategy.label(), "memory_gib": est.memory.gib(),
             "note": "the trace does not shard: compare the sharded terms analytically"},
-        "notes": result.notes + ["memory_gib counts allocated bytes (no CUDA context or allocator cache); the "
+        "notes": result.notes + ([
+            "the trace steps an ordinary optimizer after backward (no optimizer-in-backward, no paged states): its "
+            "gradients and optimizer states are not those of the requested setup"]
+            if est.training.optimizer_in_backward or est.training.paged_optimizer else []) + [
+                                 "memory_gib counts allocated bytes (no CUDA context or allocator cache); the "
                                  "analytic allocated figure is compared",
                                  "the trace's activations include the logits buffers; temporaries are in other"],
     }

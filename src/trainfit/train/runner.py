@@ -121,6 +121,9 @@ def validate_inputs(cfg: dict, args: argparse.Namespace) -> None:
         check_columns(read_rows(files, limit=1), cfg["task"], files[0])
     if cfg["engine"] == "deepspeed" and not os.path.isfile(_ds_config_path(cfg, args)):
         raise SetupError(f"DeepSpeed config not found: {_ds_config_path(cfg, args)}")
+    if cfg["optimizer"].get("in_backward") and (cfg["engine"] != "single" or cfg["grad_accum"] != 1
+                                                 or cfg["precision"] == "fp16"):
+        raise SetupError("optimizer in backward runs on one GPU, with grad_accum 1 and without fp16 loss scaling")
 
 
 def _ds_config_path(cfg: dict, args: argparse.Namespace) -> str:
@@ -503,12 +506,76 @@ def shard_fsdp(model, cfg: dict, args: argparse.Namespace, dist: Dist):
     return model
 
 
+class InBackward:
+    """Optimizer in backward (torchtune's optimizer_in_bwd): one optimizer per parameter, stepped by a hook as soon
+    as that parameter's gradient is accumulated, which then frees the gradient; no full set of gradients ever
+    exists. step() and zero_grad() are no-ops for the loop; there is no global gradient clipping."""
+
+    def __init__(self, params: list, make):
+        self.optimizers = [make([p]) for p in params]
+        self._by_param = {p: o for p, o in zip(params, self.optimizers)}
+        for p in params:
+            p.register_post_accumulate_grad_hook(self._step)
+
+    def _step(self, param) -> None:
+        opt = self._by_param[param]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    def step(self) -> None:
+        pass
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {str(i): o.state_dict() for i, o in enumerate(self.optimizers)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for i, o in enumerate(self.optimizers):
+            o.load_state_dict(state[str(i)])
+
+
+class InBackwardScheduler:
+    """The learning-rate schedule of every per-parameter optimizer, stepped together."""
+
+    def __init__(self, optimizer: InBackward, make):
+        self.schedulers = [make(o) for o in optimizer.optimizers]
+
+    def step(self) -> None:
+        for s in self.schedulers:
+            s.step()
+
+    def state_dict(self) -> dict:
+        return {str(i): s.state_dict() for i, s in enumerate(self.schedulers)}
+
+    def load_state_dict(self, state: dict) -> None:
+        for i, s in enumerate(self.schedulers):
+            s.load_state_dict(state[str(i)])
+
+
 def make_optimizer(model, cfg: dict):
+    params = [p for p in model.parameters() if p.requires_grad]
+    if cfg["optimizer"].get("in_backward"):
+        return InBackward(params, lambda group: _optimizer_for(group, cfg))
+    return _optimizer_for(params, cfg)
+
+
+def _optimizer_for(params: list, cfg: dict):
     import torch
 
     opt = cfg["optimizer"]
-    params = [p for p in model.parameters() if p.requires_grad]
     name, lr, wd = opt["name"], opt["lr"], opt.get("weight_decay", 0.0)
+    if opt.get("paged"):
+        if not any(p.is_cuda for p in params):
+            raise SetupError("paged optimizers (bitsandbytes) need a CUDA GPU")
+        import bitsandbytes as bnb
+
+        if name == "adamw":
+            return bnb.optim.PagedAdamW(params, lr=lr, betas=tuple(opt.get("betas", (0.9, 0.95))), weight_decay=wd)
+        if name == "adamw-8bit":
+            return bnb.optim.PagedAdamW8bit(params, lr=lr, weight_decay=wd)
+        raise SetupError(f"no paged version of optimizer {name!r}")
     if name == "adamw":
         cuda = any(p.is_cuda for p in params)
         return torch.optim.AdamW(params, lr=lr, betas=tuple(opt.get("betas", (0.9, 0.95))), weight_decay=wd,
@@ -529,6 +596,8 @@ def make_optimizer(model, cfg: dict):
 def make_scheduler(optimizer, cfg: dict, steps: int):
     import torch
 
+    if isinstance(optimizer, InBackward):
+        return InBackwardScheduler(optimizer, lambda o: make_scheduler(o, cfg, steps))
     warm = max(1, int(cfg["optimizer"].get("warmup_ratio", 0.03) * steps))
 
     def factor(step: int) -> float:
@@ -674,7 +743,9 @@ def train(cfg: dict, args: argparse.Namespace) -> dict:
                     model.set_requires_gradient_sync(True)
                 scaler.scale(loss / ga).backward()
             loss_sum += float(loss.detach())
-        if engine is None:
+        if isinstance(optimizer, InBackward):  # stepped inside backward; nothing to clip or step here
+            scheduler.step()
+        elif engine is None:
             scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
                                            cfg["optimizer"].get("max_grad_norm", 1.0))
