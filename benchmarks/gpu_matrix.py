@@ -23,8 +23,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# (model, method, seq_len, grad_ckpt, micro_batch or "max") in priority order: small and cheap first, then the
-# configurations that stress memory (the max micro-batch, long sequences, 7-8B models).
+# (model, method, seq_len, grad_ckpt, micro_batch or "max"[, extra flags]) in priority order: small and cheap
+# first, then the memory options the published cases exercise (modules_to_save, pure-bf16 optimizer in backward),
+# then the configurations that stress memory (the max micro-batch, long sequences, 7-8B models).
 MATRIX = [
     ("qwen2.5-0.5b", "full", 2048, "none", 1),
     ("qwen2.5-0.5b", "lora", 2048, "none", 1),
@@ -32,6 +33,10 @@ MATRIX = [
     ("llama-3.2-1b", "lora", 2048, "none", 1),
     ("qwen2.5-1.5b", "full", 512, "none", 4),
     ("qwen2.5-1.5b", "lora", 512, "none", 4),
+    ("qwen2.5-1.5b", "lora", 1024, "full", 1, ("--modules-to-save", "embed_tokens,lm_head")),
+    ("llama-3.2-3b", "full", 1024, "full", 1, ("--param-dtype", "bf16", "--grad-accum", "1",
+                                                "--optimizer-in-backward")),
+    ("llama-3.2-3b", "full", 1024, "full", 1, ("--param-dtype", "bf16", "--grad-accum", "1")),
     ("llama-3.2-3b", "full", 2048, "full", 1),
     ("llama-3.2-3b", "lora", 2048, "none", 1),
     ("llama-3.1-8b", "lora", 2048, "full", 1),
@@ -47,9 +52,11 @@ MATRIX = [
 ]
 
 
-def bench_argv(model: str, method: str, seq: int, ckpt: str, micro_batch, steps: int, warmup: int) -> list[str]:
+def bench_argv(run: tuple, steps: int, warmup: int) -> list[str]:
+    model, method, seq, ckpt, micro_batch, *rest = run
     argv = [sys.executable, "-m", "trainfit", "bench", "--model", model, "--method", method, "--seq-len", str(seq),
-            "--grad-ckpt", ckpt, "--steps", str(steps), "--warmup", str(warmup), "--device", "cuda", "--json"]
+            "--grad-ckpt", ckpt, "--steps", str(steps), "--warmup", str(warmup), "--device", "cuda", "--json",
+            *(rest[0] if rest else ())]
     if micro_batch == "max":
         argv.append("--find-max-batch")
     else:
@@ -79,7 +86,7 @@ def main() -> int:
     runs = MATRIX[:args.only] if args.only else MATRIX
     if args.dry_run:
         for run in runs:
-            print(" ".join(bench_argv(*run, args.steps, args.warmup)[2:]))
+            print(" ".join(bench_argv(run, args.steps, args.warmup)[2:]))
         return 0
     os.makedirs(args.out_dir, exist_ok=True)
     path = os.path.join(args.out_dir, f"{datetime.date.today().isoformat()}-{gpu_slug()}.jsonl")
@@ -90,7 +97,7 @@ def main() -> int:
             print(f"budget: stopping before run {i + 1}/{len(runs)} ({elapsed:.0f} s used)", flush=True)
             break
         t0 = time.time()
-        proc = subprocess.run(bench_argv(*run, args.steps, args.warmup), capture_output=True, text=True,
+        proc = subprocess.run(bench_argv(run, args.steps, args.warmup), capture_output=True, text=True,
                               cwd=ROOT, timeout=max(60.0, args.budget_s - elapsed))
         last = time.time() - t0
         if proc.returncode != 0:
