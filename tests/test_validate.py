@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 DEV = str(ROOT / "data" / "validation" / "published_dev.jsonl")
 
 # Targets of the accuracy issue on published_dev.jsonl with the shipped calibration. Throughput, coverage and OOM
-# are met and held here as limits. Peak memory is not yet met (README "Accuracy": 11.7% at the last calibration);
+# are met and held here as limits. Peak memory is not yet met (README "Accuracy": 10.7% at the last calibration);
 # CI holds the line at LIMIT_MEMORY and the target itself is tracked by the strict xfail below.
 TARGET_THROUGHPUT = 0.15
 TARGET_MEMORY = 0.10
-LIMIT_MEMORY = 0.13
+LIMIT_MEMORY = 0.12
 TARGET_PREDICTED = 0.85
 
 

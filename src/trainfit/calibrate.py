@@ -79,6 +79,7 @@ FITTED = {
     "comm_overlap": ("throughput", 0.0, 0.95),
     "framework_time_factor": ("throughput", 0.2, 3.0),
     "allocator_overhead_fraction": ("memory", 0.0, 0.5),
+    "allocator_overhead_gib": ("memory", 0.0, 4.0),
     "cuda_context_gib": ("memory", 0.2, 3.0),
     "framework_activation_factor": ("memory", 0.02, 2.0),
     "framework_logits_factor": ("memory", 0.02, 2.0),

@@ -77,6 +77,8 @@ class MemoryResult:
     regime: Regime
     notes: tuple[str, ...]
     paged: float = 0.0  # optimizer states in CUDA managed memory: outside the allocator, evicted to host under pressure
+    allocator_fraction: float = 0.0  # reserved = allocated x (1 + allocator_fraction) + allocator_constant
+    allocator_constant: float = 0.0
 
     @property
     def fits(self) -> bool:
@@ -119,7 +121,7 @@ class AffineMemory:
     Every item of every phase is a constant (unsharded states, buffers), proportional to the tokens of a micro-batch
     (activations, loss buffers) or divided by the GPUs it is sharded over (ZeRO/FSDP states), so each phase total
     is exactly p(b, n) = a + c·b + s/n for a fixed engine (one GPU, or two and more); the allocator overhead is a
-    fixed fraction and the CUDA context and NCCL buffers constants. Three estimates fit it; the search then tests
+    fixed fraction plus a constant, and the CUDA context and NCCL buffers constants. Three estimates fit it; the search then tests
     every micro-batch and GPU count for the price of those three. `tests/test_search.py` checks it against direct
     estimates.
     """
@@ -140,8 +142,8 @@ class AffineMemory:
         else:
             per_n = tuple((a.total - g.total) / (1 / n - 1 / n2) for a, g in zip(base.phases, more_gpus.phases))
         intercepts = tuple(a.total - pb * b - pn / n for a, pb, pn in zip(base.phases, per_b, per_n))
-        fraction = (base.reserved - base.allocated) / base.allocated if base.allocated else 0.0
-        return cls(intercepts, per_b, per_n, fraction, base.device - base.reserved)
+        return cls(intercepts, per_b, per_n, base.allocator_fraction,
+                   base.device - base.reserved + base.allocator_constant)
 
     def device(self, micro_batch: int, gpus: int) -> float:
         allocated = max(a + c * micro_batch + s / gpus
@@ -439,7 +441,8 @@ def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Str
             notes: list[str], paged: float = 0.0) -> MemoryResult:
     peak = max(phases, key=lambda p: p.total)
     allocated = peak.total
-    overhead = allocated * eff("allocator_overhead_fraction")
+    fraction, constant = eff("allocator_overhead_fraction"), eff("allocator_overhead_gib") * GiB
+    overhead = allocated * fraction + constant
     context = eff("cuda_context_gib") * GiB
     nccl = eff("nccl_buffers_gib") * GiB if s.gpus > 1 else 0.0
     overheads = [("other/allocator_overhead", overhead), ("other/cuda_context", context)]
@@ -452,4 +455,4 @@ def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Str
         overheads.append(("optimizer/paged_states_resident", resident))
     return MemoryResult(phases=phases, peak_phase=peak.name, allocated=allocated, reserved=allocated + overhead,
                         device=device + resident, usable=usable, overheads=tuple(overheads), regime=r,
-                        notes=tuple(notes), paged=paged)
+                        notes=tuple(notes), paged=paged, allocator_fraction=fraction, allocator_constant=constant)
