@@ -129,3 +129,20 @@ def test_runner_optimizer_in_backward_equals_a_plain_step():
     sched = make_scheduler(opt2, {"optimizer": dict(cfg["optimizer"], in_backward=True)}, 10)
     sched.step()
     assert len(sched.state_dict()) == len(opt2.optimizers) == 4
+
+
+def test_what_would_fit_keeps_only_valid_settings():
+    """The advisor's alternatives never break a setting's own rules: where a change needs gradient accumulation or
+    DeepSpeed, it drops optimizer-in-backward / paged states and says so."""
+    from trainfit.advise import alternatives
+
+    est = estimate(LLAMA3_8B, "rtx4090", method="full", seq_len=2048, micro_batch=2, grad_ckpt="full",
+                   optimizer="adamw-8bit", param_dtype="bf16", optimizer_in_backward=True, paged_optimizer=True)
+    alts = alternatives(est, limit=8)
+    assert alts
+    for alt in alts:
+        t, s = alt.estimate.training, alt.estimate.strategy
+        assert not (t.optimizer_in_backward and (t.grad_accum > 1 or s.engine in ("deepspeed", "ddp")))
+        assert not (t.paged_optimizer and s.engine == "deepspeed")
+        if est.training.optimizer_in_backward and not t.optimizer_in_backward:
+            assert "without --optimizer-in-backward" in alt.change

@@ -41,14 +41,38 @@ def overflow_terms(est: Estimate) -> list[str]:
 
 
 def _candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, Strategy]]:
+    return [(change + _dropped(t, cand), cand, strat) for change, cand, strat in _raw_candidates(t, s)]
+
+
+def _dropped(t: TrainingSpec, cand: TrainingSpec) -> str:
+    """What a candidate had to give up of the original settings, said after its flags."""
+    pairs = (("--optimizer-in-backward", t.optimizer_in_backward, cand.optimizer_in_backward),
+             ("--paged-optimizer", t.paged_optimizer, cand.paged_optimizer))
+    gone = [flag for flag, was, now in pairs if was and not now]
+    return f" (without {' '.join(gone)})" if gone else ""
+
+
+def _compatible(t: TrainingSpec, strat: Strategy | None = None, **changes) -> TrainingSpec:
+    """`t` with `changes`, dropping optimizer-in-backward where gradients accumulate or DeepSpeed runs, and paged
+    states under DeepSpeed (which runs its own optimizer)."""
+    accum = changes.get("grad_accum", t.grad_accum)
+    deepspeed = strat is not None and strat.engine == "deepspeed"
+    if t.optimizer_in_backward and (accum > 1 or deepspeed or (strat is not None and strat.engine == "ddp")):
+        changes["optimizer_in_backward"] = False
+    if t.paged_optimizer and deepspeed:
+        changes["paged_optimizer"] = False
+    return t.with_(**changes)
+
+
+def _raw_candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, Strategy]]:
     ck = t.with_(grad_ckpt=GradCkpt.FULL)
     out: list[tuple[str, TrainingSpec, Strategy]] = []
     if t.grad_ckpt != GradCkpt.FULL:
         out.append(("--grad-ckpt full", ck, s))
     if t.micro_batch > 1:
         out.append((f"--grad-ckpt full --micro-batch 1 --grad-accum {t.micro_batch * t.grad_accum}",
-                    ck.with_(micro_batch=1, grad_accum=t.micro_batch * t.grad_accum), s))
-    base = ck.with_(micro_batch=1, grad_accum=t.micro_batch * t.grad_accum)
+                    _compatible(ck, micro_batch=1, grad_accum=t.micro_batch * t.grad_accum), s))
+    base = _compatible(ck, micro_batch=1, grad_accum=t.micro_batch * t.grad_accum)
     if t.method == Method.FULL:
         out += [("--method lora --grad-ckpt full", base.with_(method=Method.LORA), s),
                 ("--method qlora --grad-ckpt full", base.with_(method=Method.QLORA), s)]
@@ -57,17 +81,17 @@ def _candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, S
     elif t.method == Method.LORA:
         out.append(("--method qlora --grad-ckpt full", base.with_(method=Method.QLORA), s))
     if s.gpus == 1 and t.method != Method.QLORA:
-        out.append(("--zero 2 --offload optimizer --grad-ckpt full",
-                    base, s.with_(zero_stage=2, fsdp=Fsdp.NONE, offload=Offload.OPTIMIZER)))
+        ds = s.with_(zero_stage=2, fsdp=Fsdp.NONE, offload=Offload.OPTIMIZER)
+        out.append(("--zero 2 --offload optimizer --grad-ckpt full", _compatible(base, ds), ds))
     for gpus in (2, 4, 8):
         if gpus > s.gpus_per_node:
-            out.append((f"--gpus {gpus} --zero 3 --grad-ckpt full", base, s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE)))
+            ds = s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE)
+            out.append((f"--gpus {gpus} --zero 3 --grad-ckpt full", _compatible(base, ds), ds))
     gpus = max(8, s.gpus_per_node)
     if t.method != Method.QLORA:
-        out.append((f"--gpus {gpus} --zero 3 --offload optimizer --grad-ckpt full", base,
-                    s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE, offload=Offload.OPTIMIZER)))
-        out.append((f"--gpus {gpus} --zero 3 --offload all --grad-ckpt full", base,
-                    s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE, offload=Offload.ALL)))
+        for offload, flag in ((Offload.OPTIMIZER, "optimizer"), (Offload.ALL, "all")):
+            ds = s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE, offload=offload)
+            out.append((f"--gpus {gpus} --zero 3 --offload {flag} --grad-ckpt full", _compatible(base, ds), ds))
     return out
 
 

@@ -121,9 +121,9 @@ class AffineMemory:
     Every item of every phase is a constant (unsharded states, buffers), proportional to the tokens of a micro-batch
     (activations, loss buffers) or divided by the GPUs it is sharded over (ZeRO/FSDP states), so each phase total
     is exactly p(b, n) = a + c·b + s/n for a fixed engine (one GPU, or two and more); the allocator overhead is a
-    fixed fraction plus a constant, and the CUDA context and NCCL buffers constants. Three estimates fit it; the search then tests
-    every micro-batch and GPU count for the price of those three. `tests/test_search.py` checks it against direct
-    estimates.
+    fixed fraction plus a constant, and the CUDA context and NCCL buffers constants. Three estimates fit it; the
+    search then tests every micro-batch and GPU count for the price of those three. `tests/test_search.py` checks it
+    against direct estimates.
     """
 
     intercepts: tuple[float, ...]
