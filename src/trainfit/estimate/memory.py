@@ -277,16 +277,17 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     # ---- trainable weights, gradients, optimizer --------------------------------------------------------------
     opt_bytes = _optimizer_state_bytes(m, t, split, w_t, s.engine == "deepspeed")
     grads: dict[str, float] = {}
-    # PEFT's modules_to_save copies keep the base model's dtype (checked against PEFT 0.21 in tests), and so do
-    # their gradients and torch's optimizer states; the original modules stay among the frozen weights
+    # PEFT's modules_to_save copies keep the base model's dtype (checked against PEFT 0.21 in tests; fp32 after the
+    # QLoRA upcast), and so do their gradients and torch's optimizer states; the originals stay among the frozen
     saved = split.saved
-    saved_16bit = saved and s.engine not in ("deepspeed", "fsdp") and w_t != frozen_bytes
-    if saved_16bit:
+    saved_bytes = 4.0 if upcast else frozen_bytes
+    saved_apart = saved and s.engine not in ("deepspeed", "fsdp") and w_t != saved_bytes
+    if saved_apart:
         psi -= saved
         opt_bytes = (_optimizer_state_bytes(m, t, replace(split, trainable=psi), w_t, False) +
-                     _optimizer_state_bytes(m, t, replace(split, trainable=saved), frozen_bytes, False))
-        _add(states, "weights/modules_to_save", saved * frozen_bytes)
-        _add(grads, "gradients/modules_to_save", saved * frozen_bytes)
+                     _optimizer_state_bytes(m, t, replace(split, trainable=saved), saved_bytes, False))
+        _add(states, "weights/modules_to_save", saved * saved_bytes)
+        _add(grads, "gradients/modules_to_save", saved * saved_bytes)
     master = 4.0 * psi if (s.engine == "deepspeed" and t.precision != Precision.FP32) else 0.0
     offload_opt = s.offload != Offload.NONE
     if s.engine == "deepspeed":
@@ -334,7 +335,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     head_grad = (m.vocab * m.hidden * g_t / (n if s.shards_grads else 1)
                  if (t.method == Method.FULL and t.task != Task.CLASSIFICATION) else 0.0)
     if saved and head == "lm" and saves_output_head(t):  # the trained head copy's gradient, in its backward
-        head_grad = m.vocab * m.hidden * (frozen_bytes if saved_16bit else g_t) / (n if s.shards_grads else 1)
+        head_grad = m.vocab * m.hidden * (saved_bytes if saved_apart else g_t) / (n if s.shards_grads else 1)
 
     other: dict[str, float] = {}
     if t.method == Method.QLORA:
