@@ -130,3 +130,46 @@ def test_block_activation_bytes_match_autograd(name):
         trainable = Trainable(ALL_ROLES, frozenset(), True)
     predicted = sum(block_saved(spec, regime, trainable, S, Attention(attn)).values())
     assert predicted == pytest.approx(measured, rel=0.01), (predicted, measured)
+
+
+def _bnb_linear4bit_forward(self, x):
+    """bitsandbytes' Linear4bit.forward as far as dtypes go: the input cast to the compute dtype, the output cast back
+    to the input's dtype (bnb 0.4x); its MatMul4Bit saves no input. Only its dtype behaviour matters here."""
+    return torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
+
+
+def _measure_qlora(layers, upcast):
+    import types
+
+    peft = pytest.importorskip("peft")
+    conf = transformers.AutoConfig.for_model(**dict(LLAMA, num_hidden_layers=layers))
+    conf._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+        if upcast:  # PEFT's own function: every 16-bit parameter to fp32 (no Params4bit on the CPU)...
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        for name, mod in model.named_modules():  # ...and the blocks' Linears back to a 16-bit "dequantized" weight
+            if isinstance(mod, torch.nn.Linear) and ".layers." in name:
+                mod.weight.data = mod.weight.data.to(torch.bfloat16)
+                mod.forward = types.MethodType(_bnb_linear4bit_forward, mod)
+        model = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0))
+    model.train()
+    ids = torch.randint(0, LLAMA["vocab_size"], (B, S))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=ids, labels=ids)
+    return saved_bytes(out.loss, model, autocast_weights=True)
+
+
+@pytest.mark.parametrize("upcast", [False, True])
+def test_qlora_block_activations_match_autograd(upcast):
+    """QLoRA through PEFT: prepare_model_for_kbit_training's fp32 embeddings and norms make the hidden states fp32 and
+    bitsandbytes hands fp32 back from every 4-bit Linear, so the MLP's intermediates are saved in fp32 (6 x f bytes
+    more per token for a gated MLP). Emulated on the CPU with PEFT's real function and bnb's dtype handling."""
+    measured = (_measure_qlora(2, upcast) - _measure_qlora(1, upcast)) / (B * S)
+    spec = ModelSpec.from_hf_config(dict(LLAMA, num_hidden_layers=1))
+    trainable = Trainable(frozenset(), lora_roles(("all-linear",)), False, lora_rank=8)
+    predicted = sum(block_saved(spec, Regime(2, 2, True, kbit_upcast=upcast), trainable, S,
+                                Attention("sdpa")).values())
+    assert predicted == pytest.approx(measured, rel=0.01), (predicted, measured)

@@ -34,11 +34,14 @@ class Regime:
     weight: int  # bytes of the block's weights during forward (4: fp32 weights under autocast)
     autocast: bool  # torch.autocast active
     adapter: int = 4  # bytes of LoRA adapter weights (PEFT keeps them in fp32)
+    # QLoRA through PEFT's prepare_model_for_kbit_training: embeddings and norms in fp32 make the hidden states fp32,
+    # and bitsandbytes' Linear4bit returns its output in its input's dtype, so the MLP's intermediates are fp32
+    kbit_upcast: bool = False
 
     @property
     def residual(self) -> int:
         """Residual stream dtype: fp32 when the embedding and norm weights are fp32."""
-        return 4 if self.weight == 4 else self.act
+        return 4 if self.weight == 4 or self.kbit_upcast else self.act
 
     @property
     def amp_casts(self) -> bool:
@@ -170,7 +173,7 @@ def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention
 
 
 def _mlp_saved(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
-    b, f = r.act, m.intermediate
+    b, f = (4 if r.kbit_upcast else r.act), m.intermediate
     k = m.experts_per_tok if m.is_moe else 1
     out: dict[str, float] = {}
     if m.gated_mlp:  # act(gate) * up: act saves its input, the product saves both factors

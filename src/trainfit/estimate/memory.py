@@ -159,7 +159,8 @@ def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
     if t.method in (Method.LORA, Method.QLORA):
         if t.param_dtype == "bf16":  # pure 16-bit stacks (torchtune, LitGPT bf16-true): 16-bit adapters, no autocast
             return Regime(act=act, weight=2, autocast=False, adapter=2)
-        return Regime(act=act, weight=2, autocast=True)  # 16-bit base, fp32 adapters, Trainer's autocast
+        # 16-bit base, fp32 adapters, Trainer's autocast; QLoRA through PEFT: fp32 hidden states
+        return Regime(act=act, weight=2, autocast=True, kbit_upcast=t.method == Method.QLORA and t.kbit_fp32_upcast)
     if s.engine == "deepspeed":
         return Regime(act=act, weight=2, autocast=False)  # DeepSpeed runs a bf16/fp16 module, no autocast
     if s.engine == "fsdp":
@@ -265,8 +266,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     upcast = t.method == Method.QLORA and t.kbit_fp32_upcast and t.precision != Precision.FP32
     if upcast:  # PEFT's prepare_model_for_kbit_training: the parameters that are not 4-bit become fp32
         _add(states, "weights/frozen_fp32_upcast", (phi - quantized) * 4.0 / frozen_shard)
-        notes.append("QLoRA through PEFT: embeddings, norms and the output head are cast to fp32 (counted); the "
-                     "fp32 hidden states this makes between blocks are not modelled yet")
+        notes.append("QLoRA through PEFT: embeddings, norms and the output head are cast to fp32, which makes the "
+                     "hidden states and the MLP's intermediates fp32 too (bitsandbytes returns its input's dtype)")
     else:
         _add(states, "weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
     _add(states, "weights/frozen_nf4", quantized * NF4_BYTES_PER_PARAM / frozen_shard)
