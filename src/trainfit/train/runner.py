@@ -768,6 +768,7 @@ def train(cfg: dict, args: argparse.Namespace) -> dict:
     summary["parameters"] = sharding_of(model)
     log(dist, summary, metrics_path)
     if dist.world > 1 and torch.distributed.is_initialized():
+        torch.distributed.barrier()  # every rank done with its checkpoint and log before the group goes away
         torch.distributed.destroy_process_group()
     return summary
 
