@@ -146,3 +146,16 @@ def test_what_would_fit_keeps_only_valid_settings():
         assert not (t.paged_optimizer and s.engine == "deepspeed")
         if est.training.optimizer_in_backward and not t.optimizer_in_backward:
             assert "without --optimizer-in-backward" in alt.change
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    (dict(optimizer_in_backward=True, gpus=2, zero=2), "not with DeepSpeed"),
+    (dict(optimizer_in_backward=True, gpus=2), "before DDP could all-reduce"),
+    (dict(paged_optimizer=True, gpus=2, zero=3), "DeepSpeed ZeRO runs its own"),
+])
+def test_engine_combinations_the_setting_cannot_run_are_refused(kwargs, needle):
+    with pytest.raises(SpecError, match=needle):
+        estimate(LLAMA3_8B, "a100-sxm4-80gb", method="full", **kwargs).memory  # noqa: B018
+    ok = estimate(LLAMA3_8B, "a100-sxm4-80gb", method="full", gpus=2, fsdp="full_shard",
+                  optimizer_in_backward=True, paged_optimizer=True)
+    assert ok.memory.paged > 0 and "gradients/in_backward" in _phase(ok, "backward_end")

@@ -60,7 +60,10 @@ def test_lora_with_modules_to_save(run_cli, tiny_data, tmp_path):
     config = json.loads((tmp_path / "run" / "train_config.json").read_text())
     assert config["lora"]["modules_to_save"] == ["embed_tokens", "lm_head"]
     _train(tmp_path / "run", tiny_data / "chat.jsonl", tiny_data / "tok")
-    _summary(tmp_path / "run")
+    from trainfit.api import estimate
+
+    expected = estimate("tiny-llama", "a100-sxm4-80gb", method="lora", modules_to_save="embed_tokens,lm_head").split
+    assert _summary(tmp_path / "run")["trainable_params"] == expected.trainable  # the copies train too
 
 
 @pytest.mark.parametrize("engine_flags,method,engine", [

@@ -8,7 +8,7 @@ from .catalog.efficiency import Efficiencies
 from .errors import TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
-from .spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Strategy, TrainingSpec
+from .spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Strategy, TrainingSpec, combination_problem
 from .units import GiB
 
 
@@ -53,15 +53,15 @@ def _dropped(t: TrainingSpec, cand: TrainingSpec) -> str:
 
 
 def _compatible(t: TrainingSpec, strat: Strategy | None = None, **changes) -> TrainingSpec:
-    """`t` with `changes`, dropping optimizer-in-backward where gradients accumulate or DeepSpeed runs, and paged
-    states under DeepSpeed (which runs its own optimizer)."""
-    accum = changes.get("grad_accum", t.grad_accum)
-    deepspeed = strat is not None and strat.engine == "deepspeed"
-    if t.optimizer_in_backward and (accum > 1 or deepspeed or (strat is not None and strat.engine == "ddp")):
+    """`t` with `changes`, giving up optimizer-in-backward where gradients accumulate, and then whichever optional
+    setting the engine cannot run (combination_problem)."""
+    if t.optimizer_in_backward and changes.get("grad_accum", t.grad_accum) > 1:
         changes["optimizer_in_backward"] = False
-    if t.paged_optimizer and deepspeed:
-        changes["paged_optimizer"] = False
-    return t.with_(**changes)
+    cand = t.with_(**changes)
+    for flag in ("optimizer_in_backward", "paged_optimizer"):
+        if strat is not None and getattr(cand, flag) and combination_problem(cand, strat):
+            cand = cand.with_(**{flag: False})
+    return cand
 
 
 def _raw_candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, Strategy]]:

@@ -118,6 +118,7 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
     counts: dict[tuple[str, str, str | None], list[dict]] = {}
     for row in validate(cases, base).rows:
         view = base.for_framework(None if row.framework == "None" else row.framework).for_gpu(get_gpu(row.gpu))
+        link = binding_link(by_id[row.id], base) if "throughput" in row.error else None
         for name, (metric, _, _) in FITTED.items():
             if metric not in row.error:
                 continue
@@ -126,7 +127,6 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
             if name.startswith("framework_"):  # a stack's own factor, whether the prior names it or not
                 level = (name, "by_framework", row.framework)
             elif name.startswith("comm_"):  # only multi-GPU cases communicate; efficiency is keyed by link
-                link = binding_link(by_id[row.id], base)
                 if link is None:
                     continue
                 level = (name, "by_link", link) if name == "comm_efficiency" else (name, "default", None)

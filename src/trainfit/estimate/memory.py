@@ -28,7 +28,8 @@ from ..catalog.efficiency import EfficiencyView
 from ..errors import SpecError
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
-from ..spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task, TrainingSpec
+from ..spec.training import (Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task, TrainingSpec,
+                             combination_problem)
 from ..units import GiB
 from .activations import Regime, apply_checkpointing, block_saved
 from .params import global_tensors, largest_module_params, layer_linears, layer_params
@@ -306,12 +307,10 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _add(grads, "gradients/trainable", psi * g_t)
         if s.engine == "ddp":  # the Reducer allocates its flat gradient buckets when DDP wraps the model
             _add(states, "gradients/ddp_buckets", psi * g_t)
+    problem = combination_problem(t, s)
+    if problem:
+        raise SpecError(problem)
     if t.optimizer_in_backward:
-        if s.engine == "deepspeed":
-            raise SpecError("optimizer-in-backward is a PyTorch/torchtune feature: not with DeepSpeed ZeRO")
-        if s.engine == "ddp":
-            raise SpecError("optimizer-in-backward steps each gradient before DDP could all-reduce it: use one GPU "
-                            "or FSDP")
         # each parameter steps and drops its gradient as soon as the gradient is ready: one tensor's lives at a time
         # (FSDP: the block being reduced)
         keep = grads.get("gradients/unsharded_block", 0.0)
@@ -319,8 +318,6 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _add(grads, "gradients/in_backward", keep or (largest_module if t.method == Method.FULL else 0) * g_t)
     paged = 0.0
     if t.paged_optimizer:  # bitsandbytes allocates paged states with cudaMallocManaged, beside PyTorch's allocator
-        if s.engine == "deepspeed":
-            raise SpecError("paged optimizers are bitsandbytes optimizers: DeepSpeed ZeRO runs its own")
         paged = states.pop("optimizer/states", 0.0)
         notes.append("paged optimizer: its states live in CUDA managed memory, which PyTorch's memory counters do not "
                      "see; they stay on the GPU while it has room and page out to host memory when it does not")

@@ -279,3 +279,15 @@ class Strategy:
 
     def with_(self, **changes) -> "Strategy":
         return replace(self, **changes)
+
+
+def combination_problem(t: TrainingSpec, s: Strategy) -> str | None:
+    """Why a training setting cannot run under an engine, or None (the rules of one setting alone are checked
+    when the TrainingSpec is made)."""
+    if t.optimizer_in_backward and s.engine == "deepspeed":
+        return "optimizer-in-backward is a PyTorch/torchtune feature: not with DeepSpeed ZeRO"
+    if t.optimizer_in_backward and s.engine == "ddp":
+        return "optimizer-in-backward steps each gradient before DDP could all-reduce it: use one GPU or FSDP"
+    if t.paged_optimizer and s.engine == "deepspeed":
+        return "paged optimizers are bitsandbytes optimizers: DeepSpeed ZeRO runs its own"
+    return None

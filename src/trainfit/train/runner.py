@@ -766,6 +766,7 @@ def train(cfg: dict, args: argparse.Namespace) -> dict:
     save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, steps)
     summary = summarize(history, warmup, dist, cfg)
     summary["parameters"] = sharding_of(model)
+    summary["trainable_params"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     log(dist, summary, metrics_path)
     if dist.world > 1 and torch.distributed.is_initialized():
         torch.distributed.barrier()  # every rank done with its checkpoint and log before the group goes away
