@@ -333,7 +333,9 @@ def trainfit_outcomes(case: dict, eff: Efficiencies) -> dict:
             out[metric] = {"skip": next(iter(report.skipped), "not predicted")}
             continue
         row = report.rows[0]
-        if metric not in row.error:
+        if metric in row.excluded:
+            out[metric] = {"skip": "measured peak below the stated setup's resident states (validate excludes it)"}
+        elif metric not in row.error:
             out[metric] = {"skip": "not compared by trainfit validate"}
         elif metric == "memory":
             out[metric] = {"pred": row.predicted["peak_memory_gib"], "ape": row.error["memory"],

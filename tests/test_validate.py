@@ -14,12 +14,12 @@ from trainfit.validate import load_cases, predict_case, validate
 ROOT = Path(__file__).resolve().parents[1]
 DEV = str(ROOT / "data" / "validation" / "published_dev.jsonl")
 
-# Targets of the accuracy issue on published_dev.jsonl with the shipped calibration. Throughput, coverage and OOM
-# are met and held here as limits. Peak memory is not yet met (README "Accuracy": 10.7% at the last calibration);
-# CI holds the line at LIMIT_MEMORY and the target itself is tracked by the strict xfail below.
+# Targets of the accuracy issue on published_dev.jsonl with the shipped calibration, held here as CI limits.
+# Peak memory is held over the cases whose measured peak is consistent with their stated setup (README
+# "Accuracy": one published peak lies below the weights and optimizer states of its own setup and is listed
+# under "excluded"; tests below check that rule).
 TARGET_THROUGHPUT = 0.15
 TARGET_MEMORY = 0.10
-LIMIT_MEMORY = 0.12
 TARGET_PREDICTED = 0.85
 
 
@@ -35,18 +35,13 @@ def report(dev_cases):
 
 def test_ci_accuracy_limits_through_the_cli(run_cli):
     code, out, err = run_cli("validate", DEV, "--json", "--max-mape-throughput", str(TARGET_THROUGHPUT),
-                             "--max-mape-memory", str(LIMIT_MEMORY), "--min-predicted", str(TARGET_PREDICTED))
+                             "--max-mape-memory", str(TARGET_MEMORY), "--min-predicted", str(TARGET_PREDICTED))
     doc = json.loads(out)
     assert code == 0, (err, doc["limits_failed"])
     assert doc["throughput"]["mape"] <= TARGET_THROUGHPUT
-    assert doc["memory"]["mape"] <= LIMIT_MEMORY
+    assert doc["memory"]["mape"] <= TARGET_MEMORY
     assert doc["predicted"] >= TARGET_PREDICTED * doc["cases"]
     assert doc["oom"]["n"] >= 4 and doc["oom"]["correct"] == doc["oom"]["n"]  # every OOM case predicted as OOM
-
-
-@pytest.mark.xfail(strict=True, reason="peak-memory target of 10% not met yet (see README, Accuracy)")
-def test_memory_target(report):
-    assert report["memory"]["mape"] <= TARGET_MEMORY
 
 
 def test_report_has_every_promised_field(report):
@@ -221,3 +216,41 @@ def test_bench_notes_read_back_as_the_settings_they_ran(kwargs, features):
     assert back.modules_to_save == est.training.modules_to_save
     assert back.optimizer_in_backward == est.training.optimizer_in_backward
     assert back.paged_optimizer == est.training.paged_optimizer
+
+
+def _floor_gib(case):
+    from trainfit.units import GiB
+    return predict_case(case, Efficiencies.default()).memory.resident_states / GiB
+
+
+def test_inconsistent_peaks_are_listed_not_averaged(dev_cases, report):
+    """Only measured peaks below the weights + optimizer states of their own stated setup (beyond a GB/GiB slip)
+    leave the memory statistics; each stays in its row with its error and reason, and --keep-inconsistent counts
+    it again."""
+    by_id = {c["id"]: c for c in dev_cases}
+    excluded = {e["id"] for e in report["excluded"]}
+    assert excluded == {"litgpt-hub-a10g-phi-3-full"}  # 3.8B, AdamW, bf16-true on one GPU: 28 GiB of states
+    for row in report["rows"]:
+        case = by_id[row["id"]]
+        meas = case["measured"].get("peak_memory_gib")
+        if not meas or "memory" not in {**row["error"], **row["excluded"]}:
+            continue
+        below = meas * 2**30 / 1e9 < _floor_gib(case)
+        assert below == ("memory" in row["excluded"]), row["id"]
+        assert ("memory" in row["error"]) != below
+    kept = validate(dev_cases, Efficiencies.default(), keep_inconsistent=True).to_dict()
+    assert kept["excluded"] == [] and kept["memory"]["n"] == report["memory"]["n"] + len(excluded)
+    assert kept["memory"]["mape"] > report["memory"]["mape"]
+
+
+def test_a_peak_below_the_resident_states_is_excluded(dev_cases):
+    case = copy.deepcopy(next(c for c in dev_cases if c["id"] == "qwen1-readme-7b-lora-s512"))
+    floor = _floor_gib(case)
+    case["measured"]["peak_memory_gib"] = floor * 0.99  # a GB/GiB slip could explain it: still compared
+    row = validate([case], Efficiencies.default()).rows[0]
+    assert "memory" in row.error and not row.excluded
+    case["measured"]["peak_memory_gib"] = floor * 0.9
+    row = validate([case], Efficiencies.default()).rows[0]
+    assert "memory" not in row.error and "below" in row.excluded["memory"][1]
+    assert row.excluded["memory"][0] == pytest.approx(abs(row.predicted["peak_memory_gib"] / (floor * 0.9) - 1),
+                                                      abs=1e-3)

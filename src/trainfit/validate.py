@@ -43,6 +43,8 @@ class Row:
     measured: dict[str, Any] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)  # absolute percentage errors, as fractions
     from_notes: tuple[str, ...] = ()  # NOTE_FEATURES read from the case's notes
+    # metric -> (its error, why the measurement contradicts the stated setup): left out of the statistics
+    excluded: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     def pair(self, metric: str) -> tuple[float | None, float | None]:
         """(predicted, measured) of the value `metric` is compared on."""
@@ -52,7 +54,8 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
                 "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
-                "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes)}
+                "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes),
+                "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()}}
 
 
 def source_group(case: dict) -> str:
@@ -274,7 +277,22 @@ def comparable(case: dict, metric: str) -> bool:
     return metric_key(measured_values(case), metric) is not None
 
 
-def compare(case: dict, est: Estimate) -> Row:
+# A measured peak is read as inconsistent with its case only when it is below the weights and optimizer states
+# the stated setup must keep on the GPU by more than a GB/GiB mix-up could explain (2^30 / 1e9 = 1.074).
+GB_GIB_SLACK = GiB / 1e9
+
+
+def inconsistent_memory(measured_gib: float, est: Estimate) -> str | None:
+    """Why a measured peak cannot belong to the stated setup, or None. Every memory counter (allocated, reserved,
+    nvidia-smi) holds at least the weights and optimizer states that stay resident through the step."""
+    floor = est.memory.resident_states / GiB
+    if measured_gib * GB_GIB_SLACK >= floor:
+        return None
+    return (f"measured {measured_gib:.2f} GiB is below the {floor:.2f} GiB of weights and optimizer states the "
+            "stated setup keeps on each GPU: the run cannot have used the stated setup")
+
+
+def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
     meas = measured_values(case)
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
@@ -290,7 +308,12 @@ def compare(case: dict, est: Estimate) -> Row:
     for metric in ("throughput", "mfu", "memory"):
         if comparable(case, metric):
             key = metric_key(meas, metric)
-            row.error[metric] = _ape(exact[key], meas[key])
+            error = _ape(exact[key], meas[key])
+            why = inconsistent_memory(meas[key], est) if metric == "memory" and not keep_inconsistent else None
+            if why:
+                row.excluded[metric] = (error, why)
+            else:
+                row.error[metric] = error
     if meas.get("oom"):
         row.error["oom_correct"] = 0.0 if not est.fits else 1.0
     return row
@@ -329,14 +352,19 @@ class Report:
                 "throughput": _metric(self.rows, "throughput"), "memory": _metric(self.rows, "memory"),
                 "mfu": _metric(self.rows, "mfu"),
                 "oom": {"n": len(oom_rows), "correct": sum(1 for r in oom_rows if r.error["oom_correct"] == 0.0)},
+                "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
+                             for r in self.rows for k, (e, why) in r.excluded.items()],
                 "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
+                          "a measured peak below the weights and optimizer states its stated setup keeps resident "
+                          "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
+                          "counts it)",
                           "throughput: tokens/s per GPU where measured, else step time; variable-length runs are "
                           "not compared on throughput",
                           "errors are absolute percentage errors as fractions (0.1 = 10%)"],
                 "rows": [r.to_dict() for r in self.rows]}
 
 
-def validate(cases: list[dict], eff: Efficiencies) -> Report:
+def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = False) -> Report:
     rows: list[Row] = []
     skipped: Counter = Counter()
     for case in cases:
@@ -346,8 +374,8 @@ def validate(cases: list[dict], eff: Efficiencies) -> Report:
                 raise Skip("nothing measured")
             if ((case.get("hardware") or {}).get("gpu") or "") == "cpu":
                 raise Skip("CPU measurement")
-            row = compare(case, predict_case(case, eff))
-            if not row.error:
+            row = compare(case, predict_case(case, eff), keep_inconsistent)
+            if not row.error and not row.excluded:
                 raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")
             rows.append(row)
         except Skip as exc:

@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
     p.add_argument("--min-predicted", type=float, default=None, metavar="FRACTION",
                    help="exit 1 when fewer than this fraction of the cases are predicted")
     p.add_argument("--rows", action="store_true", help="also print one line per case")
+    p.add_argument("--keep-inconsistent", action="store_true",
+                   help="count measured peaks below the weights and optimizer states of their stated setup "
+                        "(listed under 'excluded' otherwise)")
     p.add_argument("--shipped", action="store_true",
                    help="use efficiency.yaml without the shipped calibration (the calibration's starting point)")
     add_efficiency_flags(p)
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         eff = load_efficiencies(parse_sets(args.set), args.calibration)
     cases = load_cases(args.cases)
-    doc = validate(cases, eff).to_dict()
+    doc = validate(cases, eff, args.keep_inconsistent).to_dict()
     doc["efficiencies"] = eff.origin
     failed = _limits(args, doc)
     doc["limits_failed"] = failed
@@ -108,6 +111,8 @@ def render(doc: dict, rows: bool = False) -> None:
     oom = doc["oom"]
     if oom["n"]:
         c.print(f"out of memory: {oom['correct']} of {oom['n']} OOM cases predicted as not fitting")
+    for ex in doc["excluded"]:
+        c.print(f"excluded from {ex['metric']} ({_pct(ex['error'])} off): {ex['id']}: {ex['reason']}")
     if rows:
         r = Table(title="per case")
         for col in ("case", "gpu", "method", "tok/s/GPU or s pred", "meas", "err", "GiB pred", "meas", "err"):

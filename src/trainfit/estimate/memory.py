@@ -103,6 +103,15 @@ class MemoryResult:
             out[key.split("/", 1)[0]] += value
         return out
 
+    @cached_property
+    def resident_states(self) -> float:
+        """Bytes that stay on each GPU through the whole step once training runs: the model's weights as stored
+        (shards, not gathered copies) and the optimizer's states and master weights (paged states excluded).
+        No allocator counter of a run of this setup can read less."""
+        return sum(v for k, v in self.detail.items()
+                   if (k.startswith("weights/") and not k.startswith("weights/gathered"))
+                   or k in ("optimizer/states", "optimizer/master_fp32"))
+
     def gib(self) -> dict[str, float]:
         out = {k: round(v / GiB, 3) for k, v in self.parts.items()}
         out["total"] = round(self.device / GiB, 3)
