@@ -39,8 +39,8 @@ def saved_bytes(loss, model, autocast_weights=False, cuda_masks=False):
         if node is None or node in visited:
             continue
         visited.add(node)
-        for attr in dir(node):
-            if not attr.startswith("_saved_"):
+        for attr in dir(node) + ["saved_tensors"]:  # saved_tensors: a custom autograd.Function's saves
+            if not attr.startswith("_saved_") and attr != "saved_tensors":
                 continue
             try:
                 value = getattr(node, attr)
@@ -173,3 +173,65 @@ def test_qlora_block_activations_match_autograd(upcast):
     predicted = sum(block_saved(spec, Regime(2, 2, True, kbit_upcast=upcast), trainable, S,
                                 Attention("sdpa")).values())
     assert predicted == pytest.approx(measured, rel=0.01), (predicted, measured)
+
+
+class _OldMatMul4Bit(torch.autograd.Function):
+    """bitsandbytes' MatMul4Bit before 0.43.2 as far as memory goes: it held its input A until backward whenever any
+    gradient flowed (`ctx.tensors = (A, B)`), though a frozen weight's backward needs only the weight (removed by
+    bitsandbytes PR #1270). Here the input is saved the visible way, with the same lifetime."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        ctx.save_for_backward(x)
+        ctx.weight = weight
+        return torch.nn.functional.linear(x, weight)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad @ ctx.weight, None
+
+
+def _old_bnb_forward(self, x):
+    return _OldMatMul4Bit.apply(x, self.weight)
+
+
+def _measure_old_bnb(layers, targets, bf16_adapters):
+    import types
+
+    peft = pytest.importorskip("peft")
+    conf = transformers.AutoConfig.for_model(**dict(LLAMA, num_hidden_layers=layers))
+    conf._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
+        for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.Linear) and ".layers." in name:
+                mod.forward = types.MethodType(_old_bnb_forward, mod)
+        model = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=targets, lora_dropout=0.0),
+                                    autocast_adapter_dtype=not bf16_adapters)
+    model.train()
+    ids = torch.randint(0, LLAMA["vocab_size"], (B, S))
+    out = model(input_ids=ids, labels=ids)
+    return saved_bytes(out.loss, model)
+
+
+@pytest.mark.parametrize("targets,bf16_adapters", [(["q_proj", "v_proj"], True), (["q_proj", "v_proj"], False),
+                                                   ("all-linear", True), ("all-linear", False)])
+def test_old_bitsandbytes_keeps_frozen_inputs(targets, bf16_adapters):
+    """QLoRA on bitsandbytes < 0.43.2 in a pure-bf16 stack (LitGPT bf16-true): every frozen 4-bit Linear's input
+    stays alive; inputs an adapter saves anyway (bf16 adapters read the very tensor) add nothing, fp32 adapters'
+    casts do not stand in for it."""
+    measured = (_measure_old_bnb(2, targets, bf16_adapters) - _measure_old_bnb(1, targets, bf16_adapters)) / (B * S)
+    spec = ModelSpec.from_hf_config(dict(LLAMA, num_hidden_layers=1))
+    roles = lora_roles(tuple(targets) if isinstance(targets, list) else (targets,))
+    trainable = Trainable(frozenset(), roles, False, lora_rank=8)
+    regime = Regime(2, 2, False, adapter=2 if bf16_adapters else 4, kbit_keeps_inputs=True)
+    predicted = sum(block_saved(spec, regime, trainable, S, Attention("sdpa")).values())
+    assert predicted == pytest.approx(measured, rel=0.01), (predicted, measured)
+    without = sum(block_saved(spec, Regime(2, 2, False, adapter=regime.adapter), trainable, S,
+                              Attention("sdpa")).values())
+    if targets == "all-linear" and bf16_adapters:  # every input is an adapter's input already
+        assert predicted == without
+    else:
+        assert predicted > without

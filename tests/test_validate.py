@@ -157,6 +157,12 @@ def test_framework_defaults_reach_the_estimate(dev_cases):
                 and c["training"].get("param_dtype") is None and c["training"]["method"] == "full")
     est = predict_case(case, Efficiencies.default())
     assert est.training.param_dtype == "bf16"
+    # LitGPT's QLoRA rows ran an old bitsandbytes that keeps frozen 4-bit Linears' inputs; torchtune's NF4 does not
+    by_id = {c["id"]: c for c in dev_cases}
+    old = predict_case(by_id["litgpt-hub-a10g-llama-2-7b-qlora"], Efficiencies.default())
+    assert old.training.kbit_keeps_inputs and "activations/linear_in/kbit_frozen_inputs" in old.memory.detail
+    tt = predict_case(by_id["torchtune-readme-llama3-8b-qlora-rtx4090-g1"], Efficiencies.default())
+    assert not tt.training.kbit_keeps_inputs
 
 
 def test_variable_length_runs_are_compared_on_memory_only(dev_cases):

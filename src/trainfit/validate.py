@@ -169,7 +169,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         lora_rank=int(t.get("lora_rank") or 16),
         lora_targets=parse_targets(targets if targets else None), modules_to_save=saved,
         optimizer_in_backward="optimizer_in_backward" in features, paged_optimizer="paged_optimizer" in features,
-        kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and "gptq_base" not in features)
+        kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and "gptq_base" not in features,
+        kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and "gptq_base" not in features)
 
 
 def _strategy(case: dict) -> Strategy:

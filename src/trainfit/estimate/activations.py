@@ -7,7 +7,8 @@ modeling_gpt2.py, modeling_bert.py and PEFT's lora.Linear) op by op, in the spir
 code differs, so each saved tensor is listed by name:
 
 * RMSNorm upcasts to fp32 (`hidden_states.to(torch.float32)`) and that fp32 copy is saved (4·h bytes per token).
-* A Linear saves its input only when its weight is trainable; a frozen base weight (LoRA, QLoRA) saves nothing.
+* A Linear saves its input only when its weight is trainable; a frozen base weight (LoRA, QLoRA) saves nothing —
+  except bitsandbytes' 4-bit matmul before 0.43.2, which kept its input whenever any gradient flowed through it.
 * PEFT casts each adapter's input to the adapter dtype (fp32) — one copy per adapted module; under autocast the
   bf16 re-cast of that copy is what is saved.
 * Under autocast with fp32 weights (mixed precision without DeepSpeed/FSDP) every Linear saves its own bf16 cast of
@@ -37,6 +38,8 @@ class Regime:
     # QLoRA through PEFT's prepare_model_for_kbit_training: embeddings and norms in fp32 make the hidden states fp32,
     # and bitsandbytes' Linear4bit returns its output in its input's dtype, so the MLP's intermediates are fp32
     kbit_upcast: bool = False
+    # bitsandbytes < 0.43.2: every frozen 4-bit Linear keeps its input for backward (TrainingSpec.kbit_keeps_inputs)
+    kbit_keeps_inputs: bool = False
 
     @property
     def residual(self) -> int:
@@ -73,6 +76,7 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
         out.update(_norm_saved(m, r, tr, h, f"norm{i + 1}"))
     out.update(_linear_inputs(m, r, tr))
     out.update(_adapter_inputs(m, r, tr))
+    out.update(_kbit_kept_inputs(m, r, tr))
     out.update(_attention_saved(m, r, seq_len, attention))
     out.update(_mlp_saved(m, r, tr))
     if m.hidden_dropout > 0:
@@ -143,6 +147,29 @@ def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
         inputs = sum(r.act * width for width, group in dict((g, (w, g)) for w, g in modules).values()
                      if group != "o_in")
     return {"lora/inputs": inputs, "lora/a_outputs": len(modules) * tr.lora_rank * copy}
+
+
+def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
+    """Old bitsandbytes' MatMul4Bit holds each frozen 4-bit Linear's input until backward. Inputs some other saved
+    tensor already is add nothing: a trainable base weight's input, an adapter's shared input (no cast), and
+    o_proj's input (the attention output, counted with attention)."""
+    if not r.kbit_keeps_inputs:
+        return {}
+    shared = not (r.autocast or r.adapter != r.act)  # adapters read the very input tensor (see _adapter_inputs)
+    seen = tr.linears | (tr.adapters if shared else frozenset())
+    experts = m.experts_per_tok if m.is_moe else 1
+    out = 0.0
+    attn_in, mlp_in = not seen & {"q", "k", "v"}, not seen & {"gate", "up"}
+    if m.parallel_block:  # attention and MLP read the same normalized input
+        attn_in = mlp_in = attn_in and mlp_in
+        mlp_in = False
+    if attn_in:
+        out += r.residual * m.hidden
+    if mlp_in:
+        out += r.residual * m.hidden * experts
+    if "down" not in seen:
+        out += (4 if r.kbit_upcast else r.act) * m.intermediate * experts
+    return {"linear_in/kbit_frozen_inputs": out} if out else {}
 
 
 # model_types whose eager attention computes softmax in the activation dtype (modeling_*.py, transformers 5.x)

@@ -167,10 +167,12 @@ def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
     if t.precision == Precision.FP32:
         return Regime(act=4, weight=4, autocast=False)
     if t.method in (Method.LORA, Method.QLORA):
+        keeps = t.method == Method.QLORA and t.kbit_keeps_inputs
         if t.param_dtype == "bf16":  # pure 16-bit stacks (torchtune, LitGPT bf16-true): 16-bit adapters, no autocast
-            return Regime(act=act, weight=2, autocast=False, adapter=2)
+            return Regime(act=act, weight=2, autocast=False, adapter=2, kbit_keeps_inputs=keeps)
         # 16-bit base, fp32 adapters, Trainer's autocast; QLoRA through PEFT: fp32 hidden states
-        return Regime(act=act, weight=2, autocast=True, kbit_upcast=t.method == Method.QLORA and t.kbit_fp32_upcast)
+        return Regime(act=act, weight=2, autocast=True, kbit_upcast=t.method == Method.QLORA and t.kbit_fp32_upcast,
+                      kbit_keeps_inputs=keeps)
     if s.engine == "deepspeed":
         return Regime(act=act, weight=2, autocast=False)  # DeepSpeed runs a bf16/fp16 module, no autocast
     if s.engine == "fsdp":

@@ -163,6 +163,10 @@ class TrainingSpec:
     # the output head) is cast to fp32. Stacks that do not call it (torchtune, LitGPT, Unsloth) and GPTQ bases keep
     # them 16-bit.
     kbit_fp32_upcast: bool = True
+    # QLoRA on bitsandbytes before 0.43.2: its 4-bit matmul (MatMul4Bit) kept every Linear's input alive for
+    # backward although a frozen weight needs none (fixed by bitsandbytes PR #1270, July 2024). LitGPT pinned
+    # bitsandbytes 0.41-0.42 through 2024.
+    kbit_keeps_inputs: bool = False
 
     def __post_init__(self) -> None:
         for name, low, high in (("seq_len", 1, 2_097_152), ("micro_batch", 1, 65_536), ("grad_accum", 1, 65_536),
@@ -183,7 +187,8 @@ class TrainingSpec:
         return _cached_hash(self, (self.method, self.task, self.seq_len, self.micro_batch, self.grad_accum,
                                    self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
                                    self.lora_rank, self.lora_targets, self.num_labels, self.modules_to_save,
-                                   self.optimizer_in_backward, self.paged_optimizer, self.kbit_fp32_upcast))
+                                   self.optimizer_in_backward, self.paged_optimizer, self.kbit_fp32_upcast,
+                                   self.kbit_keeps_inputs))
 
     @property
     def is_peft(self) -> bool:
