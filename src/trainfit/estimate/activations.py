@@ -160,9 +160,8 @@ def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float
     experts = m.experts_per_tok if m.is_moe else 1
     out = 0.0
     attn_in, mlp_in = not seen & {"q", "k", "v"}, not seen & {"gate", "up"}
-    if m.parallel_block:  # attention and MLP read the same normalized input
-        attn_in = mlp_in = attn_in and mlp_in
-        mlp_in = False
+    if m.parallel_block:  # attention and MLP read the same normalized input: kept once, unless either saves it
+        attn_in, mlp_in = attn_in and mlp_in, False
     if attn_in:
         out += r.residual * m.hidden
     if mlp_in:
