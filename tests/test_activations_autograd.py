@@ -138,7 +138,9 @@ def _bnb_linear4bit_forward(self, x):
     return torch.nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
 
 
-def _measure_qlora(layers, upcast):
+def _measure_4bit(layers, forward, targets="all-linear", upcast=False, bf16_adapters=False, autocast=True):
+    """Saved bytes of a bf16 tiny Llama whose blocks' Linears run `forward` (a 4-bit matmul emulated on the CPU),
+    with PEFT LoRA on `targets`; `upcast` first applies PEFT's prepare_model_for_kbit_training."""
     import types
 
     peft = pytest.importorskip("peft")
@@ -153,13 +155,18 @@ def _measure_qlora(layers, upcast):
         for name, mod in model.named_modules():  # ...and the blocks' Linears back to a 16-bit "dequantized" weight
             if isinstance(mod, torch.nn.Linear) and ".layers." in name:
                 mod.weight.data = mod.weight.data.to(torch.bfloat16)
-                mod.forward = types.MethodType(_bnb_linear4bit_forward, mod)
-        model = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules="all-linear", lora_dropout=0.0))
+                mod.forward = types.MethodType(forward, mod)
+        model = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=targets, lora_dropout=0.0),
+                                    autocast_adapter_dtype=not bf16_adapters)
     model.train()
     ids = torch.randint(0, LLAMA["vocab_size"], (B, S))
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         out = model(input_ids=ids, labels=ids)
-    return saved_bytes(out.loss, model, autocast_weights=True)
+    return saved_bytes(out.loss, model, autocast_weights=autocast)
+
+
+def _measure_qlora(layers, upcast):
+    return _measure_4bit(layers, _bnb_linear4bit_forward, upcast=upcast)
 
 
 @pytest.mark.parametrize("upcast", [False, True])
@@ -196,24 +203,7 @@ def _old_bnb_forward(self, x):
 
 
 def _measure_old_bnb(layers, targets, bf16_adapters):
-    import types
-
-    peft = pytest.importorskip("peft")
-    conf = transformers.AutoConfig.for_model(**dict(LLAMA, num_hidden_layers=layers))
-    conf._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.bfloat16)
-        for name, mod in model.named_modules():
-            if isinstance(mod, torch.nn.Linear) and ".layers." in name:
-                mod.forward = types.MethodType(_old_bnb_forward, mod)
-        model = peft.get_peft_model(model, peft.LoraConfig(r=8, target_modules=targets, lora_dropout=0.0),
-                                    autocast_adapter_dtype=not bf16_adapters)
-    model.train()
-    ids = torch.randint(0, LLAMA["vocab_size"], (B, S))
-    out = model(input_ids=ids, labels=ids)
-    return saved_bytes(out.loss, model)
+    return _measure_4bit(layers, _old_bnb_forward, targets, bf16_adapters=bf16_adapters, autocast=False)
 
 
 @pytest.mark.parametrize("targets,bf16_adapters", [(["q_proj", "v_proj"], True), (["q_proj", "v_proj"], False),
