@@ -30,7 +30,7 @@ run: $(VENV)/.run-installed
 	$(BIN)/trainfit compare --model llama-2-7b --method lora --seq-len 2048
 
 test: $(VENV)/.test-installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest; status=$$?; $(BIN)/python tests/leftovers.py || status=1; exit $$status
 
 # The shipped calibration, fitted on committed data (published runs + our own measurements); reproducible.
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))

@@ -1,12 +1,49 @@
 import os
+import signal
 import sys
+import uuid
 
 import pytest
 
+from trainfit import _proc
+
 os.environ.setdefault("TRAINFIT_LANG", "en")
+# Every process the suite starts inherits this marker, whatever session it moves to: on an interrupt the suite stops
+# them all, and at the end of the session (and in `make test`, tests/leftovers.py) none may still be alive.
+SESSION_VAR = "TRAINFIT_TEST_SESSION"
+SESSION = os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex)
+
+
+def _stop_children(signum, frame):
+    _proc.stop_tagged(SESSION_VAR, SESSION, grace_s=3.0)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, _stop_children)
 # A developer's own calibration (config directory) must not change what the tests see.
 os.environ.pop("TRAINFIT_CALIBRATION", None)
 os.environ["XDG_CONFIG_HOME"] = os.path.join(os.path.dirname(__file__), "snapshots", "no-config")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No process started by the suite may outlive it: any that did is listed, stopped, and fails the session."""
+    left = _proc.tagged(SESSION_VAR, SESSION)
+    if not left:
+        return
+    lines = []
+    for pid in left:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"  {pid}: {cmdline[:200]}")
+        except OSError:
+            lines.append(f"  {pid}")
+    _proc.stop_tagged(SESSION_VAR, SESSION, grace_s=3.0)
+    sys.stderr.write("processes started by the test suite were still alive at its end (now stopped):\n"
+                     + "\n".join(lines) + "\n")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_configure(config):

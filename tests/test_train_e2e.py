@@ -6,16 +6,18 @@ Tiny models are built from the shipped tiny presets with random weights; the dat
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
+
+from trainfit import _proc
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytestmark = pytest.mark.slow
 
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+TIMEOUT_S = 120
 
 
 def _generate(run_cli, out, model, *flags):
@@ -29,7 +31,9 @@ def _train(run_dir, data, tok, procs=1, *extra, expect_ok=True):
            "--device", "cpu", "--output-dir", str(run_dir / "out"), *extra]
     argv = [sys.executable, *cmd] if procs == 1 else [TORCHRUN, "--standalone", "--nproc_per_node", str(procs), *cmd]
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run(argv, cwd=run_dir, capture_output=True, text=True, env=env, timeout=600)
+    # a tiny model, two steps: seconds of work. A hang costs this bound, and leaves no process behind.
+    proc = _proc.run(argv, cwd=str(run_dir), env=env, timeout=TIMEOUT_S)
+    assert proc.leftovers == [], f"processes outlived the run: {proc.leftovers}"
     if expect_ok:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

@@ -18,6 +18,7 @@ import sys
 import tempfile
 from typing import Any
 
+from .. import _proc
 from ..errors import SpecError
 from ..estimate.flops import step_flops
 from ..units import GiB
@@ -47,8 +48,9 @@ def _write_run_dir(est, model_arg: str, folder: str, model_path: str | None) -> 
 
 
 def run_steps(est, model_arg: str, steps: int, warmup: int, device: str, model_path: str | None = None,
-              timeout: float = 3600) -> dict[str, Any]:
-    """One benchmark run: the runner's summary line (or {"oom": True})."""
+              timeout: float = 3600, startup_timeout: float | None = None) -> dict[str, Any]:
+    """One benchmark run: the runner's summary line (or {"oom": True}). `timeout` bounds the whole run (its
+    process tree is stopped when it passes); `startup_timeout` is train.py's bound on reaching a first step."""
     folder = tempfile.mkdtemp(prefix="trainfit-bench-")
     try:
         config = _write_run_dir(est, model_arg, folder, model_path)
@@ -57,6 +59,8 @@ def run_steps(est, model_arg: str, steps: int, warmup: int, device: str, model_p
                 str(warmup), "--device", device, "--output-dir", os.path.join(folder, "out"), "--save-steps", "0"]
         if model_path is None:
             args.append("--random-init")
+        if startup_timeout is not None:
+            args += ["--startup-timeout", str(startup_timeout)]
         gpus = est.strategy.gpus_per_node
         if est.strategy.nodes > 1:
             raise SpecError("bench runs on this machine only: use --nodes 1")
@@ -65,16 +69,26 @@ def run_steps(est, model_arg: str, steps: int, warmup: int, device: str, model_p
         env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
         if device == "cpu":
             env.setdefault("DS_ACCELERATOR", "cpu")
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        try:
+            proc = _proc.run(cmd, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            raise SpecError(f"benchmark run did not finish within {timeout:g} s; stopped it and every process "
+                            f"it started") from None
         summary = _summary(os.path.join(folder, "out", "metrics.jsonl"), proc.stdout)
         if proc.returncode == 3 or (summary or {}).get("oom"):
             return {"oom": True, "error": (summary or {}).get("error")}
         if proc.returncode != 0 or summary is None:
-            tail = "\n".join(proc.stderr.strip().splitlines()[-3:])
-            raise SpecError(f"benchmark run failed (exit {proc.returncode}): {tail[:500]}")
+            raise SpecError(f"benchmark run failed (exit {proc.returncode}): {_runner_error(proc.stderr)[:500]}")
         return summary
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _runner_error(stderr: str) -> str:
+    """train.py's own one-line error when it wrote one (a stale lock, the start-up watchdog), else the last lines."""
+    lines = stderr.strip().splitlines()
+    mine = [x for x in lines if x.startswith("train.py: error:")]
+    return mine[-1] if mine else "\n".join(lines[-3:])
 
 
 def _torchrun() -> str:
@@ -99,13 +113,14 @@ def _summary(metrics_path: str, stdout: str) -> dict | None:
 
 
 def find_max_batch(estimate_for, model_arg: str, device: str, model_path: str | None, limit: int = 1024,
-                   log=None) -> tuple[int, list[dict]]:
+                   log=None, **bounds) -> tuple[int, list[dict]]:
     """Largest micro-batch that runs (`estimate_for(mb)` gives the configuration): doubling until an
     out-of-memory, then bisection; 0 if a micro-batch of 1 does not fit."""
     attempts: list[dict] = []
 
     def fits(mb: int) -> bool:
-        result = run_steps(estimate_for(mb), model_arg, steps=1, warmup=1, device=device, model_path=model_path)
+        result = run_steps(estimate_for(mb), model_arg, steps=1, warmup=1, device=device, model_path=model_path,
+                           **bounds)
         ok = not result.get("oom")
         attempts.append({"micro_batch": mb, "oom": not ok,
                          "peak_memory_gib": result.get("peak_memory_gib"),

@@ -28,6 +28,11 @@ def add_parser(sub) -> None:
     p.add_argument("--find-max-batch", action="store_true", help="find the largest micro-batch that fits first")
     p.add_argument("--model-path", help="load real weights from this directory instead of random ones")
     p.add_argument("--out", help="append the validation case to this JSONL file")
+    p.add_argument("--timeout", type=float, default=3600, metavar="SECONDS",
+                   help="bound on each run; past it the run and every process it started are stopped (default 3600)")
+    p.add_argument("--startup-timeout", type=float, default=None, metavar="SECONDS",
+                   help="train.py's bound on reaching a first step, naming the phase it was stuck in "
+                        "(default: train.py's, 1200)")
     add_job_flags(p)
     p.set_defaults(run=run)
 
@@ -40,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     lang_of(args)
     if args.steps < 1 or args.warmup < 0:
         raise SpecError("--steps must be >= 1 and --warmup >= 0")
+    if not args.timeout > 0 or (args.startup_timeout is not None and not args.startup_timeout >= 0):
+        raise SpecError("--timeout must be > 0 and --startup-timeout >= 0 seconds")
+    bounds = {"timeout": args.timeout, "startup_timeout": args.startup_timeout}
     env = environment()
     device = args.device if args.device != "auto" else ("cuda" if env.get("cuda_available") else "cpu")
     if device == "cuda" and not env.get("cuda_available"):
@@ -57,13 +65,13 @@ def run(args: argparse.Namespace) -> int:
     micro_batch = args.micro_batch
     if args.find_max_batch:
         micro_batch, attempts = find_max_batch(estimate_for, args.model, device, args.model_path,
-                                               log=None if args.json else console().print)
+                                               log=None if args.json else console().print, **bounds)
     est = estimate_for(max(1, micro_batch))
     sampler = _sampler(device)
     if micro_batch == 0:  # not even one sequence fits: the out-of-memory is the result
         measured = {"oom": True}
     else:
-        measured = run_steps(est, args.model, args.steps, args.warmup, device, args.model_path)
+        measured = run_steps(est, args.model, args.steps, args.warmup, device, args.model_path, **bounds)
     summary = None
     if sampler is not None:
         from ..monitor.nvml import summarize

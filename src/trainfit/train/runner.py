@@ -52,6 +52,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--startup-timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"stop with an error naming the phase if no first step has finished after this long "
+                        f"(default: $TRAINFIT_STARTUP_TIMEOUT or {DEFAULT_STARTUP_TIMEOUT_S}; 0: no bound)")
+    p.add_argument("--clear-stale-locks", action="store_true",
+                   default=os.environ.get("TRAINFIT_CLEAR_STALE_LOCKS") == "1",
+                   help="remove JIT-extension build locks that no live process holds (left by an interrupted "
+                        "DeepSpeed build) instead of stopping on them ($TRAINFIT_CLEAR_STALE_LOCKS=1)")
     return p.parse_args(argv)
 
 
@@ -131,6 +138,181 @@ def _ds_config_path(cfg: dict, args: argparse.Namespace) -> str:
     return path if os.path.isabs(path) else os.path.join(os.path.dirname(os.path.abspath(args.config)), path)
 
 
+# ---- bounded start-up: watchdog, launcher death, stale JIT-extension locks -----------------------------------------
+
+DEFAULT_STARTUP_TIMEOUT_S = 1200
+PHASE_HINTS = {
+    "import": "importing torch / transformers / deepspeed: a broken or very slow Python environment",
+    "rendezvous": "waiting for every rank to join the process group: check MASTER_ADDR / MASTER_PORT, the network "
+                  "between nodes and that every node was started",
+    "data": "loading the tokenizer and the training data",
+    "model build": "building or loading the model (a large checkpoint from slow storage, or a model hub that "
+                   "cannot be reached)",
+    "engine init": "initialising the training engine (DeepSpeed builds its ops on first use; FSDP sharding)",
+    "first step": "the first training step (a collective that one rank never reached, or a very slow compile)",
+    "teardown": "the final barrier: another rank did not finish",
+}
+
+
+class Watchdog:
+    """A daemon thread that bounds the phases before the first step (and the final teardown): if the first
+    optimizer step has not finished `limit_s` seconds after start, the run stops with one line naming the phase it
+    was stuck in, exit code 4. Under a launcher (torchrun, the DeepSpeed launcher) it also stops the rank when the
+    launcher is gone, so no orphaned rank outlives its job; torchrun stops every other rank when one exits."""
+
+    EXIT_CODE = 4
+
+    def __init__(self, limit_s: float):
+        import threading
+
+        self.limit_s = limit_s
+        self.phase = "import"
+        self.deadline = time.monotonic() + limit_s if limit_s > 0 else None
+        launched = bool(os.environ.get("TORCHELASTIC_RUN_ID")) or "LOCAL_RANK" in os.environ
+        self.launcher = os.getppid() if launched else None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="trainfit-watchdog", daemon=True)
+        self._thread.start()
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+
+    def started(self) -> None:
+        """The first step finished: training is under way; stop bounding it (only the launcher check stays)."""
+        self.phase, self.deadline = "training", None
+
+    def tearing_down(self) -> None:
+        self.phase = "teardown"
+        if self.limit_s > 0:
+            self.deadline = time.monotonic() + self.limit_s
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            if self.launcher is not None and os.getppid() != self.launcher:
+                self._die(5, "the launcher that started this rank is gone; stopping this rank")
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                what = "end of teardown" if self.phase == "teardown" else "first training step"
+                self._die(self.EXIT_CODE, f"no {what} within {self.limit_s:g} s (--startup-timeout); stuck in phase "
+                                          f"'{self.phase}': {PHASE_HINTS.get(self.phase, self.phase)}")
+
+    @staticmethod
+    def _die(code: int, message: str) -> None:
+        rank = os.environ.get("RANK")
+        try:  # the reader of stderr may be gone with the launcher: nothing here may stop the exit
+            print(f"train.py: error: {'rank ' + rank + ': ' if rank else ''}{message}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        if os.getpgid(0) == os.getpid():  # a group of our own (as torchrun starts ranks): take build children too
+            _terminate_group_members(os.getpid())
+        os._exit(code)
+
+
+def _terminate_group_members(pgid: int) -> None:
+    """SIGTERM every other process of process group `pgid` (e.g. a compiler a JIT build started)."""
+    import signal
+
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:
+                os.kill(int(pid), signal.SIGTERM)
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+def startup_timeout(args: argparse.Namespace) -> float:
+    if args.startup_timeout is not None:
+        return args.startup_timeout
+    raw = os.environ.get("TRAINFIT_STARTUP_TIMEOUT")
+    try:
+        return float(raw) if raw else DEFAULT_STARTUP_TIMEOUT_S
+    except ValueError:
+        raise SetupError(f"TRAINFIT_STARTUP_TIMEOUT={raw!r} is not a number of seconds") from None
+
+
+def extension_locks(root: str) -> list[str]:
+    """The lock files of PyTorch JIT-extension builds under `root` (<root>[/pyXY_cu/cpu]/<name>/lock)."""
+    found = []
+    for depth in ("*", os.path.join("*", "*")):
+        found += glob.glob(os.path.join(root, depth, "lock"))
+    return sorted(set(found))
+
+
+def lock_holders(path: str) -> list[int] | None:
+    """PIDs of live processes that hold `path` open (torch's FileBaton keeps the lock file open while it builds);
+    None when some process could not be inspected, so staleness cannot be proven."""
+    target = os.path.realpath(path)
+    holders, unknown = [], False
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            unknown = True
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    holders.append(int(pid))
+                    break
+            except OSError:
+                continue
+    return None if unknown and not holders else holders
+
+
+def check_extension_locks(root: str, clear: bool) -> None:
+    """A build lock that no live process holds was left by an interrupted build; PyTorch's loader (used by
+    DeepSpeed's JIT ops) would wait on it forever. Say so before anything waits, or remove it when asked."""
+    if not os.path.isdir("/proc"):
+        return  # no way to prove anything on this platform; the watchdog still bounds the wait
+    for path in extension_locks(root):
+        holders = lock_holders(path)
+        if holders:
+            print(f"train.py: note: process {holders[0]} is building {os.path.basename(os.path.dirname(path))}; "
+                  f"waiting for it (lock {path})", file=sys.stderr, flush=True)
+            continue
+        if holders is None:
+            print(f"train.py: note: cannot tell whether lock {path} is stale (other users' processes are not "
+                  f"visible); if the run stops in 'engine init', remove it", file=sys.stderr, flush=True)
+            continue
+        if clear:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass  # another rank removed it first
+            print(f"train.py: removed stale lock {path} (held by no live process: an interrupted build left it)",
+                  file=sys.stderr, flush=True)
+            continue
+        raise SetupError(f"stale JIT-extension lock {path}: held by no live process (an earlier build was "
+                         f"interrupted) and DeepSpeed would wait on it forever; remove it (rm '{path}') or rerun "
+                         f"with --clear-stale-locks")
+
+
+def extensions_root() -> str:
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if root:
+        return root
+    from torch.utils.cpp_extension import get_default_build_root
+
+    return get_default_build_root()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 # ---- distributed set-up ---------------------------------------------------------------------------------------
 
 class Dist:
@@ -149,8 +331,21 @@ class Dist:
             torch.cuda.set_device(self.device)
         backend = "nccl" if self.cuda else "gloo"
         if cfg["engine"] == "deepspeed":
+            check_extension_locks(extensions_root(), args.clear_stale_locks)
             import deepspeed
 
+            if not self.cuda:
+                # On the CPU DeepSpeed JIT-builds a shared-memory all-reduce op (deepspeed_shm_comm) on first use,
+                # a compile of its own that the gloo collectives do not need; its compatibility table is the switch.
+                try:
+                    import deepspeed.ops
+
+                    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+                except (AttributeError, TypeError):
+                    pass
+            if "RANK" not in os.environ:  # `python train.py` on one GPU: a group of one (else DeepSpeed tries MPI)
+                os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                                  MASTER_PORT=os.environ.get("MASTER_PORT") or str(_free_port()))
             deepspeed.init_distributed(dist_backend=backend)
         elif self.world > 1:
             torch.distributed.init_process_group(backend=backend)
@@ -704,10 +899,14 @@ def total_steps(cfg: dict, args: argparse.Namespace) -> int:
     return max(1, math.ceil(tokens / per_step))
 
 
-def train(cfg: dict, args: argparse.Namespace) -> dict:
+def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None) -> dict:
     """Run training; returns the summary (also logged as the last JSON line)."""
+    phase = watchdog.enter if watchdog else (lambda name: None)
+    phase("import")
     import torch
+    import transformers  # noqa: F401  (imported here so that a slow or broken import is named as such)
 
+    phase("rendezvous")
     dist = Dist(cfg, args)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
@@ -716,11 +915,15 @@ def train(cfg: dict, args: argparse.Namespace) -> dict:
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
     steps = total_steps(cfg, args)
     mb, ga = cfg["micro_batch"], cfg["grad_accum"]
+    phase("data")
     examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8))
+    phase("model build")
     model = build_model(cfg, args, dist)
     reference = reference_model(model, cfg, dist)
+    phase("engine init")
     model, optimizer, scheduler, engine = wrap_engine(model, cfg, args, dist, steps)
     start = load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) if args.resume else 0
+    phase("first step")
     feed = batches(examples, dist, mb, args.seed + start)
     warmup = args.warmup_steps if args.warmup_steps is not None else min(2, max(0, steps - start - 1))
     seq_tokens = cfg["seq_len"] * mb * (2 if cfg["task"] == "dpo" else 1)
@@ -761,6 +964,8 @@ def train(cfg: dict, args: argparse.Namespace) -> dict:
             raise SetupError(f"loss is {record['loss']} at step {step + 1}")
         history.append(record)
         log(dist, record, metrics_path)
+        if watchdog and len(history) == 1:
+            watchdog.started()
         if save_every and (step + 1) % save_every == 0 and step + 1 < steps:
             save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, step + 1)
     save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, steps)
@@ -768,6 +973,8 @@ def train(cfg: dict, args: argparse.Namespace) -> dict:
     summary["parameters"] = sharding_of(model)
     summary["trainable_params"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     log(dist, summary, metrics_path)
+    if watchdog:
+        watchdog.tearing_down()
     if dist.world > 1 and torch.distributed.is_initialized():
         torch.distributed.barrier()  # every rank done with its checkpoint and log before the group goes away
         torch.distributed.destroy_process_group()
@@ -889,9 +1096,11 @@ def _is_oom(exc: BaseException) -> bool:
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
+        watchdog = Watchdog(startup_timeout(args))
         cfg = load_config(args.config)
         validate_inputs(cfg, args)
-        train(cfg, args)
+        train(cfg, args, watchdog)
+        watchdog.stop()
     except SetupError as exc:
         print(f"train.py: error: {exc}", file=sys.stderr)
         return 2

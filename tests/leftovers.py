@@ -1,0 +1,16 @@
+"""The last step of `make test`: no process started by the test suite (marked TRAINFIT_TEST_SESSION in its
+environment, inherited by all its descendants) may still be alive. Lists and stops any; exit 1 if there were any."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+from trainfit import _proc  # noqa: E402
+
+left = _proc.tagged("TRAINFIT_TEST_SESSION")
+if left:
+    print(f"leftovers: {len(left)} process(es) started by the test suite still alive: {left}; stopping them",
+          file=sys.stderr)
+    _proc.stop_tagged("TRAINFIT_TEST_SESSION", grace_s=3.0)
+    sys.exit(1)
+print("leftovers: no process started by the test suite is alive")
