@@ -6,26 +6,27 @@ The Python API is the primary interface; the `trainfit` command is a thin shell 
 
 from __future__ import annotations
 
+import importlib
+import sys
+import types
+
 __version__ = "0.1.0"
 
 __all__ = ["estimate", "compare", "resolve_model", "get_gpu", "__version__"]
 
+# name -> (module, function). `trainfit.estimate` and `trainfit.compare` are also the names of a subpackage and a
+# module; Python records an imported submodule as an attribute of its package, which would replace the function
+# after its first call. The package's attribute lookup therefore always answers these names with the functions.
+_API = {"estimate": ("api", "estimate"), "compare": ("compare", "compare"),
+        "resolve_model": ("catalog", "resolve_model"), "get_gpu": ("catalog", "get_gpu")}
 
-def __getattr__(name: str):
-    if name == "estimate":
-        from .api import estimate
 
-        return estimate
-    if name == "compare":
-        from .compare import compare
+class _Package(types.ModuleType):
+    def __getattribute__(self, name: str):
+        target = _API.get(name)
+        if target is not None:
+            return getattr(importlib.import_module(f"{__name__}.{target[0]}"), target[1])
+        return super().__getattribute__(name)
 
-        return compare
-    if name == "resolve_model":
-        from .catalog import resolve_model
 
-        return resolve_model
-    if name == "get_gpu":
-        from .catalog import get_gpu
-
-        return get_gpu
-    raise AttributeError(f"module 'trainfit' has no attribute {name!r}")
+sys.modules[__name__].__class__ = _Package

@@ -13,7 +13,7 @@ from .catalog import get_gpu, get_instance, resolve_model
 from .catalog.efficiency import Efficiencies
 from .errors import SpecError
 from .estimate.core import Estimate, run_estimate
-from .spec.cluster import cluster_for
+from .spec.cluster import check_network_gbps, cluster_for
 from .spec.model import ModelSpec
 from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
                             TrainingSpec, parse_saved_modules, parse_targets)
@@ -69,7 +69,7 @@ def load_efficiencies(overrides: dict[str, Any] | None = None, calibration: str 
 
         eff = eff.with_overrides(load_calibration(calibration), origin=f"calibration:{calibration}")
     if overrides:
-        eff = eff.with_overrides(overrides)
+        eff = eff.with_overrides(overrides, origin="--set")
     return eff
 
 
@@ -96,6 +96,8 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
                       attention, lora_rank, lora_targets, num_labels, model=spec, modules_to_save=modules_to_save,
                       optimizer_in_backward=optimizer_in_backward, paged_optimizer=paged_optimizer)
     s = strategy_spec(gpus, nodes, zero, fsdp, offload)
+    if network_gbps is not None:
+        check_network_gbps(network_gbps)
     eff = efficiencies or load_efficiencies(overrides, calibration)
     default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if nodes > 1 else None
     cluster = cluster_for(gpu_spec, gpus, nodes, inst, network_gbps, default_net)

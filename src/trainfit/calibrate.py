@@ -252,7 +252,7 @@ def load_calibration(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
             doc = yaml.safe_load(fh)
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:  # ValueError: not UTF-8 text
         raise SpecError(f"cannot read calibration {path}: {exc}".splitlines()[0]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
         raise SpecError(f"{path}: not a calibration file (no 'values')")

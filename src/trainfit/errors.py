@@ -14,6 +14,10 @@ class SpecError(TrainfitError):
     """Invalid or inconsistent input (unknown name, absurd number, incompatible choices)."""
 
 
+class BadValue(SpecError, ValueError):
+    """A value that does not parse (a count, a duration): a SpecError that older `except ValueError` callers catch."""
+
+
 class CatalogError(TrainfitError):
     """A catalog file is malformed (a bug in shipped data or in a user's file)."""
 

@@ -68,9 +68,21 @@ def _meets(c: Candidate, req: PlanRequest) -> tuple[bool, bool]:
     return deadline_ok, budget_ok
 
 
+def check_region(region: str) -> None:
+    """A region no price row names is a typo, not a region without offers."""
+    from .catalog.instances import all_prices
+    from .errors import unknown_name
+
+    known = {p.region for prices in all_prices().values() for p in prices}
+    if region not in known:
+        raise unknown_name("region", region, sorted(known), hint="`trainfit instances` lists regions with prices")
+
+
 def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_list: list[Offer] | None = None,
               skipped: Counter | None = None) -> Plan:
     model = resolve_model(req.model)
+    if req.region and offer_list is None:
+        check_region(req.region)
     eff = efficiencies or load_efficiencies()
     w = resolve_workload(req, model)
     if offer_list is None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from .catalog import get_gpu
 from .catalog.efficiency import Efficiencies
+from . import userjson
 from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
@@ -66,16 +67,9 @@ def source_group(case: dict) -> str:
 def load_cases(paths: list[str]) -> list[dict]:
     cases = []
     for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                for n, line in enumerate(fh, 1):
-                    if line.strip():
-                        try:
-                            cases.append(json.loads(line))
-                        except json.JSONDecodeError as exc:
-                            raise SpecError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        except OSError as exc:
-            raise SpecError(f"cannot read {path}: {exc.strerror}") from None
+        for n, line in enumerate(userjson.read_text(path, "JSONL file of cases").splitlines(), 1):
+            if line.strip():
+                cases.append(userjson.loads(line, f"{path}:{n}"))
     return cases
 
 

@@ -61,8 +61,13 @@ class Efficiencies:
         return _prior()
 
     def with_overrides(self, overrides: dict[str, Any], origin: str = "user") -> "Efficiencies":
-        """`overrides`: {name: value} (applies everywhere) or {name: {by_gpu: {...}, ...}}."""
+        """`overrides`: {name: value} (applies everywhere) or {name: {by_gpu: {...}, ...}}. Every number is checked
+        against the value's `valid` interval in efficiency.yaml (SpecError naming the value and where it came from)."""
+        if not isinstance(overrides, dict):
+            raise SpecError(f"{origin}: efficiency overrides must be a mapping of names to values")
         table = merge_tables(self.table, overrides)
+        for name, value in overrides.items():
+            check_value(name, value, table[name].get("valid"), origin)
         for name, value in overrides.items():
             if not isinstance(value, dict):  # a plain value replaces every per-GPU/architecture variant
                 for key in ("by_gpu", "by_architecture", "by_memory_type", "by_link", "by_framework"):
@@ -96,6 +101,38 @@ class Efficiencies:
         if view is None:
             view = self._resolved[key] = EfficiencyView(self, gpu)
         return view
+
+
+def parse_interval(text: str) -> tuple[float, float, bool, bool]:
+    """'(0, 1]' -> (0.0, 1.0, low open, high closed) as (low, high, low_open, high_open)."""
+    text = str(text).strip()
+    if len(text) < 5 or text[0] not in "[(" or text[-1] not in "])" or "," not in text:
+        raise CatalogError(f"efficiency.yaml: malformed interval {text!r}")
+    low, high = (float(x) for x in text[1:-1].split(","))
+    return low, high, text[0] == "(", text[-1] == ")"
+
+
+def in_interval(value: float, interval: str) -> bool:
+    low, high, low_open, high_open = parse_interval(interval)
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    return above and below
+
+
+def check_value(name: str, value: Any, interval: str | None, origin: str) -> None:
+    """A number (or every number in a by_gpu/by_architecture/... mapping) inside `interval`."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key in ("basis", "description", "unit", "valid", "fitted", "note"):
+                continue
+            check_value(f"{name}.{key}", inner, interval, origin)
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SpecError(f"{origin}: {name} must be a number, got {value!r}")
+    if value != value or value in (float("inf"), float("-inf")):
+        raise SpecError(f"{origin}: {name} = {value} is not a finite number")
+    if interval and not in_interval(float(value), interval):
+        raise SpecError(f"{origin}: {name} = {value:g} is outside its valid range {interval}")
 
 
 @lru_cache(maxsize=1)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .. import userjson
 from ..errors import CatalogError, SpecError, unknown_name
 from ..spec.model import ModelSpec
 from ._io import model_files, norm_name
@@ -82,11 +83,36 @@ def local_config(path: str) -> dict | None:
     file = os.path.join(path, "config.json") if os.path.isdir(path) else path
     if not os.path.isfile(file):
         return None
-    try:
-        with open(file, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"cannot read {file}: {exc}") from None
+    cfg = userjson.read(file, "config.json")
+    if not isinstance(cfg, dict):
+        raise SpecError(f"{file}: a config.json holds a JSON object, not {type(cfg).__name__}")
+    check_config_sizes(cfg, file)
+    return cfg
+
+
+# Whole-number sizes of a config.json and the largest value any real model has come near (x ~100 for margin).
+_SIZE_LIMITS = {"hidden_size": 10**6, "n_embd": 10**6, "d_model": 10**6, "intermediate_size": 10**7,
+                "moe_intermediate_size": 10**7, "num_hidden_layers": 10**4, "n_layer": 10**4, "num_layers": 10**4,
+                "num_attention_heads": 10**4, "n_head": 10**4, "num_key_value_heads": 10**4, "head_dim": 10**5,
+                "vocab_size": 10**8, "max_position_embeddings": 10**9, "n_positions": 10**9,
+                "num_local_experts": 10**5, "num_experts": 10**5, "n_routed_experts": 10**5,
+                "num_experts_per_tok": 10**4}
+
+
+def check_config_sizes(cfg: dict, where: str) -> None:
+    """Sizes must be whole numbers in a plausible range: a hidden_size of 1e12 or a layer count of -3 is a broken
+    file, not a model to estimate."""
+    for part in (cfg, cfg.get("text_config")):
+        if not isinstance(part, dict):
+            continue
+        for key, limit in _SIZE_LIMITS.items():
+            value = part.get(key)
+            if value is None:
+                continue
+            whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+            if isinstance(value, bool) or not whole or not 0 <= value <= limit:
+                raise SpecError(f"{where}: {key} = {value!r} is not a plausible size (a whole number up to "
+                                f"{limit:,})")
 
 
 def _from_path(path: str) -> ModelSpec:

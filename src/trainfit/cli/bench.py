@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+from .common import (add_job_flags, check_out, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
 
 HELP = "run real training steps on this machine's GPU(s) (or CPU) and compare with the estimate"
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.timeout > 0 or (args.startup_timeout is not None and not args.startup_timeout >= 0):
         raise SpecError("--timeout must be > 0 and --startup-timeout >= 0 seconds")
     bounds = {"timeout": args.timeout, "startup_timeout": args.startup_timeout}
+    if args.out:
+        check_out(args.out, "file")  # before the run, not after it
     env = environment()
     device = args.device if args.device != "auto" else ("cuda" if env.get("cuda_available") else "cpu")
     if device == "cuda" and not env.get("cuda_available"):

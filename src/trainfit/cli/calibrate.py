@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_output_flags, console, lang_of, print_json
+from .common import add_output_flags, check_out, console, lang_of, print_json
 
 HELP = "fit the estimator's named efficiencies to measured runs (least squares on log error) and write them"
 EXAMPLES = """examples:
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from ..calibrate import calibrate, write_calibration
 
     lang_of(args)
+    check_out(args.out, "file")  # before minutes of fitting
     log = None if (args.quiet or args.json) else (lambda line: print(line, file=sys.stderr, flush=True))
     doc = calibrate(args.measurements, log=log)
     write_calibration(doc, args.out)

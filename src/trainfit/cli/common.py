@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -125,3 +126,31 @@ def console():
     from rich.console import Console
 
     return Console()
+
+
+def check_out(path: str, kind: str) -> str:
+    """An --out path that can be written, checked before any work (SpecError otherwise): `kind` "dir" (a directory
+    that exists or can be created) or "file" (a regular file, new or to be replaced/appended). A probe file is made
+    and removed in the nearest existing folder, so read-only and virtual file systems (/proc) are caught too."""
+    import tempfile
+
+    if not path or "\0" in path or any(len(part.encode()) > 255 for part in path.split(os.sep)) or len(path) > 4000:
+        raise SpecError(f"--out {path!r}: not a usable path (empty, or a name longer than the file system allows)")
+    full = os.path.abspath(path)
+    if os.path.exists(full):
+        if kind == "dir" and not os.path.isdir(full):
+            raise SpecError(f"--out {path}: exists and is not a directory")
+        if kind == "file" and not os.path.isfile(full):
+            raise SpecError(f"--out {path}: exists and is not a regular file")
+    folder = full if kind == "dir" else os.path.dirname(full)
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder):
+        raise SpecError(f"--out {path}: {folder} is a file, not a directory")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".trainfit-probe-", dir=folder)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as exc:
+        raise SpecError(f"--out {path}: cannot write in {folder} ({exc.strerror or exc})") from None
+    return full

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_job_flags, console, lang_of, parse_sets, print_json, strategy_kwargs, workload_kwargs)
+from .common import (add_job_flags, check_out, console, lang_of, parse_sets, print_json, strategy_kwargs,
+                     workload_kwargs)
 
 HELP = "write a runnable training setup (engine config, launch.sh, train.py) from a plan"
 EXAMPLES = """examples:
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ..generate import generate, load_plan, setup_from_estimate
 
     lang = lang_of(args)
+    check_out(args.out, "dir")
     if args.plan:
         if args.model:
             raise SpecError("give --plan or the workload flags (--model ...), not both")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
 from ..errors import TrainfitError
@@ -11,10 +13,21 @@ DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how 
                "and how should I launch it?")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (usage is one `--help` away) that main() prints in the chosen form."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+
+class UsageError(TrainfitError):
+    pass
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, trace, validate
 
-    parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
+    parser = _Parser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     estimate.add_parser(sub)
@@ -37,21 +50,42 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    as_json = "--json" in argv
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "run", None):
-        parser.print_help()
-        return 2
     try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
         return args.run(args)
     except TrainfitError as exc:
-        print(f"trainfit: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), as_json, type(exc).__name__)
+    except OSError as exc:  # a file the user named (--out, an input) that the checks before the work could not see
+        if isinstance(exc, BrokenPipeError):
+            return 0
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        return _fail(f"{where}{exc.strerror or exc}", as_json, "OSError")
     except KeyboardInterrupt:
         print("trainfit: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback (TRAINFIT_DEBUG=1 shows it)
+        if os.environ.get("TRAINFIT_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        _fail(f"internal error, please report it: {type(exc).__name__}: {first} (TRAINFIT_DEBUG=1 shows where)",
+              as_json, "InternalError")
+        return 70
+
+
+def _fail(message: str, as_json: bool, kind: str) -> int:
+    """Bad input: one line on stderr, or with --json one JSON object on stdout; exit code 2."""
+    message = " ".join(message.split())  # one line, whatever the message held
+    if as_json:
+        print(json.dumps({"error": {"type": kind, "message": message, "exit_code": 2}}, ensure_ascii=False))
+    else:
+        print(f"trainfit: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_efficiency_flags, add_output_flags, console, lang_of, parse_sets, print_json
+from .common import add_efficiency_flags, add_output_flags, check_out, console, lang_of, parse_sets, print_json
 
 HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
 EXAMPLES = """examples:
@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     from ..report.plan import plan_dict, render_plan, write_plan
 
     lang = lang_of(args)
+    if args.out:
+        check_out(args.out, "dir")
     req = build_request(args)
     plan = make_plan(req, load_efficiencies(parse_sets(args.set), args.calibration))
     if args.out:

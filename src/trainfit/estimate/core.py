@@ -121,8 +121,9 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
         raise SpecError(f"{m.name} has learned positions for {m.max_positions} tokens; --seq-len {t.seq_len} "
                         "is longer")
     if m.position == "rope" and m.max_positions and t.seq_len > m.max_positions:
-        warnings.append(f"--seq-len {t.seq_len} is longer than {m.name}'s max_position_embeddings "
-                        f"({m.max_positions}); quality needs RoPE scaling")
+        raise SpecError(f"--seq-len {t.seq_len} is longer than {m.name}'s {m.max_positions} positions "
+                        "(max_position_embeddings); a context-extended model says so in its config.json "
+                        "(rope_scaling and a larger max_position_embeddings): pass that config.json")
     if t.task == Task.CLASSIFICATION and t.attention == Attention.FLASH and m.is_encoder:
         warnings.append("BERT-style models have no FlashAttention-2 path in transformers; SDPA is used")
     if t.precision == Precision.FP16 and t.method == Method.FULL and s.engine in ("single", "ddp"):

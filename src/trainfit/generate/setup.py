@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .. import userjson
 from ..errors import SpecError, did_you_mean
 
 PLAN_VERSION = 1
@@ -48,11 +49,7 @@ def _unknown(keys: set, allowed: set, where: str) -> None:
 def load_plan(path: str) -> Setup:
     if not os.path.isfile(path):
         raise SpecError(f"plan file not found: {path}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecError(f"cannot read {path}: {exc}") from None
+    doc = userjson.read(path, "plan.json")
     if not isinstance(doc, dict):
         raise SpecError(f"{path}: not a trainfit plan (expected a JSON object)")
     version = doc.get("trainfit_plan_version")

@@ -54,8 +54,11 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
     else:
         seq = 2048
     if max_pos and seq > max_pos:
-        if req.seq_len and m.position == "learned":
-            raise SpecError(f"{m.name} has learned positions for {max_pos} tokens; --seq-len {seq} is longer")
+        if req.seq_len:
+            raise SpecError(f"--seq-len {seq} is longer than {m.name}'s {max_pos} positions"
+                            + (" (learned)" if m.position == "learned" else
+                               "; a context-extended model says so in its config.json (rope_scaling and a larger "
+                               "max_position_embeddings): pass that config.json"))
         seq = max_pos if not req.seq_len else seq
         if not req.seq_len:
             notes.append(f"sequence length capped at the model's {max_pos} positions")

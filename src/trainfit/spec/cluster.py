@@ -71,9 +71,16 @@ def _instance_link(gpu: GpuSpec, inst: InstanceSpec, gpus_per_node: int, notes: 
     return "pcie", PCIE_X16_BYTES_PER_S.get(gpu.pcie_gen or 3)
 
 
+def check_network_gbps(network_gbps: float) -> None:
+    if isinstance(network_gbps, bool) or not isinstance(network_gbps, (int, float)) or \
+            not 0 < network_gbps <= 100_000:
+        raise SpecError(f"--network-gbps must be a bandwidth in Gbit/s in (0, 100000], got {network_gbps!r}")
+
+
 def _inter_node(inst: InstanceSpec | None, network_gbps: float | None, default_gbps: float | None,
                 notes: list[str]) -> tuple[str, float]:
-    if network_gbps:
+    if network_gbps is not None:
+        check_network_gbps(network_gbps)
         return "tcp", network_gbps * GBIT
     if inst is not None:
         bw = inst.inter_node_bytes_per_s

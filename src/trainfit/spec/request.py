@@ -63,6 +63,10 @@ class PlanRequest:
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value <= 0):
                 raise SpecError(f"--{name.replace('_', '-')} must be positive, got {value!r}")
+        for name in ("dataset_tokens", "samples"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise SpecError(f"--{name.replace('_', '-')} must be at least 1, got {value:g}")
         if self.epochs > 1000:
             raise SpecError(f"--epochs {self.epochs:g} is absurd (at most 1000)")
         if self.dataset_tokens is not None and self.dataset_tokens > 1e15:
@@ -135,6 +139,10 @@ def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRe
         values[name] = _convert(name, value)
     if "model" not in values or not values["model"]:
         raise SpecError(f"{where}: 'model' is required")
+    for name, value in values.items():
+        if name in ("model", "method", "task", "objective", "provider", "region", "pricing", "currency", "precision",
+                    "grad_ckpt", "attention", "optimizer") and value is not None and not isinstance(value, str):
+            raise SpecError(f"{where}: {name!r} must be a name (text), got {type(value).__name__} {value!r}")
     return PlanRequest(**{k: v for k, v in values.items() if v is not None or k == "model"})
 
 
