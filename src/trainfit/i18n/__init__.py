@@ -63,6 +63,24 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "unverified": {"en": "unverified", "zh": "未核实"},
     "source": {"en": "source", "zh": "来源"},
     "price_date": {"en": "price date", "zh": "价格日期"},
+    "yes": {"en": "yes", "zh": "是"},
+    "no": {"en": "no", "zh": "否"},
+    "alibaba_instance": {"en": "Alibaba instance (GPUs used/of)", "zh": "阿里云实例（使用/总 GPU）"},
+    "other_instance": {"en": "elsewhere (GPUs used/of)", "zh": "其他云（使用/总 GPU）"},
+    "compare_note_cost": {
+        "en": "cost per 1B tokens = pay-as-you-go price of the WHOLE instance x hours; for each GPU the instance and "
+              "GPU count (data-parallel) with the lowest cost per token, priced like `plan`",
+        "zh": "每 10 亿 tokens 费用 = 整台实例的按量价格 x 小时；每种 GPU 取每 token 成本最低的实例和 GPU 数"
+              "（数据并行），计价方式与 `plan` 相同"},
+    "compare_note_stale": {
+        "en": "† price older than {days} days (stale): `trainfit prices refresh`, or your own quotes with "
+              "--prices FILE; `trainfit prices list` shows every date and source",
+        "zh": "† 价格已超过 {days} 天（过期）：运行 `trainfit prices refresh`，或用 --prices FILE 提供自己的报价；"
+              "`trainfit prices list` 列出每个价格的日期和来源"},
+    "compare_note_hours": {"en": "hours per 1B tokens at the estimated throughput, without start-up or checkpoints",
+                           "zh": "每 10 亿 tokens 小时数按估算吞吐计算，不含启动和检查点时间"},
+    "flag_note_short": {"en": "* GPU model inferred or price unverified (see --json)",
+                        "zh": "* GPU 型号为推断或价格未核实（见 --json）"},
 }
 
 

@@ -23,7 +23,8 @@ from ..spec.cluster import Cluster, cluster_for
 from ..spec.model import ModelSpec
 from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec
 from ..units import GB, GiB, HOUR
-from .space import HOURS_PER_MONTH, Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
+from .cost import job_cost
+from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
 from .workload import Workload
 
 
@@ -155,20 +156,6 @@ def _timing(est: Estimate, w: Workload, view: EfficiencyView) -> tuple[float, fl
     return train_h, overhead, train_h + overhead
 
 
-def _cost(offer: Offer, hours: float, nodes: int, eff: Efficiencies, pricing: str) -> tuple[float, float]:
-    """(billed hours, cost in the request currency)."""
-    if pricing == "subscription":
-        months = math.ceil(hours / HOURS_PER_MONTH)
-        return months * HOURS_PER_MONTH, months * offer.price.price * nodes * offer.fx
-    entry = eff.describe("billing_granularity_s")
-    provider = offer.instance.provider
-    gran = float(entry.get("by_provider", {}).get(provider, entry.get("default", 3600)))
-    minimum = float(entry.get("minimum_s", {}).get(provider, 0))
-    seconds = max(minimum, math.ceil(hours * HOUR / gran) * gran)
-    billed = seconds / HOUR
-    return billed, billed * offer.price.per_hour * nodes * offer.fx
-
-
 def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list: list[Offer] | None = None,
            skipped: Counter | None = None) -> SearchResult:
     t0 = time.perf_counter()
@@ -233,7 +220,7 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         res.rejected["CPU offload needs more host RAM than the instance has"] += 1
         return
     train_h, over_h, hours = _timing(e, w, view)
-    billed, cost = _cost(offer, hours, s.nodes, efficiencies, w.request.pricing)
+    billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
     res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost))
 
 

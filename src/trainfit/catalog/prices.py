@@ -1,0 +1,218 @@
+"""Prices in layers: the shipped snapshot (prices.csv), the live cache (`trainfit prices refresh`), the user's own
+quotes (`trainfit prices set`, `--prices FILE`). A later layer replaces an earlier one's row for the same
+(provider, instance type, region, billing); every row keeps its date, its sources and where it came from.
+
+The cache lives in `$XDG_CACHE_HOME/trainfit/prices/` (default `~/.cache/trainfit/prices/`): one `<provider>.csv` per
+refreshed provider and `user.csv` for `prices set`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import os
+from collections import defaultdict
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import CatalogError
+from ..spec.hardware import Price
+from ._io import items, num, read_text
+
+PROVIDERS = ("alibaba", "aws", "gcp", "azure")
+BILLINGS = ("payg", "subscription_month", "spot")
+CURRENCIES = ("CNY", "USD")
+STOCKS = ("", "available", "sold_out")
+ORIGINS = ("catalog", "live", "user")  # shipped snapshot < refreshed through an API < the user's quotes
+STALE_DAYS = 180  # a price older than this is marked stale wherever it is shown
+COLUMNS = ("provider", "instance_type", "region", "billing", "price", "currency", "price_date", "includes",
+           "unverified", "sources", "note", "stock")
+REQUIRED = ("provider", "instance_type", "region", "billing", "price", "currency", "price_date")
+
+_extra_files: tuple[str, ...] = ()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trainfit" / "prices"
+
+
+def use_price_files(paths: list[str] | tuple[str, ...]) -> None:
+    """Layer these CSV files (the user's quotes, provenance 'user') over everything else for this process."""
+    global _extra_files
+    for path in paths:
+        if not os.path.isfile(path):
+            raise CatalogError(f"--prices {path}: no such file")
+    _extra_files = tuple(paths)
+    clear_cache()
+
+
+def clear_cache() -> None:
+    all_prices.cache_clear()
+    _layers.cache_clear()
+
+
+def _enum(row: dict[str, str], col: str, allowed: tuple[str, ...], where: str) -> str:
+    value = (row.get(col) or "").strip()
+    if value not in allowed:
+        raise CatalogError(f"{where}: {col}={value!r} not in {allowed}")
+    return value
+
+
+def parse_date(text: str) -> dt.date | None:
+    """'2026-11-30' or '2026-11' (first of the month); None for anything else (undated)."""
+    text = text.strip()
+    for fmt in ("%Y-%m-%d", "%Y-%m"):
+        try:
+            return dt.datetime.strptime(text, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def price_from_row(row: dict[str, str], origin: str, where: str) -> Price:
+    where = f"{where} row {row.get('instance_type')!r}/{row.get('region')!r}"
+    missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
+    if missing:
+        raise CatalogError(f"{where}: missing {', '.join(missing)}")
+    price = num(row, "price", where)
+    if price is None or price <= 0:
+        raise CatalogError(f"{where}: price must be a positive number")
+    date = row["price_date"].strip()
+    if origin != "catalog" and parse_date(date) is None:
+        raise CatalogError(f"{where}: price_date {date!r} is not YYYY-MM-DD")
+    return Price(
+        provider=_enum(row, "provider", PROVIDERS, where), instance_type=row["instance_type"].strip(),
+        region=row["region"].strip(), billing=_enum(row, "billing", BILLINGS, where), price=price,
+        currency=_enum(row, "currency", CURRENCIES, where), price_date=date,
+        includes=(row.get("includes") or "instance").strip(), unverified="price" in items(row, "unverified"),
+        sources=items(row, "sources") or ((origin,) if origin == "user" else ()), note=(row.get("note") or "").strip(),
+        origin=origin, stock=_enum({"stock": row.get("stock") or ""}, "stock", STOCKS, where),
+    )
+
+
+def read_price_text(text: str, origin: str, where: str) -> list[Price]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+    if missing:
+        raise CatalogError(f"{where}: not a price file in the catalog's format (missing columns {', '.join(missing)})")
+    return [price_from_row(row, origin, where) for row in reader]
+
+
+def read_price_file(path: str | Path, origin: str) -> list[Price]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read ({exc.strerror})") from None
+    return read_price_text(text, origin, str(path))
+
+
+def write_price_file(path: Path, prices: list[Price]) -> None:
+    """Write rows in the catalog's format, atomically (a half-written cache is never read)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for p in prices:
+        w.writerow({"provider": p.provider, "instance_type": p.instance_type, "region": p.region,
+                    "billing": p.billing, "price": f"{p.price:.6g}", "currency": p.currency,
+                    "price_date": p.price_date, "includes": p.includes, "unverified": "price" if p.unverified else "",
+                    "sources": ";".join(p.sources), "note": p.note, "stock": p.stock})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(buf.getvalue(), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def cache_files() -> list[tuple[Path, str]]:
+    """(file, origin) of the user cache, in layer order: refreshed providers, then the user's own quotes."""
+    d = cache_dir()
+    out = [(d / f"{p}.csv", "live") for p in PROVIDERS]
+    out.append((d / "user.csv", "user"))
+    return [(f, o) for f, o in out if f.is_file()]
+
+
+@lru_cache(maxsize=1)
+def _layers() -> tuple[tuple[str, tuple[Price, ...]], ...]:
+    layers = [("prices.csv", tuple(read_price_text(read_text("prices.csv"), "catalog", "prices.csv")))]
+    for path, origin in cache_files():
+        layers.append((str(path), tuple(read_price_file(path, origin))))
+    for path in _extra_files:
+        layers.append((path, tuple(check_known(read_price_file(path, "user"), path))))
+    return tuple(layers)
+
+
+def check_known(prices: list[Price], where: str) -> list[Price]:
+    """A quote for an instance type the catalog does not know cannot be planned on: say so, with a suggestion."""
+    from ..errors import unknown_name
+    from .instances import all_instances
+
+    known = all_instances()
+    for p in prices:
+        if f"{p.provider}/{p.instance_type}" not in known:
+            names = [i.instance_type for i in known.values() if i.provider == p.provider]
+            err = unknown_name(f"{p.provider} instance type", p.instance_type, names,
+                               hint="`trainfit instances` lists the catalog")
+            raise CatalogError(f"{where}: {err}")
+    return prices
+
+
+def merged(layers) -> list[Price]:
+    by_key: dict[tuple, Price] = {}
+    for _, prices in layers:
+        for p in prices:
+            by_key[(p.provider, p.instance_type, p.region, p.billing)] = p
+    return list(by_key.values())
+
+
+@lru_cache(maxsize=1)
+def all_prices() -> dict[str, tuple[Price, ...]]:
+    """'provider/instance_type' -> its prices, the layers merged."""
+    by_key: dict[str, list[Price]] = defaultdict(list)
+    for p in merged(_layers()):
+        by_key[f"{p.provider}/{p.instance_type}"].append(p)
+    return {k: tuple(v) for k, v in by_key.items()}
+
+
+def today() -> dt.date:
+    """Today in UTC; TRAINFIT_TODAY=YYYY-MM-DD pins it (reproducible tests and reports)."""
+    pinned = os.environ.get("TRAINFIT_TODAY")
+    return parse_date(pinned) if pinned and parse_date(pinned) else dt.datetime.now(dt.timezone.utc).date()
+
+
+def age_days(p: Price, on: dt.date | None = None) -> int | None:
+    d = parse_date(p.price_date)
+    return None if d is None else max(0, ((on or today()) - d).days)
+
+
+def is_stale(p: Price, on: dt.date | None = None) -> bool:
+    """Older than STALE_DAYS, or undated."""
+    age = age_days(p, on)
+    return age is None or age > STALE_DAYS
+
+
+def provenance(p: Price) -> dict:
+    """What every displayed price carries: date, age, staleness, where it came from."""
+    return {"price_date": p.price_date, "price_age_days": age_days(p), "price_stale": is_stale(p),
+            "price_origin": p.origin, "price_sources": list(p.sources), "price_unverified": p.unverified}
+
+
+def store_user_prices(path: str) -> tuple[Path, int]:
+    """`prices set FILE`: validate FILE and merge it into the cache's user.csv; (user.csv, rows now in it)."""
+    new = check_known(read_price_file(path, "user"), path)
+    target = cache_dir() / "user.csv"
+    old = read_price_file(target, "user") if target.is_file() else []
+    rows = merged([("old", old), ("new", new)])
+    write_price_file(target, rows)
+    clear_cache()
+    return target, len(rows)
+
+
+def store_live_prices(provider: str, prices: list[Price]) -> Path:
+    """Merge refreshed prices into `<provider>.csv` of the cache (rows of other regions/types are kept)."""
+    target = cache_dir() / f"{provider}.csv"
+    old = read_price_file(target, "live") if target.is_file() else []
+    write_price_file(target, merged([("old", old), ("new", [replace(p, origin="live") for p in prices])]))
+    clear_cache()
+    return target
