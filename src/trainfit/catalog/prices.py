@@ -216,3 +216,32 @@ def store_live_prices(provider: str, prices: list[Price]) -> Path:
     write_price_file(target, merged([("old", old), ("new", [replace(p, origin="live") for p in prices])]))
     clear_cache()
     return target
+
+
+def listing(provider: str | None = None, region: str | None = None, gpu: str | None = None,
+            billing: str | None = None) -> list[dict]:
+    """Every known price matching the filters, as plain rows (cheapest per GPU-hour first within a GPU)."""
+    from .gpus import get_gpu
+    from .instances import all_instances
+
+    gpu_id = get_gpu(gpu).id if gpu else None
+    if provider and provider not in PROVIDERS:
+        raise CatalogError(f"--provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    if billing and billing not in BILLINGS:
+        raise CatalogError(f"--billing must be one of {', '.join(BILLINGS)}, got {billing!r}")
+    rows = []
+    for key, prices in all_prices().items():
+        inst = all_instances().get(key)
+        if inst is None or (provider and inst.provider != provider) or (gpu_id and inst.gpu != gpu_id):
+            continue
+        for p in prices:
+            if (region and p.region != region) or (billing and p.billing != billing):
+                continue
+            per_gpu = p.per_hour / inst.gpu_count if inst.gpu_count else None
+            rows.append({"provider": p.provider, "instance_type": p.instance_type, "gpu": inst.gpu,
+                         "gpu_count": inst.gpu_count, "region": p.region, "billing": p.billing, "price": p.price,
+                         "currency": p.currency, "price_per_hour": round(p.per_hour, 4),
+                         "price_per_gpu_hour": None if per_gpu is None else round(per_gpu, 4),
+                         "includes": p.includes, "stock": p.stock or None, "note": p.note, **provenance(p)})
+    rows.sort(key=lambda r: (r["gpu"] or "", r["provider"], r["billing"], r["price_per_gpu_hour"] or 0))
+    return rows

@@ -12,7 +12,8 @@ DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, trace, validate
+    from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, prices, trace,
+                   validate)
 
     parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_parser(sub)
     calibrate.add_parser(sub)
     catalog_cmds.add_parsers(sub)
+    prices.add_parser(sub)
     return parser
 
 
@@ -45,13 +47,27 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except TrainfitError as exc:
-        print(f"trainfit: error: {exc}", file=sys.stderr)
+        _report_error(args, exc)
         return 2
     except KeyboardInterrupt:
         print("trainfit: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+
+
+def _report_error(args: argparse.Namespace, exc: TrainfitError) -> None:
+    """One line on stderr in the user's language; with --json also a JSON error object on stdout."""
+    from ..errors import LocalizedError
+    from ..i18n import LANGS, default_lang
+
+    lang = getattr(args, "lang", None) or default_lang()
+    message = exc.message(lang if lang in LANGS else "en") if isinstance(exc, LocalizedError) else str(exc)
+    print(f"trainfit: error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        from .common import print_json
+
+        print_json({"error": {"type": type(exc).__name__, "message": message}})
 
 
 if __name__ == "__main__":

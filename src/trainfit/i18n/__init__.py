@@ -64,6 +64,45 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "source": {"en": "source", "zh": "来源"},
     "price_date": {"en": "price date", "zh": "价格日期"},
     "yes": {"en": "yes", "zh": "是"},
+    "no_credentials_alibaba": {
+        "en": "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET (or "
+              "~/.alibabacloud/credentials.ini); trainfit only reads prices (ecs:DescribePrice)",
+        "zh": "未找到阿里云凭证：请设置 ALIBABA_CLOUD_ACCESS_KEY_ID 和 ALIBABA_CLOUD_ACCESS_KEY_SECRET（或 "
+              "~/.alibabacloud/credentials.ini）；trainfit 只读取价格（ecs:DescribePrice）"},
+    "no_credentials_aws": {
+        "en": "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE (~/.aws/credentials)"
+              "; trainfit only reads prices (pricing:GetProducts, ec2:DescribeSpotPriceHistory)",
+        "zh": "未找到 AWS 凭证：请设置 AWS_ACCESS_KEY_ID 和 AWS_SECRET_ACCESS_KEY 或 AWS_PROFILE（~/.aws/credentials）；"
+              "trainfit 只读取价格（pricing:GetProducts、ec2:DescribeSpotPriceHistory）"},
+    "no_credentials_gcp": {
+        "en": "no Google Cloud API key: set GOOGLE_API_KEY (Cloud Billing Catalog API enabled); trainfit only reads "
+              "public SKU prices",
+        "zh": "未找到 Google Cloud API 密钥：请设置 GOOGLE_API_KEY（需启用 Cloud Billing Catalog API）；"
+              "trainfit 只读取公开的 SKU 价格"},
+    "api_error": {"en": "{provider} price API failed ({what}): {code}; nothing was written to the cache",
+                  "zh": "{provider} 价格接口调用失败（{what}）：{code}；缓存未作改动"},
+    "network_error": {"en": "{provider} price API unreachable ({url}): {reason}; nothing was written to the cache",
+                      "zh": "无法访问 {provider} 价格接口（{url}）：{reason}；缓存未作改动"},
+    "refresh_nothing": {"en": "{provider}: the API returned no price for the requested instance types and regions",
+                        "zh": "{provider}：接口没有返回所请求实例规格和地域的价格"},
+    "prices_title": {"en": "trainfit prices", "zh": "trainfit 价格"},
+    "region": {"en": "region", "zh": "地域"},
+    "billing": {"en": "billing", "zh": "计费"},
+    "price": {"en": "price", "zh": "价格"},
+    "per_gpu_hour": {"en": "per GPU-hour", "zh": "每 GPU 小时"},
+    "age_days": {"en": "age (days)", "zh": "天数"},
+    "origin": {"en": "origin", "zh": "来源类型"},
+    "stale": {"en": "STALE", "zh": "过期"},
+    "sold_out": {"en": "sold out", "zh": "售罄"},
+    "prices_note": {
+        "en": "STALE = older than {days} days. origin: catalog = shipped snapshot, live = `trainfit prices refresh`, "
+              "user = your quotes (`trainfit prices set FILE` or --prices FILE). * = unverified. Cache: {cache}",
+        "zh": "过期 = 超过 {days} 天。来源类型：catalog = 随软件发布的快照，live = `trainfit prices refresh` 获取，"
+              "user = 你的报价（`trainfit prices set FILE` 或 --prices FILE）。* = 未核实。缓存目录：{cache}"},
+    "prices_set_done": {"en": "{n} rows in {path} (provenance: user); every command now uses them",
+                        "zh": "{path} 中共有 {n} 行（来源：user）；之后所有命令都会使用"},
+    "refresh_done": {"en": "{provider}: {n} prices written to {path} ({date})",
+                     "zh": "{provider}：{n} 个价格已写入 {path}（{date}）"},
     "no": {"en": "no", "zh": "否"},
     "alibaba_instance": {"en": "Alibaba instance (GPUs used/of)", "zh": "阿里云实例（使用/总 GPU）"},
     "other_instance": {"en": "elsewhere (GPUs used/of)", "zh": "其他云（使用/总 GPU）"},

@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..catalog.models import all_models, local_config
+from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
 from ..plan import Plan
 from ..search.run import Candidate, headroom_gib
@@ -47,7 +48,7 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         "overhead_hours": round(c.overhead_hours, 3), "billed_hours": round(c.billed_hours, 3),
         "cost": round(c.cost, 2), "currency": plan.currency, "price_per_hour": round(o.price.per_hour, 4),
         "price_currency": o.price.currency, "price_billing": o.price.billing, "region": o.price.region,
-        "price_date": o.price.price_date, "price_unverified": o.price.unverified,
+        **provenance(o.price), "stock": o.price.stock or None,
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
     })
@@ -125,11 +126,15 @@ def _money(x: float, currency: str) -> str:
 
 
 def _where(c: Candidate) -> str:
-    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2)'; * = GPU inferred or price unverified."""
-    e = c.estimate
+    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2) cn-beijing 2024-12-30†'; * = GPU inferred or price unverified,
+    † = price older than STALE_DAYS."""
+    e, p = c.estimate, c.offer.price
     nodes = f"{e.strategy.nodes} x " if e.strategy.nodes > 1 else ""
-    flag = "*" if c.offer.price.unverified or c.offer.instance.gpu_inferred else ""
-    return f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag} ({e.gpu.id} x{e.strategy.gpus})"
+    flag = "*" if p.unverified or c.offer.instance.gpu_inferred else ""
+    stale = "†" if provenance(p)["price_stale"] else ""
+    billing = {"payg": "", "spot": " spot", "subscription_month": " monthly"}[p.billing]
+    return (f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag} ({e.gpu.id} x{e.strategy.gpus})"
+            f"{billing} · {p.region} {p.price_date}{stale}")
 
 
 def _settings(c: Candidate) -> str:
@@ -184,4 +189,5 @@ def render_plan(plan: Plan, lang: str):
     items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"   - {a}" for a in plan_dict(plan)["assumptions"]),
                       style="dim"))
     items.append(Text("* " + tr("flag_note", lang), style="dim"))
+    items.append(Text(tr("compare_note_stale", lang).format(days=STALE_DAYS), style="dim"))
     return Group(*items)
