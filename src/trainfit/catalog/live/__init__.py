@@ -46,11 +46,10 @@ def targets(provider: str, instance_types: list[str] | None) -> list:
     insts = [i for i in all_instances().values() if i.provider == provider and i.trainable]
     if instance_types:
         wanted = set(instance_types) | {f"ecs.{t}" for t in instance_types}
-        unknown = wanted - {i.instance_type for i in insts} - {f"ecs.{t}" for t in instance_types}
         insts = [i for i in insts if i.instance_type in wanted]
         if not insts:
             raise SpecError(f"--instance: none of {', '.join(instance_types)} is a {provider} GPU instance type in "
-                            f"the catalog{'' if not unknown else ''}; `trainfit instances --provider {provider}`")
+                            f"the catalog; `trainfit instances --provider {provider}` lists them")
     return insts
 
 
