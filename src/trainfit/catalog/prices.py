@@ -42,6 +42,8 @@ def cache_dir() -> Path:
 def use_price_files(paths: list[str] | tuple[str, ...]) -> None:
     """Layer these CSV files (the user's quotes, provenance 'user') over everything else for this process."""
     global _extra_files
+    if tuple(paths) == _extra_files:
+        return
     for path in paths:
         if not os.path.isfile(path):
             raise CatalogError(f"--prices {path}: no such file")

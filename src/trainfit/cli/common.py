@@ -24,12 +24,10 @@ def add_prices_flag(p: argparse.ArgumentParser) -> None:
 
 
 def apply_prices(args: argparse.Namespace) -> None:
-    """Layer the --prices files over the catalog for this command."""
-    files = getattr(args, "prices", None)
-    if files:
-        from ..catalog.prices import use_price_files
+    """Layer the --prices files over the catalog for this command (and only this one)."""
+    from ..catalog.prices import use_price_files
 
-        use_price_files(files)
+    use_price_files(getattr(args, "prices", None) or [])
 
 
 def add_model_flag(p: argparse.ArgumentParser, required: bool = True) -> None:

@@ -64,6 +64,18 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "source": {"en": "source", "zh": "来源"},
     "price_date": {"en": "price date", "zh": "价格日期"},
     "yes": {"en": "yes", "zh": "是"},
+    "spot_warning": {
+        "en": "Spot prices: the provider can reclaim these instances at any time. Hours and cost include the expected "
+              "interruptions (lost work since the last checkpoint + restart) and the checkpoints that bound them.",
+        "zh": "抢占式（spot）价格：云厂商可随时回收这些实例。小时数和费用已包含预期的中断损失（自上次检查点以来的"
+              "工作 + 重启）以及用于限制损失的检查点开销。"},
+    "spot_line": {
+        "en": "interruption overhead {interruption_overhead_hours} h: ~{expected_interruptions} interruptions "
+              "(MTBI {mtbi_hours} h), checkpoint every {checkpoint_interval_hours} h, lost work {lost_work_hours} h, "
+              "restarts {restart_hours} h",
+        "zh": "中断开销 {interruption_overhead_hours} 小时：约 {expected_interruptions} 次中断（平均间隔 {mtbi_hours} "
+              "小时），每 {checkpoint_interval_hours} 小时保存检查点，损失工作 {lost_work_hours} 小时，重启 "
+              "{restart_hours} 小时"},
     "no_credentials_alibaba": {
         "en": "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET (or "
               "~/.alibabacloud/credentials.ini); trainfit only reads prices (ecs:DescribePrice)",

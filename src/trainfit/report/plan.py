@@ -52,6 +52,8 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
     })
+    if c.spot is not None:
+        out["spot"] = {**c.spot.to_dict(), "can_be_reclaimed": True}
     if why is not None:
         out["why"] = why
     return out
@@ -79,8 +81,19 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']}: "
             f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS] + [
             "billing: " + eff.describe("billing_granularity_s")["basis"].strip(),
-            "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"],
+            "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"]
+        + _spot_assumptions(plan),
     }
+
+
+def _spot_assumptions(plan: Plan) -> list[str]:
+    if plan.request.pricing != "spot":
+        return []
+    eff = plan.efficiencies
+    return [f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']} ({eff.describe(name)['basis']})"
+            .replace("\n", " ") for name in ("spot_mtbi_hours", "spot_restart_hours")] + [
+        "spot instances can be reclaimed at any time; checkpoint interval sqrt(2 x checkpoint time x MTBI) "
+        "(Young 1974), each interruption costs the work since the last checkpoint plus a restart"]
 
 
 def _params(plan: Plan) -> int:
@@ -165,6 +178,11 @@ def render_plan(plan: Plan, lang: str):
             table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
                           f"{c.estimate.tokens_per_s:,.0f}", f"{c.hours:,.1f}", _money(c.cost, plan.currency))
         items.append(table)
+        if req.pricing == "spot":
+            items.append(Text(tr("spot_warning", lang), style="bold yellow"))
+            for i, c in enumerate(plan.recommendations[:3]):
+                if c.spot is not None:
+                    items.append(Text(f"#{i + 1} " + tr("spot_line", lang).format(**c.spot.to_dict()), style="yellow"))
         for i, lines in enumerate(plan.why[:3]):
             items.append(Text(f"#{i + 1} " + tr("why", lang) + ":\n" + "\n".join(f"   - {x}" for x in lines)))
     else:
