@@ -102,3 +102,28 @@ def test_aws_without_credentials_is_one_clear_line(run_cli, cache, monkeypatch, 
     code, out, err = run_cli("prices", "refresh", "--provider", "aws", "--instance", "p5.4xlarge")
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 2 and len(lines) == 1 and "AWS_ACCESS_KEY_ID" in lines[0]
+
+
+def test_gcp_refresh_sums_gpu_core_and_ram_skus(cache, monkeypatch):
+    responses = pytest.importorskip("responses")
+    from trainfit.catalog.live import gcp, refresh
+
+    monkeypatch.setenv("GOOGLE_API_KEY", "scrubbed-test-key")
+    page = json.loads((DATA / "gcp_recorded.json").read_text())["page"]
+    with responses.RequestsMock() as rsps:
+        rsps.add(responses.GET, gcp.API, json=page)
+        res = refresh("gcp", ["us-central1"], ["a2-highgpu-1g"])
+        assert "key=scrubbed-test-key" in rsps.calls[0].request.url
+    got = {p.billing: p.price for p in res.prices}
+    # a2-highgpu-1g: 1 GPU, 12 vCPU, 85 GiB (instances.csv)
+    assert got["payg"] == pytest.approx(1 * 2.5 + 12 * 0.03 + 85 * 0.004)
+    assert got["spot"] == pytest.approx(1 * 1.0 + 12 * 0.01 + 85 * 0.001)
+    assert "scrubbed-test-key" not in (cache / "gcp.csv").read_text()
+
+
+def test_gcp_without_api_key_is_one_clear_line(run_cli, cache, monkeypatch):
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.delenv("GCP_API_KEY", raising=False)
+    code, out, err = run_cli("prices", "refresh", "--provider", "gcp")
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "GOOGLE_API_KEY" in lines[0]

@@ -44,7 +44,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "hours_per_b": {"en": "hours / 1B tokens", "zh": "小时 / 10亿 tokens"},
     "cost_per_b": {"en": "cost / 1B tokens", "zh": "费用 / 10亿 tokens"},
     "instance": {"en": "cheapest instance", "zh": "最便宜实例"},
-    "no_alibaba_price": {"en": "no public price", "zh": "无公开价格"},
+    "no_alibaba_price": {"en": "no public price (give yours: --prices FILE)", "zh": "无公开价格（可用 --prices FILE 提供报价）"},
     "not_on_alibaba": {"en": "not in the Alibaba catalog", "zh": "阿里云目录中没有"},
     "no_fit_any": {"en": "does not fit with any tried setting", "zh": "任何尝试的设置都放不下"},
     "instance_col": {"en": "instance", "zh": "实例"},
