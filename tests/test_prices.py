@@ -126,3 +126,10 @@ def test_refresh_alibaba_from_recorded_responses_feeds_the_next_plan(run_cli, ca
                  "--gpu", "a100-sxm4-80gb", "--region", "cn-wulanchabu")
     offered = {r["instance_type"] for r in plan["recommendations"] + plan["pareto"]}
     assert offered and "ecs.gn7e-c16g1.4xlarge" not in offered
+
+
+def test_prices_list_leaves_vgpu_slices_out_unless_asked(run_cli, cache):
+    rows = _json(run_cli, "prices", "list", "--gpu", "a10", "--region", "cn-hangzhou")["prices"]
+    assert rows and not any("vws" in r["instance_type"] for r in rows)
+    rows = _json(run_cli, "prices", "list", "--gpu", "a10", "--region", "cn-hangzhou", "--all")["prices"]
+    assert any("vws" in r["instance_type"] for r in rows)

@@ -221,8 +221,9 @@ def store_live_prices(provider: str, prices: list[Price]) -> Path:
 
 
 def listing(provider: str | None = None, region: str | None = None, gpu: str | None = None,
-            billing: str | None = None) -> list[dict]:
-    """Every known price matching the filters, as plain rows (cheapest per GPU-hour first within a GPU)."""
+            billing: str | None = None, include_all: bool = False) -> list[dict]:
+    """Every known price matching the filters, as plain rows (cheapest per GPU-hour first within a GPU); vGPU
+    slices and instances without a known GPU only with include_all."""
     from .gpus import get_gpu
     from .instances import all_instances
 
@@ -235,6 +236,8 @@ def listing(provider: str | None = None, region: str | None = None, gpu: str | N
     for key, prices in all_prices().items():
         inst = all_instances().get(key)
         if inst is None or (provider and inst.provider != provider) or (gpu_id and inst.gpu != gpu_id):
+            continue
+        if not include_all and not inst.trainable:
             continue
         for p in prices:
             if (region and p.region != region) or (billing and p.billing != billing):

@@ -26,6 +26,7 @@ def add_parser(sub) -> None:
     q.add_argument("--region", help="only this region")
     q.add_argument("--gpu", help="only instances with this GPU")
     q.add_argument("--billing", help="payg | subscription_month | spot")
+    q.add_argument("--all", action="store_true", help="include vGPU slices and instances without a known GPU")
     add_prices_flag(q)
     add_output_flags(q)
     q.set_defaults(run=run_list)
@@ -47,7 +48,7 @@ def run_list(args: argparse.Namespace) -> int:
 
     lang = lang_of(args)
     apply_prices(args)
-    rows = listing(args.provider, args.region, args.gpu, args.billing)
+    rows = listing(args.provider, args.region, args.gpu, args.billing, args.all)
     if args.json:
         print_json(prices_dict(rows))
     else:
