@@ -130,7 +130,8 @@ def cheapest_choice(model, est: Estimate, providers: tuple[str, ...], eff: Effic
 
 
 def _estimate_on(model, est: Estimate, s: Strategy, inst: InstanceSpec, eff: Efficiencies, memo: dict):
-    key = (s.gpus_per_node, inst.interconnect, inst.nvlink_gbs, inst.rdma, inst.rdma_gbps, inst.network_gbps)
+    key = (s.gpus_per_node, inst.interconnect, inst.nvlink_gbs, inst.rdma, inst.rdma_gbps, inst.network_gbps,
+           inst.vcpu if s.offload.value != "none" else None)
     if key not in memo:
         try:
             cluster = cluster_for(est.gpu, s.gpus_per_node, s.nodes, inst, None,

@@ -60,12 +60,23 @@ def _models():
     return models
 
 
+FATAL_CODES = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "Forbidden", "NoPermission", "IncompleteSignature",
+               "InvalidSecurityToken")
+
+
+class ItemSkipped(Exception):
+    """The API refused one price (e.g. no subscription for this type in this region): skip it, keep the rest."""
+
+
 def _call(fn, request, what: str, region: str):
     try:
         return fn(request).body
     except Exception as exc:  # the SDK raises its own exception types (TeaException, network errors)
-        code = getattr(exc, "code", None) or type(exc).__name__
-        raise PriceSourceError("api_error", provider="alibaba", what=f"{what} {region}", code=code) from None
+        code = getattr(exc, "code", None)
+        if code and not str(code).startswith(FATAL_CODES):
+            raise ItemSkipped(f"{what} {region}: {code}") from None
+        raise PriceSourceError("api_error", provider="alibaba", what=f"{what} {region}",
+                               code=code or type(exc).__name__) from None
 
 
 def stock(client, region: str) -> dict[str, str]:
@@ -129,16 +140,27 @@ def fetch(instances: list, regions: list[str], date: str, client: Any = None) ->
             state = sold.get(inst.instance_type)
             if state is None:
                 continue  # not sold in this region
-            for billing, unit in (("payg", "Hour"), ("subscription_month", "Month")):
-                got = instance_price(c, region, inst.instance_type, unit)
-                if got:
-                    out.append(_price(inst.instance_type, region, billing, got[0], got[1], date, state, unit))
-            spot = spot_price(c, region, inst.instance_type)
-            if spot:
-                out.append(_price(inst.instance_type, region, "spot", spot, "CNY", date, state, "spot"))
+            out += _prices_of(c, region, inst.instance_type, date, state, notes)
             by_region[region] += 1
     notes.append("types priced per region: " + ", ".join(f"{r} {n}" for r, n in by_region.items()))
     return out, notes
+
+
+def _prices_of(c, region: str, itype: str, date: str, state: str, notes: list[str]) -> list[Price]:
+    out: list[Price] = []
+    for billing, unit in (("payg", "Hour"), ("subscription_month", "Month"), ("spot", "spot")):
+        try:
+            if billing == "spot":
+                spot = spot_price(c, region, itype)
+                got = (spot, "CNY") if spot else None
+            else:
+                got = instance_price(c, region, itype, unit)
+        except ItemSkipped as skip:
+            notes.append(f"skipped {skip}")
+            continue
+        if got:
+            out.append(_price(itype, region, billing, got[0], got[1], date, state, unit))
+    return out
 
 
 def _price(instance_type: str, region: str, billing: str, value: float, currency: str, date: str, state: str,
