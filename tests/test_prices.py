@@ -163,3 +163,10 @@ def test_refresh_skips_one_refused_price_and_keeps_the_rest(cache, monkeypatch):
     with pytest.raises(PriceSourceError) as exc:  # a bad key stops the whole refresh: one line, nothing written
         refresh("alibaba", ["cn-wulanchabu"], ["ecs.gn7i-c8g1.2xlarge"], client=BadKey)
     assert "InvalidAccessKeyId" in str(exc.value) and (cache / "alibaba.csv").read_text() == before
+
+
+def test_bad_quote_file_is_worded_in_chinese_too(run_cli, cache, tmp_path):
+    f = tmp_path / "bad.csv"
+    f.write_text("provider,instance_type\nalibaba,x\n")
+    code, out, err = run_cli("prices", "set", str(f), "--lang", "zh", "--json")
+    assert code == 2 and "缺少列" in err and json.loads(out)["error"]["type"] == "PriceFileError"

@@ -115,7 +115,7 @@ def cheapest_choice(model, est: Estimate, providers: tuple[str, ...], eff: Effic
     best: Choice | None = None
     memo: dict[tuple, Estimate | None] = {}
     for inst in instances_for_gpu(est.gpu.id):
-        price = cheapest_price(inst, billing="payg") if inst.provider in providers else None
+        price = cheapest_price(inst, billing="payg", in_stock=True) if inst.provider in providers else None
         if price is None:
             continue
         offer = Offer(inst, price)

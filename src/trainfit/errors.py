@@ -65,3 +65,7 @@ class CredentialsMissing(LocalizedError):
 
 class PriceSourceError(LocalizedError):
     """A provider's price API could not be reached or answered with an error."""
+
+
+class PriceFileError(LocalizedError, CatalogError):
+    """A price file (shipped, cached or the user's quotes) is malformed."""

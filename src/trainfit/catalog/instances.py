@@ -79,6 +79,7 @@ def prices_for(inst: InstanceSpec, region: str | None = None, billing: str = "pa
     return sorted(prices, key=lambda p: p.per_hour)
 
 
-def cheapest_price(inst: InstanceSpec, region: str | None = None, billing: str = "payg") -> Price | None:
-    prices = prices_for(inst, region, billing)
+def cheapest_price(inst: InstanceSpec, region: str | None = None, billing: str = "payg",
+                   in_stock: bool = False) -> Price | None:
+    prices = prices_for(inst, region, billing, in_stock)
     return prices[0] if prices else None

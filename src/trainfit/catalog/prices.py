@@ -17,7 +17,7 @@ from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import CatalogError
+from ..errors import CatalogError, PriceFileError
 from ..spec.hardware import Price
 from ._io import items, num, read_text
 
@@ -46,7 +46,7 @@ def use_price_files(paths: list[str] | tuple[str, ...]) -> None:
         return
     for path in paths:
         if not os.path.isfile(path):
-            raise CatalogError(f"--prices {path}: no such file")
+            raise PriceFileError("pf_no_file", where=path)
     _extra_files = tuple(paths)
     clear_cache()
 
@@ -59,7 +59,7 @@ def clear_cache() -> None:
 def _enum(row: dict[str, str], col: str, allowed: tuple[str, ...], where: str) -> str:
     value = (row.get(col) or "").strip()
     if value not in allowed:
-        raise CatalogError(f"{where}: {col}={value!r} not in {allowed}")
+        raise PriceFileError("pf_bad_value", where=where, col=col, value=value, allowed=", ".join(allowed))
     return value
 
 
@@ -78,13 +78,13 @@ def price_from_row(row: dict[str, str], origin: str, where: str) -> Price:
     where = f"{where} row {row.get('instance_type')!r}/{row.get('region')!r}"
     missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
     if missing:
-        raise CatalogError(f"{where}: missing {', '.join(missing)}")
+        raise PriceFileError("pf_missing", where=where, cols=", ".join(missing))
     price = num(row, "price", where)
     if price is None or price <= 0:
-        raise CatalogError(f"{where}: price must be a positive number")
+        raise PriceFileError("pf_price", where=where)
     date = row["price_date"].strip()
     if origin != "catalog" and parse_date(date) is None:
-        raise CatalogError(f"{where}: price_date {date!r} is not YYYY-MM-DD")
+        raise PriceFileError("pf_date", where=where, value=date)
     return Price(
         provider=_enum(row, "provider", PROVIDERS, where), instance_type=row["instance_type"].strip(),
         region=row["region"].strip(), billing=_enum(row, "billing", BILLINGS, where), price=price,
@@ -99,7 +99,7 @@ def read_price_text(text: str, origin: str, where: str) -> list[Price]:
     reader = csv.DictReader(io.StringIO(text))
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
     if missing:
-        raise CatalogError(f"{where}: not a price file in the catalog's format (missing columns {', '.join(missing)})")
+        raise PriceFileError("pf_columns", where=where, cols=", ".join(missing))
     return [price_from_row(row, origin, where) for row in reader]
 
 
@@ -107,7 +107,7 @@ def read_price_file(path: str | Path, origin: str) -> list[Price]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise CatalogError(f"{path}: cannot read ({exc.strerror})") from None
+        raise PriceFileError("pf_unreadable", where=str(path), reason=exc.strerror or "") from None
     return read_price_text(text, origin, str(path))
 
 
@@ -156,7 +156,7 @@ def check_known(prices: list[Price], where: str) -> list[Price]:
             names = [i.instance_type for i in known.values() if i.provider == p.provider]
             err = unknown_name(f"{p.provider} instance type", p.instance_type, names,
                                hint="`trainfit instances` lists the catalog")
-            raise CatalogError(f"{where}: {err}")
+            raise PriceFileError("pf_unknown_instance", where=where, detail=str(err))
     return prices
 
 

@@ -64,6 +64,16 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "source": {"en": "source", "zh": "来源"},
     "price_date": {"en": "price date", "zh": "价格日期"},
     "yes": {"en": "yes", "zh": "是"},
+    "pf_no_file": {"en": "--prices {where}: no such file", "zh": "--prices {where}：文件不存在"},
+    "pf_bad_value": {"en": "{where}: {col}={value!r} is not one of {allowed}",
+                     "zh": "{where}：{col}={value!r} 不在可选值 {allowed} 中"},
+    "pf_missing": {"en": "{where}: missing {cols}", "zh": "{where}：缺少 {cols}"},
+    "pf_price": {"en": "{where}: price must be a positive number", "zh": "{where}：price 必须是正数"},
+    "pf_date": {"en": "{where}: price_date {value!r} is not YYYY-MM-DD", "zh": "{where}：price_date {value!r} 不是 YYYY-MM-DD 格式"},
+    "pf_columns": {"en": "{where}: not a price file in the catalog's format (missing columns {cols})",
+                   "zh": "{where}：不是目录格式的价格文件（缺少列 {cols}）"},
+    "pf_unreadable": {"en": "{where}: cannot read ({reason})", "zh": "{where}：无法读取（{reason}）"},
+    "pf_unknown_instance": {"en": "{where}: {detail}", "zh": "{where}：{detail}"},
     "spot_warning": {
         "en": "Spot prices: the provider can reclaim these instances at any time. Hours and cost include the expected "
               "interruptions (lost work since the last checkpoint + restart) and the checkpoints that bound them.",
