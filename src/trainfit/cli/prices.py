@@ -20,6 +20,7 @@ EXAMPLES = """examples:
 def add_parser(sub) -> None:
     p = sub.add_parser("prices", help=HELP, description=HELP, epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(run=lambda args: _help(p))
     ps = p.add_subparsers(dest="prices_command", metavar="ACTION")
     q = ps.add_parser("list", help="prices with date, age, source and origin (catalog / live / user)")
     q.add_argument("--provider", help="alibaba | aws | gcp | azure")
@@ -40,6 +41,12 @@ def add_parser(sub) -> None:
     q.add_argument("--instance", help="comma-separated instance types (default: every GPU type in the catalog)")
     add_output_flags(q)
     q.set_defaults(run=run_refresh)
+
+
+def _help(p: argparse.ArgumentParser) -> int:
+    """`trainfit prices` without an action: its own help, exit code 2 (as for a missing command)."""
+    p.print_help()
+    return 2
 
 
 def run_list(args: argparse.Namespace) -> int:
