@@ -25,6 +25,10 @@ for _sig in (signal.SIGTERM, signal.SIGHUP):
 # A developer's own calibration (config directory) must not change what the tests see.
 os.environ.pop("TRAINFIT_CALIBRATION", None)
 os.environ["XDG_CONFIG_HOME"] = os.path.join(os.path.dirname(__file__), "snapshots", "no-config")
+# ... nor a developer's refreshed prices (~/.cache/trainfit/prices); tests that need a cache make their own.
+os.environ["XDG_CACHE_HOME"] = os.path.join(os.path.dirname(__file__), "snapshots", "no-cache")
+# Price ages are counted from a fixed day, so "stale" in a test does not change with the calendar.
+os.environ["TRAINFIT_TODAY"] = "2026-11-30"
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-SUBCOMMANDS = ["estimate", "compare", "models", "gpus", "instances", "efficiencies"]
+SUBCOMMANDS = ["estimate", "compare", "models", "gpus", "instances", "efficiencies", "prices"]
 
 
 @pytest.mark.parametrize("cmd", SUBCOMMANDS)

@@ -122,9 +122,14 @@ def test_objective_fastest_and_subscription(run_cli):
               "fastest", "--budget", "500")
     hours = [r["hours"] for r in d["recommendations"]]
     assert hours == sorted(hours) and all(r["cost"] <= 500 for r in d["recommendations"])
+    # a subscription pays off only for long jobs: a 1.4-hour job stays pay-as-you-go, a 350-hour one takes the month
     d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--pricing",
               "subscription")
-    assert all(r["price_billing"] == "subscription_month" for r in d["recommendations"])
+    assert all(r["price_billing"] == "payg" for r in d["recommendations"])
+    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "10B", "--pricing",
+              "subscription", "--gpu", "t4")
+    best = d["recommendations"][0]
+    assert best["price_billing"] == "subscription_month" and best["billed_hours"] == 730 * -(-best["hours"] // 730)
 
 
 def test_other_providers_need_an_exchange_rate(run_cli):

@@ -48,3 +48,28 @@ def unknown_name(kind: str, word: str, choices: Iterable[str], hint: str = "") -
     if hint:
         msg += f"; {hint}"
     return SpecError(msg)
+
+
+class LocalizedError(TrainfitError):
+    """An error worded in every language the CLI speaks: an i18n message key and the values it is filled with."""
+
+    def __init__(self, key: str, **values: object):
+        self.key, self.values = key, values
+        super().__init__(self.message("en"))
+
+    def message(self, lang: str) -> str:
+        from .i18n import t
+
+        return t(self.key, lang).format(**self.values)
+
+
+class CredentialsMissing(LocalizedError):
+    """A live price refresh needs credentials that are not configured."""
+
+
+class PriceSourceError(LocalizedError):
+    """A provider's price API could not be reached or answered with an error."""
+
+
+class PriceFileError(LocalizedError, CatalogError):
+    """A price file (shipped, cached or the user's quotes) is malformed."""

@@ -223,6 +223,15 @@ def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
     if idx + 1 < len(ranked):
         nxt = ranked[idx + 1]
         lines.append(f"runner-up: {_describe(nxt, cur)} ({_money(nxt.cost - c.cost, cur)} more)")
+    if c.spot is not None:
+        sp = c.spot
+        lines.append(f"spot: can be reclaimed; expected {sp.interruptions:,.1f} interruptions (MTBI {sp.mtbi_h:,.1f} h), "
+                     f"checkpoint every {sp.interval_h * 60:,.0f} min (Young/Daly sqrt(2 C M), C = "
+                     f"{sp.checkpoint_write_h * 3600:,.1f} s): {sp.overhead_h:,.2f} h of lost work, restarts and "
+                     f"checkpoints")
+    if c.offer.price.billing == "subscription_month":
+        lines.append(f"monthly subscription: {c.billed_hours / 730:,.0f} month(s) cost less than pay-as-you-go for "
+                     f"{c.hours:,.0f} h")
     if c.offer.price.unverified or c.offer.instance.gpu_inferred:
         flags = [x for x, on in (("price unverified", c.offer.price.unverified),
                                  ("GPU model inferred by third parties", c.offer.instance.gpu_inferred)) if on]

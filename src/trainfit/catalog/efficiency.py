@@ -70,7 +70,7 @@ class Efficiencies:
             check_value(name, value, table[name].get("valid"), origin)
         for name, value in overrides.items():
             if not isinstance(value, dict):  # a plain value replaces every per-GPU/architecture variant
-                for key in ("by_gpu", "by_architecture", "by_memory_type", "by_link", "by_framework"):
+                for key in ("by_gpu", "by_architecture", "by_memory_type", "by_link", "by_framework", "by_provider"):
                     if key in table[name]:
                         table[name][key] = {k: value for k in table[name][key]}
         return Efficiencies(table, origin=f"{self.origin}+{origin}", framework=self.framework)

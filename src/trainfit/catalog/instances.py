@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from functools import lru_cache
 
 from ..errors import CatalogError, unknown_name
 from ..spec.hardware import InstanceSpec, Price
 from ._io import boolean, items, norm_name, num, read_csv
+from .prices import BILLINGS, CURRENCIES, all_prices  # noqa: F401 - re-exported: prices used to live here
 
 PROVIDERS = ("alibaba", "aws", "gcp", "azure")
 INTERCONNECTS = ("nvswitch", "nvlink", "pcie", "single", "unknown")
 RDMA_KINDS = ("none", "erdma", "efa", "infiniband", "tcpx", "unknown")
-BILLINGS = ("payg", "subscription_month")
-CURRENCIES = ("CNY", "USD")
 
 
 def _enum(row: dict[str, str], col: str, allowed: tuple[str, ...], where: str) -> str:
@@ -44,20 +42,6 @@ def _instance_from_row(row: dict[str, str]) -> InstanceSpec:
     )
 
 
-def _price_from_row(row: dict[str, str]) -> Price:
-    where = f"prices.csv row {row.get('instance_type')!r}/{row.get('region')!r}"
-    price = num(row, "price", where)
-    if price is None or price <= 0:
-        raise CatalogError(f"{where}: price must be a positive number")
-    return Price(
-        provider=_enum(row, "provider", PROVIDERS, where), instance_type=row["instance_type"].strip(),
-        region=row["region"].strip(), billing=_enum(row, "billing", BILLINGS, where), price=price,
-        currency=_enum(row, "currency", CURRENCIES, where), price_date=row.get("price_date", "").strip(),
-        includes=row.get("includes", "").strip(), unverified="price" in items(row, "unverified"),
-        sources=items(row, "sources"), note=row.get("note", "").strip(),
-    )
-
-
 @lru_cache(maxsize=1)
 def all_instances() -> dict[str, InstanceSpec]:
     out: dict[str, InstanceSpec] = {}
@@ -67,15 +51,6 @@ def all_instances() -> dict[str, InstanceSpec]:
             raise CatalogError(f"instances.csv: duplicate {inst.key}")
         out[inst.key] = inst
     return out
-
-
-@lru_cache(maxsize=1)
-def all_prices() -> dict[str, tuple[Price, ...]]:
-    by_key: dict[str, list[Price]] = defaultdict(list)
-    for row in read_csv("prices.csv"):
-        p = _price_from_row(row)
-        by_key[f"{p.provider}/{p.instance_type}"].append(p)
-    return {k: tuple(v) for k, v in by_key.items()}
 
 
 def get_instance(name: str, provider: str | None = None) -> InstanceSpec:
@@ -95,13 +70,16 @@ def instances_for_gpu(gpu_id: str, provider: str | None = None) -> list[Instance
             if i.gpu == gpu_id and i.trainable and (provider is None or i.provider == provider)]
 
 
-def prices_for(inst: InstanceSpec, region: str | None = None, billing: str = "payg") -> list[Price]:
-    """Prices of an instance, cheapest first; region None = any region."""
+def prices_for(inst: InstanceSpec, region: str | None = None, billing: str = "payg",
+               in_stock: bool = False) -> list[Price]:
+    """Prices of an instance, cheapest first; region None = any region; in_stock drops regions a live query found
+    sold out."""
     prices = [p for p in all_prices().get(inst.key, ()) if p.billing == billing
-              and (region is None or p.region == region)]
+              and (region is None or p.region == region) and not (in_stock and p.stock == "sold_out")]
     return sorted(prices, key=lambda p: p.per_hour)
 
 
-def cheapest_price(inst: InstanceSpec, region: str | None = None, billing: str = "payg") -> Price | None:
-    prices = prices_for(inst, region, billing)
+def cheapest_price(inst: InstanceSpec, region: str | None = None, billing: str = "payg",
+                   in_stock: bool = False) -> Price | None:
+    prices = prices_for(inst, region, billing, in_stock)
     return prices[0] if prices else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_output_flags, console, lang_of, print_json
+from .common import add_output_flags, add_prices_flag, apply_prices, console, lang_of, print_json
 
 
 def add_parsers(sub) -> None:
@@ -20,6 +20,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--provider", default=None, help="alibaba | aws | gcp | azure")
     p.add_argument("--gpu", default=None, help="only instances with this GPU")
     p.add_argument("--all", action="store_true", help="include vGPU slices and instances without a known GPU")
+    add_prices_flag(p)
     add_output_flags(p)
     p.set_defaults(run=run_instances)
     p = sub.add_parser("efficiencies", help="the named efficiencies and overheads behind every estimate")
@@ -107,9 +108,11 @@ def run_gpus(args: argparse.Namespace) -> int:
 def run_instances(args: argparse.Namespace) -> int:
     from ..catalog import all_instances, get_gpu
     from ..catalog.instances import PROVIDERS, cheapest_price
+    from ..catalog.prices import provenance
     from ..errors import SpecError
 
     lang_of(args)
+    apply_prices(args)
     if args.provider and args.provider not in PROVIDERS:
         raise SpecError(f"--provider must be one of {', '.join(PROVIDERS)}")
     gpu_id = get_gpu(args.gpu).id if args.gpu else None
@@ -127,6 +130,7 @@ def run_instances(args: argparse.Namespace) -> int:
                      "price_per_hour": price.per_hour if price else None,
                      "currency": price.currency if price else None, "region": price.region if price else None,
                      "price_date": price.price_date if price else None,
+                     "price_stale": provenance(price)["price_stale"] if price else None,
                      "price_unverified": price.unverified if price else None,
                      "unverified": list(inst.unverified), "sources": list(inst.sources), "note": inst.note})
     if args.json:
@@ -134,7 +138,8 @@ def run_instances(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    table = Table(title="trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred)")
+    table = Table(title="trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred; "
+                        "† = price older than 180 days)")
     for col in ("provider", "instance", "GPU", "n", "vCPU", "RAM GiB", "net Gb/s", "link", "RDMA", "price/h",
                 "date"):
         table.add_column(col)
@@ -144,7 +149,8 @@ def run_instances(args: argparse.Namespace) -> int:
             price += "*"
         table.add_row(r["provider"], r["instance_type"], f"{r['gpu'] or '?'}{'*' if r['gpu_inferred'] else ''}",
                       str(r["gpu_count"] or "?"), str(r["vcpu"] or "?"), f"{r['ram_gib'] or '?'}",
-                      f"{r['network_gbps'] or '?'}", r["interconnect"], r["rdma"], price, r["price_date"] or "")
+                      f"{r['network_gbps'] or '?'}", r["interconnect"], r["rdma"], price,
+                      (r["price_date"] or "") + ("†" if r["price_stale"] else ""))
     console().print(table)
     return 0
 

@@ -18,6 +18,19 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
                    "(default from the locale)")
 
 
+def add_prices_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prices", action="append", default=[], metavar="FILE",
+                   help="your own price quotes (CSV in the catalog's format: provider,instance_type,region,billing,"
+                        "price,currency,price_date,...), used over the shipped and refreshed prices; repeatable")
+
+
+def apply_prices(args: argparse.Namespace) -> None:
+    """Layer the --prices files over the catalog for this command (and only this one)."""
+    from ..catalog.prices import use_price_files
+
+    use_price_files(getattr(args, "prices", None) or [])
+
+
 def add_model_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--model", "-m", required=required,
                    help="preset name (trainfit models), a config.json / model directory, or a Hugging Face id")

@@ -25,7 +25,8 @@ class UsageError(TrainfitError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, trace, validate
+    from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, prices, trace,
+                   validate)
 
     parser = _Parser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_parser(sub)
     calibrate.add_parser(sub)
     catalog_cmds.add_parsers(sub)
+    prices.add_parser(sub)
     return parser
 
 
@@ -53,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     as_json = "--json" in argv
     parser = build_parser()
+    args = None
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "run", None):
@@ -60,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return args.run(args)
     except TrainfitError as exc:
-        return _fail(str(exc), as_json, type(exc).__name__)
+        return _fail(_message(exc, args, argv), as_json, type(exc).__name__)
     except OSError as exc:  # a file the user named (--out, an input) that the checks before the work could not see
         if isinstance(exc, BrokenPipeError):
             return 0
@@ -78,13 +81,24 @@ def main(argv: list[str] | None = None) -> int:
         return 70
 
 
+def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str]) -> str:
+    """The error in the user's language where the error carries its message key (LocalizedError)."""
+    from ..errors import LocalizedError
+    from ..i18n import LANGS, default_lang
+
+    lang = getattr(args, "lang", None)
+    if lang is None and "--lang" in argv[:-1]:
+        lang = argv[argv.index("--lang") + 1]
+    lang = lang if lang in LANGS else default_lang()
+    return exc.message(lang) if isinstance(exc, (LocalizedError,)) or hasattr(exc, "key") else str(exc)
+
+
 def _fail(message: str, as_json: bool, kind: str) -> int:
-    """Bad input: one line on stderr, or with --json one JSON object on stdout; exit code 2."""
+    """Bad input: one line on stderr; with --json also one JSON error object on stdout; exit code 2."""
     message = " ".join(message.split())  # one line, whatever the message held
+    print(f"trainfit: error: {message}", file=sys.stderr)
     if as_json:
         print(json.dumps({"error": {"type": kind, "message": message, "exit_code": 2}}, ensure_ascii=False))
-    else:
-        print(f"trainfit: error: {message}", file=sys.stderr)
     return 2
 
 

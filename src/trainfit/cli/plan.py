@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from .common import add_efficiency_flags, add_output_flags, check_out, console, lang_of, parse_sets, print_json
+from .common import (add_efficiency_flags, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
+                     parse_sets, print_json)
 
 HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
 EXAMPLES = """examples:
@@ -50,11 +51,13 @@ def add_parser(sub) -> None:
     g.add_argument("--region", help="only prices in this region (e.g. cn-hangzhou)")
     g.add_argument("--gpu", help="only these GPUs, comma-separated (a10,a100-sxm4-80gb)")
     g.add_argument("--max-nodes", help="most instances to combine (default 8)")
-    g.add_argument("--pricing", help="payg | subscription (monthly, where the catalog has it)")
+    g.add_argument("--pricing", help="payg | subscription (monthly where it pays off, else pay-as-you-go) | spot "
+                   "(can be reclaimed: priced with an interruption model and a checkpoint interval)")
     g.add_argument("--objective", help="cheapest (meets the deadline) | fastest (within the budget)")
     g.add_argument("--top", help="how many recommendations to show (default 5)")
     p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
     add_efficiency_flags(p)
+    add_prices_flag(p)
     add_output_flags(p)
     p.set_defaults(run=run)
 
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     lang = lang_of(args)
     if args.out:
         check_out(args.out, "dir")
+    apply_prices(args)
     req = build_request(args)
     plan = make_plan(req, load_efficiencies(parse_sets(args.set), args.calibration))
     if args.out:

@@ -16,7 +16,9 @@ _CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gp
                 "memory_gib", "gpu_memory_gib", "headroom_gib", "fits", "tokens_per_s", "tokens_per_s_per_gpu",
                 "mfu", "step_time_s", "hours", "train_hours", "overhead_hours", "billed_hours", "cost", "currency",
                 "price_per_hour", "price_currency", "price_billing", "region", "price_date", "price_unverified",
-                "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why"}
+                "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why",
+                # price provenance and spot interruptions (optional; older plan files lack them)
+                "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot"}
 _STRATEGY_KEYS = {"method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
                   "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
                   "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine"}

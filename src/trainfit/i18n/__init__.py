@@ -44,7 +44,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "hours_per_b": {"en": "hours / 1B tokens", "zh": "小时 / 10亿 tokens"},
     "cost_per_b": {"en": "cost / 1B tokens", "zh": "费用 / 10亿 tokens"},
     "instance": {"en": "cheapest instance", "zh": "最便宜实例"},
-    "no_alibaba_price": {"en": "no public price", "zh": "无公开价格"},
+    "no_alibaba_price": {"en": "no public price (give yours: --prices FILE)", "zh": "无公开价格（可用 --prices FILE 提供报价）"},
     "not_on_alibaba": {"en": "not in the Alibaba catalog", "zh": "阿里云目录中没有"},
     "no_fit_any": {"en": "does not fit with any tried setting", "zh": "任何尝试的设置都放不下"},
     "instance_col": {"en": "instance", "zh": "实例"},
@@ -63,6 +63,85 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "unverified": {"en": "unverified", "zh": "未核实"},
     "source": {"en": "source", "zh": "来源"},
     "price_date": {"en": "price date", "zh": "价格日期"},
+    "yes": {"en": "yes", "zh": "是"},
+    "pf_no_file": {"en": "--prices {where}: no such file", "zh": "--prices {where}：文件不存在"},
+    "pf_bad_value": {"en": "{where}: {col}={value!r} is not one of {allowed}",
+                     "zh": "{where}：{col}={value!r} 不在可选值 {allowed} 中"},
+    "pf_missing": {"en": "{where}: missing {cols}", "zh": "{where}：缺少 {cols}"},
+    "pf_price": {"en": "{where}: price must be a positive number", "zh": "{where}：price 必须是正数"},
+    "pf_date": {"en": "{where}: price_date {value!r} is not YYYY-MM-DD", "zh": "{where}：price_date {value!r} 不是 YYYY-MM-DD 格式"},
+    "pf_columns": {"en": "{where}: not a price file in the catalog's format (missing columns {cols})",
+                   "zh": "{where}：不是目录格式的价格文件（缺少列 {cols}）"},
+    "pf_unreadable": {"en": "{where}: cannot read ({reason})", "zh": "{where}：无法读取（{reason}）"},
+    "pf_unknown_instance": {"en": "{where}: {detail}", "zh": "{where}：{detail}"},
+    "spot_warning": {
+        "en": "Spot prices: the provider can reclaim these instances at any time. Hours and cost include the expected "
+              "interruptions (lost work since the last checkpoint + restart) and the checkpoints that bound them.",
+        "zh": "抢占式（spot）价格：云厂商可随时回收这些实例。小时数和费用已包含预期的中断损失（自上次检查点以来的"
+              "工作 + 重启）以及用于限制损失的检查点开销。"},
+    "spot_line": {
+        "en": "interruption overhead {interruption_overhead_hours} h: ~{expected_interruptions} interruptions "
+              "(MTBI {mtbi_hours} h), checkpoint every {checkpoint_interval_hours} h, lost work {lost_work_hours} h, "
+              "restarts {restart_hours} h",
+        "zh": "中断开销 {interruption_overhead_hours} 小时：约 {expected_interruptions} 次中断（平均间隔 {mtbi_hours} "
+              "小时），每 {checkpoint_interval_hours} 小时保存检查点，损失工作 {lost_work_hours} 小时，重启 "
+              "{restart_hours} 小时"},
+    "no_credentials_alibaba": {
+        "en": "no Alibaba Cloud credentials: set ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET (or "
+              "~/.alibabacloud/credentials.ini); trainfit only reads prices (ecs:DescribePrice)",
+        "zh": "未找到阿里云凭证：请设置 ALIBABA_CLOUD_ACCESS_KEY_ID 和 ALIBABA_CLOUD_ACCESS_KEY_SECRET（或 "
+              "~/.alibabacloud/credentials.ini）；trainfit 只读取价格（ecs:DescribePrice）"},
+    "no_credentials_aws": {
+        "en": "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE (~/.aws/credentials)"
+              "; trainfit only reads prices (pricing:GetProducts, ec2:DescribeSpotPriceHistory)",
+        "zh": "未找到 AWS 凭证：请设置 AWS_ACCESS_KEY_ID 和 AWS_SECRET_ACCESS_KEY 或 AWS_PROFILE（~/.aws/credentials）；"
+              "trainfit 只读取价格（pricing:GetProducts、ec2:DescribeSpotPriceHistory）"},
+    "no_credentials_gcp": {
+        "en": "no Google Cloud API key: set GOOGLE_API_KEY (Cloud Billing Catalog API enabled); trainfit only reads "
+              "public SKU prices",
+        "zh": "未找到 Google Cloud API 密钥：请设置 GOOGLE_API_KEY（需启用 Cloud Billing Catalog API）；"
+              "trainfit 只读取公开的 SKU 价格"},
+    "api_error": {"en": "{provider} price API failed ({what}): {code}; nothing was written to the cache",
+                  "zh": "{provider} 价格接口调用失败（{what}）：{code}；缓存未作改动"},
+    "network_error": {"en": "{provider} price API unreachable ({url}): {reason}; nothing was written to the cache",
+                      "zh": "无法访问 {provider} 价格接口（{url}）：{reason}；缓存未作改动"},
+    "refresh_nothing": {"en": "{provider}: the API returned no price for the requested instance types and regions",
+                        "zh": "{provider}：接口没有返回所请求实例规格和地域的价格"},
+    "prices_title": {"en": "trainfit prices", "zh": "trainfit 价格"},
+    "region": {"en": "region", "zh": "地域"},
+    "billing": {"en": "billing", "zh": "计费"},
+    "price": {"en": "price", "zh": "价格"},
+    "per_gpu_hour": {"en": "per GPU-hour", "zh": "每 GPU 小时"},
+    "age_days": {"en": "age (days)", "zh": "天数"},
+    "origin": {"en": "origin", "zh": "来源类型"},
+    "stale": {"en": "STALE", "zh": "过期"},
+    "sold_out": {"en": "sold out", "zh": "售罄"},
+    "prices_note": {
+        "en": "STALE = older than {days} days. origin: catalog = shipped snapshot, live = `trainfit prices refresh`, "
+              "user = your quotes (`trainfit prices set FILE` or --prices FILE). * = unverified. Cache: {cache}",
+        "zh": "过期 = 超过 {days} 天。来源类型：catalog = 随软件发布的快照，live = `trainfit prices refresh` 获取，"
+              "user = 你的报价（`trainfit prices set FILE` 或 --prices FILE）。* = 未核实。缓存目录：{cache}"},
+    "prices_set_done": {"en": "{n} rows in {path} (provenance: user); every command now uses them",
+                        "zh": "{path} 中共有 {n} 行（来源：user）；之后所有命令都会使用"},
+    "refresh_done": {"en": "{provider}: {n} prices written to {path} ({date})",
+                     "zh": "{provider}：{n} 个价格已写入 {path}（{date}）"},
+    "no": {"en": "no", "zh": "否"},
+    "alibaba_instance": {"en": "Alibaba instance (GPUs used/of)", "zh": "阿里云实例（使用/总 GPU）"},
+    "other_instance": {"en": "elsewhere (GPUs used/of)", "zh": "其他云（使用/总 GPU）"},
+    "compare_note_cost": {
+        "en": "cost per 1B tokens = pay-as-you-go price of the WHOLE instance x hours; for each GPU the instance and "
+              "GPU count (data-parallel) with the lowest cost per token, priced like `plan`",
+        "zh": "每 10 亿 tokens 费用 = 整台实例的按量价格 x 小时；每种 GPU 取每 token 成本最低的实例和 GPU 数"
+              "（数据并行），计价方式与 `plan` 相同"},
+    "compare_note_stale": {
+        "en": "† price older than {days} days (stale): `trainfit prices refresh`, or your own quotes with "
+              "--prices FILE; `trainfit prices list` shows every date and source",
+        "zh": "† 价格已超过 {days} 天（过期）：运行 `trainfit prices refresh`，或用 --prices FILE 提供自己的报价；"
+              "`trainfit prices list` 列出每个价格的日期和来源"},
+    "compare_note_hours": {"en": "hours per 1B tokens at the estimated throughput, without start-up or checkpoints",
+                           "zh": "每 10 亿 tokens 小时数按估算吞吐计算，不含启动和检查点时间"},
+    "flag_note_short": {"en": "* GPU model inferred or price unverified (see --json)",
+                        "zh": "* GPU 型号为推断或价格未核实（见 --json）"},
 }
 
 

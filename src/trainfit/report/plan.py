@@ -8,6 +8,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ..catalog.models import all_models, local_config
+from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
 from ..plan import Plan
 from ..search.run import Candidate, headroom_gib
@@ -47,10 +48,12 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         "overhead_hours": round(c.overhead_hours, 3), "billed_hours": round(c.billed_hours, 3),
         "cost": round(c.cost, 2), "currency": plan.currency, "price_per_hour": round(o.price.per_hour, 4),
         "price_currency": o.price.currency, "price_billing": o.price.billing, "region": o.price.region,
-        "price_date": o.price.price_date, "price_unverified": o.price.unverified,
+        **provenance(o.price), "stock": o.price.stock or None,
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
     })
+    if c.spot is not None:
+        out["spot"] = {**c.spot.to_dict(), "can_be_reclaimed": True}
     if why is not None:
         out["why"] = why
     return out
@@ -78,8 +81,19 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']}: "
             f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS] + [
             "billing: " + eff.describe("billing_granularity_s")["basis"].strip(),
-            "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"],
+            "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"]
+        + _spot_assumptions(plan),
     }
+
+
+def _spot_assumptions(plan: Plan) -> list[str]:
+    if plan.request.pricing != "spot":
+        return []
+    eff = plan.efficiencies
+    return [f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']} ({eff.describe(name)['basis']})"
+            .replace("\n", " ") for name in ("spot_mtbi_hours", "spot_restart_hours")] + [
+        "spot instances can be reclaimed at any time; checkpoint interval sqrt(2 x checkpoint time x MTBI) "
+        "(Young 1974), each interruption costs the work since the last checkpoint plus a restart"]
 
 
 def _params(plan: Plan) -> int:
@@ -125,11 +139,15 @@ def _money(x: float, currency: str) -> str:
 
 
 def _where(c: Candidate) -> str:
-    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2)'; * = GPU inferred or price unverified."""
-    e = c.estimate
+    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2) cn-beijing 2024-12-30†'; * = GPU inferred or price unverified,
+    † = price older than STALE_DAYS."""
+    e, p = c.estimate, c.offer.price
     nodes = f"{e.strategy.nodes} x " if e.strategy.nodes > 1 else ""
-    flag = "*" if c.offer.price.unverified or c.offer.instance.gpu_inferred else ""
-    return f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag} ({e.gpu.id} x{e.strategy.gpus})"
+    flag = "*" if p.unverified or c.offer.instance.gpu_inferred else ""
+    stale = "†" if provenance(p)["price_stale"] else ""
+    billing = {"payg": "", "spot": " spot", "subscription_month": " monthly"}[p.billing]
+    return (f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag} ({e.gpu.id} x{e.strategy.gpus})"
+            f"{billing} · {p.region} {p.price_date}{stale}")
 
 
 def _settings(c: Candidate) -> str:
@@ -160,6 +178,11 @@ def render_plan(plan: Plan, lang: str):
             table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
                           f"{c.estimate.tokens_per_s:,.0f}", f"{c.hours:,.1f}", _money(c.cost, plan.currency))
         items.append(table)
+        if req.pricing == "spot":
+            items.append(Text(tr("spot_warning", lang), style="bold yellow"))
+            for i, c in enumerate(plan.recommendations[:3]):
+                if c.spot is not None:
+                    items.append(Text(f"#{i + 1} " + tr("spot_line", lang).format(**c.spot.to_dict()), style="yellow"))
         for i, lines in enumerate(plan.why[:3]):
             items.append(Text(f"#{i + 1} " + tr("why", lang) + ":\n" + "\n".join(f"   - {x}" for x in lines)))
     else:
@@ -184,4 +207,5 @@ def render_plan(plan: Plan, lang: str):
     items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"   - {a}" for a in plan_dict(plan)["assumptions"]),
                       style="dim"))
     items.append(Text("* " + tr("flag_note", lang), style="dim"))
+    items.append(Text(tr("compare_note_stale", lang).format(days=STALE_DAYS), style="dim"))
     return Group(*items)

@@ -23,7 +23,9 @@ from ..spec.cluster import Cluster, cluster_for
 from ..spec.model import ModelSpec
 from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec
 from ..units import GB, GiB, HOUR
-from .space import HOURS_PER_MONTH, Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
+from .cost import job_cost
+from .interruption import SpotOverhead, spot_overhead
+from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
 from .workload import Workload
 
 
@@ -38,6 +40,7 @@ class Candidate:
     overhead_hours: float
     billed_hours: float
     cost: float  # in the request's currency
+    spot: SpotOverhead | None = None  # interruptions and the checkpoint interval, on spot prices
 
     @property
     def nodes(self) -> int:
@@ -144,29 +147,27 @@ class _Estimator:
         return hit
 
 
-def _timing(est: Estimate, w: Workload, view: EfficiencyView) -> tuple[float, float, float]:
-    """(training hours, overhead hours, total hours) for the whole job."""
+def _timing(est: Estimate, w: Workload, view: EfficiencyView, offer: Offer,
+            eff: Efficiencies) -> tuple[float, float, float, SpotOverhead | None]:
+    """(training hours, overhead hours, total hours, spot interruptions or None) for the whole job."""
     train_h = w.processed_tokens / est.tokens_per_s / HOUR
-    n_ckpt = max(1, math.ceil(train_h / view("checkpoint_interval_hours")))
     split = est.split
     state_bytes = split.trainable * 16 + (split.frozen * 2 if est.training.method == Method.FULL else 0)
-    write_h = n_ckpt * state_bytes / (view("checkpoint_write_gbytes_per_s") * GB * est.strategy.nodes) / HOUR
-    overhead = view("startup_hours") + write_h
-    return train_h, overhead, train_h + overhead
+    one_ckpt_h = state_bytes / (view("checkpoint_write_gbytes_per_s") * GB * est.strategy.nodes) / HOUR
+    if offer.price.billing == "spot":
+        provider = offer.instance.provider
+        spot = spot_overhead(train_h, one_ckpt_h, _by_provider(eff, "spot_mtbi_hours", provider),
+                             est.strategy.nodes, _by_provider(eff, "spot_restart_hours", provider))
+        overhead = view("startup_hours") + spot.overhead_h
+        return train_h, overhead, train_h + overhead, spot
+    n_ckpt = max(1, math.ceil(train_h / view("checkpoint_interval_hours")))
+    overhead = view("startup_hours") + n_ckpt * one_ckpt_h
+    return train_h, overhead, train_h + overhead, None
 
 
-def _cost(offer: Offer, hours: float, nodes: int, eff: Efficiencies, pricing: str) -> tuple[float, float]:
-    """(billed hours, cost in the request currency)."""
-    if pricing == "subscription":
-        months = math.ceil(hours / HOURS_PER_MONTH)
-        return months * HOURS_PER_MONTH, months * offer.price.price * nodes * offer.fx
-    entry = eff.describe("billing_granularity_s")
-    provider = offer.instance.provider
-    gran = float(entry.get("by_provider", {}).get(provider, entry.get("default", 3600)))
-    minimum = float(entry.get("minimum_s", {}).get(provider, 0))
-    seconds = max(minimum, math.ceil(hours * HOUR / gran) * gran)
-    billed = seconds / HOUR
-    return billed, billed * offer.price.per_hour * nodes * offer.fx
+def _by_provider(eff: Efficiencies, name: str, provider: str) -> float:
+    entry = eff.describe(name)
+    return float(entry.get("by_provider", {}).get(provider, entry["default"]))
 
 
 def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list: list[Offer] | None = None,
@@ -232,9 +233,9 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
         res.rejected["CPU offload needs more host RAM than the instance has"] += 1
         return
-    train_h, over_h, hours = _timing(e, w, view)
-    billed, cost = _cost(offer, hours, s.nodes, efficiencies, w.request.pricing)
-    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost))
+    train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
+    billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
+    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot))
 
 
 def headroom_gib(c: Candidate) -> float:

@@ -13,6 +13,9 @@ from ..spec.request import PlanRequest
 from ..spec.training import Fsdp, GradCkpt, Method, Offload, Strategy
 
 HOURS_PER_MONTH = 730.0
+# prices a plan may use: a subscription only pays off for long jobs, so pay-as-you-go stays on offer beside it
+# (the search keeps whichever is cheaper for the job); spot is offered on its own (it can be reclaimed)
+BILLINGS_BY_PRICING = {"payg": ("payg",), "subscription": ("subscription_month", "payg"), "spot": ("spot",)}
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ def offers(req: PlanRequest, instances: dict[str, InstanceSpec] | None = None,
     """Offers matching the request's providers, GPUs, region and pricing mode; skipped ones counted by reason."""
     skipped: Counter = Counter()
     wanted_gpus = {get_gpu(g).id for g in req.gpu} if req.gpu else None
-    billing = "payg" if req.pricing == "payg" else "subscription_month"
+    billings = BILLINGS_BY_PRICING[req.pricing]
     out: list[Offer] = []
     for inst in (instances or all_instances()).values():
         if inst.provider not in req.providers:
@@ -47,17 +50,18 @@ def offers(req: PlanRequest, instances: dict[str, InstanceSpec] | None = None,
             continue
         if wanted_gpus is not None and inst.gpu not in wanted_gpus:
             continue
-        prices = price_lookup(inst, req.region, billing)
-        if not prices:
+        found = [(b, price_lookup(inst, req.region, b, True)) for b in billings]
+        found = [(b, ps[0]) for b, ps in found if ps]  # cheapest region in stock (or the requested one)
+        if not found:
             skipped["no price in the catalog" + (f" for region {req.region}" if req.region else "")
-                    + ("" if billing == "payg" else " (subscription)")] += 1
+                    + ("" if req.pricing == "payg" else f" ({req.pricing})") + " (or sold out)"] += 1
             continue
-        price = prices[0]  # cheapest region (or the requested one)
-        fx = _fx(price.currency, req)
-        if fx is None:
-            skipped[f"priced in {price.currency}; give --usd-cny to compare with {req.budget_currency}"] += 1
-            continue
-        out.append(Offer(inst, price, fx))
+        for _, price in found:
+            fx = _fx(price.currency, req)
+            if fx is None:
+                skipped[f"priced in {price.currency}; give --usd-cny to compare with {req.budget_currency}"] += 1
+                continue
+            out.append(Offer(inst, price, fx))
     return out, skipped
 
 

@@ -96,7 +96,7 @@ class Price:
     provider: str
     instance_type: str
     region: str
-    billing: str  # payg | subscription_month
+    billing: str  # payg | subscription_month | spot
     price: float
     currency: str
     price_date: str
@@ -104,11 +104,13 @@ class Price:
     unverified: bool
     sources: tuple[str, ...]
     note: str
+    origin: str = "catalog"  # catalog (shipped snapshot) | live (refreshed through the provider's API) | user
+    stock: str = ""  # "" unknown | available | sold_out (from a live availability query)
 
     @property
     def per_hour(self) -> float:
         """Hourly price; a monthly subscription is spread over 730 hours (365 * 24 / 12)."""
-        return self.price if self.billing == "payg" else self.price / 730.0
+        return self.price / 730.0 if self.billing == "subscription_month" else self.price
 
 
 def tflops(value: float | None) -> float | None:

@@ -17,7 +17,7 @@ from ..units import parse_count, parse_duration
 METHODS = ("full", "lora", "qlora", "freeze", "auto")
 PROVIDERS = ("alibaba", "aws", "gcp", "azure", "all")
 OBJECTIVES = ("cheapest", "fastest")
-PRICING = ("payg", "subscription")
+PRICING = ("payg", "subscription", "spot")
 CURRENCIES = ("CNY", "USD")
 
 

@@ -1,0 +1,252 @@
+"""Prices in layers: the shipped snapshot (prices.csv), the live cache (`trainfit prices refresh`), the user's own
+quotes (`trainfit prices set`, `--prices FILE`). A later layer replaces an earlier one's row for the same
+(provider, instance type, region, billing); every row keeps its date, its sources and where it came from.
+
+The cache lives in `$XDG_CACHE_HOME/trainfit/prices/` (default `~/.cache/trainfit/prices/`): one `<provider>.csv` per
+refreshed provider and `user.csv` for `prices set`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import os
+from collections import defaultdict
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from ..errors import CatalogError, PriceFileError
+from ..spec.hardware import Price
+from ._io import items, num, read_text
+
+PROVIDERS = ("alibaba", "aws", "gcp", "azure")
+BILLINGS = ("payg", "subscription_month", "spot")
+CURRENCIES = ("CNY", "USD")
+STOCKS = ("", "available", "sold_out")
+ORIGINS = ("catalog", "live", "user")  # shipped snapshot < refreshed through an API < the user's quotes
+STALE_DAYS = 180  # a price older than this is marked stale wherever it is shown
+COLUMNS = ("provider", "instance_type", "region", "billing", "price", "currency", "price_date", "includes",
+           "unverified", "sources", "note", "stock")
+REQUIRED = ("provider", "instance_type", "region", "billing", "price", "currency", "price_date")
+
+_extra_files: tuple[str, ...] = ()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trainfit" / "prices"
+
+
+def use_price_files(paths: list[str] | tuple[str, ...]) -> None:
+    """Layer these CSV files (the user's quotes, provenance 'user') over everything else for this process."""
+    global _extra_files
+    if tuple(paths) == _extra_files:
+        return
+    for path in paths:
+        if not os.path.isfile(path):
+            raise PriceFileError("pf_no_file", where=path)
+    _extra_files = tuple(paths)
+    clear_cache()
+
+
+def clear_cache() -> None:
+    all_prices.cache_clear()
+    _layers.cache_clear()
+
+
+def _enum(row: dict[str, str], col: str, allowed: tuple[str, ...], where: str) -> str:
+    value = (row.get(col) or "").strip()
+    if value not in allowed:
+        raise PriceFileError("pf_bad_value", where=where, col=col, value=value, allowed=", ".join(allowed))
+    return value
+
+
+def parse_date(text: str) -> dt.date | None:
+    """'2026-11-30' or '2026-11' (first of the month); None for anything else (undated)."""
+    text = text.strip()
+    for fmt in ("%Y-%m-%d", "%Y-%m"):
+        try:
+            return dt.datetime.strptime(text, fmt).date()
+        except ValueError:
+            continue
+    return None
+
+
+def price_from_row(row: dict[str, str], origin: str, where: str) -> Price:
+    where = f"{where} row {row.get('instance_type')!r}/{row.get('region')!r}"
+    missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
+    if missing:
+        raise PriceFileError("pf_missing", where=where, cols=", ".join(missing))
+    price = num(row, "price", where)
+    if price is None or price <= 0:
+        raise PriceFileError("pf_price", where=where)
+    date = row["price_date"].strip()
+    if origin != "catalog" and parse_date(date) is None:
+        raise PriceFileError("pf_date", where=where, value=date)
+    return Price(
+        provider=_enum(row, "provider", PROVIDERS, where), instance_type=row["instance_type"].strip(),
+        region=row["region"].strip(), billing=_enum(row, "billing", BILLINGS, where), price=price,
+        currency=_enum(row, "currency", CURRENCIES, where), price_date=date,
+        includes=(row.get("includes") or "instance").strip(), unverified="price" in items(row, "unverified"),
+        sources=items(row, "sources") or ((origin,) if origin == "user" else ()), note=(row.get("note") or "").strip(),
+        origin=origin, stock=_enum({"stock": row.get("stock") or ""}, "stock", STOCKS, where),
+    )
+
+
+def read_price_text(text: str, origin: str, where: str) -> list[Price]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+    if missing:
+        raise PriceFileError("pf_columns", where=where, cols=", ".join(missing))
+    return [price_from_row(row, origin, where) for row in reader]
+
+
+def read_price_file(path: str | Path, origin: str) -> list[Price]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PriceFileError("pf_unreadable", where=str(path), reason=exc.strerror or "") from None
+    return read_price_text(text, origin, str(path))
+
+
+def write_price_file(path: Path, prices: list[Price]) -> None:
+    """Write rows in the catalog's format, atomically (a half-written cache is never read)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for p in prices:
+        w.writerow({"provider": p.provider, "instance_type": p.instance_type, "region": p.region,
+                    "billing": p.billing, "price": f"{p.price:.6g}", "currency": p.currency,
+                    "price_date": p.price_date, "includes": p.includes, "unverified": "price" if p.unverified else "",
+                    "sources": ";".join(p.sources), "note": p.note, "stock": p.stock})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(buf.getvalue(), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def cache_files() -> list[tuple[Path, str]]:
+    """(file, origin) of the user cache, in layer order: refreshed providers, then the user's own quotes."""
+    d = cache_dir()
+    out = [(d / f"{p}.csv", "live") for p in PROVIDERS]
+    out.append((d / "user.csv", "user"))
+    return [(f, o) for f, o in out if f.is_file()]
+
+
+@lru_cache(maxsize=1)
+def _layers() -> tuple[tuple[str, tuple[Price, ...]], ...]:
+    layers = [("prices.csv", tuple(read_price_text(read_text("prices.csv"), "catalog", "prices.csv")))]
+    for path, origin in cache_files():
+        layers.append((str(path), tuple(read_price_file(path, origin))))
+    for path in _extra_files:
+        layers.append((path, tuple(check_known(read_price_file(path, "user"), path))))
+    return tuple(layers)
+
+
+def check_known(prices: list[Price], where: str) -> list[Price]:
+    """A quote for an instance type the catalog does not know cannot be planned on: say so, with a suggestion."""
+    from ..errors import unknown_name
+    from .instances import all_instances
+
+    known = all_instances()
+    for p in prices:
+        if f"{p.provider}/{p.instance_type}" not in known:
+            names = [i.instance_type for i in known.values() if i.provider == p.provider]
+            err = unknown_name(f"{p.provider} instance type", p.instance_type, names,
+                               hint="`trainfit instances` lists the catalog")
+            raise PriceFileError("pf_unknown_instance", where=where, detail=str(err))
+    return prices
+
+
+def merged(layers) -> list[Price]:
+    by_key: dict[tuple, Price] = {}
+    for _, prices in layers:
+        for p in prices:
+            by_key[(p.provider, p.instance_type, p.region, p.billing)] = p
+    return list(by_key.values())
+
+
+@lru_cache(maxsize=1)
+def all_prices() -> dict[str, tuple[Price, ...]]:
+    """'provider/instance_type' -> its prices, the layers merged."""
+    by_key: dict[str, list[Price]] = defaultdict(list)
+    for p in merged(_layers()):
+        by_key[f"{p.provider}/{p.instance_type}"].append(p)
+    return {k: tuple(v) for k, v in by_key.items()}
+
+
+def today() -> dt.date:
+    """Today in UTC; TRAINFIT_TODAY=YYYY-MM-DD pins it (reproducible tests and reports)."""
+    pinned = os.environ.get("TRAINFIT_TODAY")
+    return parse_date(pinned) if pinned and parse_date(pinned) else dt.datetime.now(dt.timezone.utc).date()
+
+
+def age_days(p: Price, on: dt.date | None = None) -> int | None:
+    d = parse_date(p.price_date)
+    return None if d is None else max(0, ((on or today()) - d).days)
+
+
+def is_stale(p: Price, on: dt.date | None = None) -> bool:
+    """Older than STALE_DAYS, or undated."""
+    age = age_days(p, on)
+    return age is None or age > STALE_DAYS
+
+
+def provenance(p: Price) -> dict:
+    """What every displayed price carries: date, age, staleness, where it came from."""
+    return {"price_date": p.price_date, "price_age_days": age_days(p), "price_stale": is_stale(p),
+            "price_origin": p.origin, "price_sources": list(p.sources), "price_unverified": p.unverified}
+
+
+def store_user_prices(path: str) -> tuple[Path, int]:
+    """`prices set FILE`: validate FILE and merge it into the cache's user.csv; (user.csv, rows now in it)."""
+    new = check_known(read_price_file(path, "user"), path)
+    target = cache_dir() / "user.csv"
+    old = read_price_file(target, "user") if target.is_file() else []
+    rows = merged([("old", old), ("new", new)])
+    write_price_file(target, rows)
+    clear_cache()
+    return target, len(rows)
+
+
+def store_live_prices(provider: str, prices: list[Price]) -> Path:
+    """Merge refreshed prices into `<provider>.csv` of the cache (rows of other regions/types are kept)."""
+    target = cache_dir() / f"{provider}.csv"
+    old = read_price_file(target, "live") if target.is_file() else []
+    write_price_file(target, merged([("old", old), ("new", [replace(p, origin="live") for p in prices])]))
+    clear_cache()
+    return target
+
+
+def listing(provider: str | None = None, region: str | None = None, gpu: str | None = None,
+            billing: str | None = None, include_all: bool = False) -> list[dict]:
+    """Every known price matching the filters, as plain rows (cheapest per GPU-hour first within a GPU); vGPU
+    slices and instances without a known GPU only with include_all."""
+    from .gpus import get_gpu
+    from .instances import all_instances
+
+    gpu_id = get_gpu(gpu).id if gpu else None
+    if provider and provider not in PROVIDERS:
+        raise CatalogError(f"--provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    if billing and billing not in BILLINGS:
+        raise CatalogError(f"--billing must be one of {', '.join(BILLINGS)}, got {billing!r}")
+    rows = []
+    for key, prices in all_prices().items():
+        inst = all_instances().get(key)
+        if inst is None or (provider and inst.provider != provider) or (gpu_id and inst.gpu != gpu_id):
+            continue
+        if not include_all and not inst.trainable:
+            continue
+        for p in prices:
+            if (region and p.region != region) or (billing and p.billing != billing):
+                continue
+            per_gpu = p.per_hour / inst.gpu_count if inst.gpu_count else None
+            rows.append({"provider": p.provider, "instance_type": p.instance_type, "gpu": inst.gpu,
+                         "gpu_count": inst.gpu_count, "region": p.region, "billing": p.billing, "price": p.price,
+                         "currency": p.currency, "price_per_hour": round(p.per_hour, 4),
+                         "price_per_gpu_hour": None if per_gpu is None else round(per_gpu, 4),
+                         "includes": p.includes, "stock": p.stock or None, "note": p.note, **provenance(p)})
+    rows.sort(key=lambda r: (r["gpu"] or "", r["provider"], r["billing"], r["price_per_gpu_hour"] or 0))
+    return rows

@@ -1,0 +1,36 @@
+"""`trainfit prices list` as JSON and as a table; every price with its date, age, source and staleness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..catalog.prices import STALE_DAYS, cache_dir
+from ..i18n import t as tr
+
+
+def prices_dict(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"prices": rows, "stale_after_days": STALE_DAYS, "cache_dir": str(cache_dir())}
+
+
+def render_prices(rows: list[dict[str, Any]], lang: str):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=tr("prices_title", lang))
+    for col in ("provider", tr("instance_col", lang), "GPU", tr("region", lang), tr("billing", lang),
+                tr("price", lang), tr("per_gpu_hour", lang), tr("price_date", lang), tr("age_days", lang),
+                tr("origin", lang), tr("source", lang)):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        stale = f" {tr('stale', lang)}" if r["price_stale"] else ""
+        age = "?" if r["price_age_days"] is None else str(r["price_age_days"])
+        unit = {"payg": "/h", "spot": "/h", "subscription_month": "/mo"}[r["billing"]]
+        flag = "*" if r["price_unverified"] else ""
+        sold = f" ({tr('sold_out', lang)})" if r["stock"] == "sold_out" else ""
+        table.add_row(r["provider"], r["instance_type"], f"{r['gpu'] or '?'} x{r['gpu_count'] or '?'}",
+                      r["region"] + sold, r["billing"], f"{r['price']:,.4g} {r['currency']}{unit}{flag}",
+                      "" if r["price_per_gpu_hour"] is None else f"{r['price_per_gpu_hour']:,.3f}",
+                      r["price_date"], age + stale, r["price_origin"], ";".join(r["price_sources"]))
+    note = tr("prices_note", lang).format(days=STALE_DAYS, cache=cache_dir())
+    return Group(table, Text(note, style="dim"))
