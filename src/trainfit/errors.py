@@ -44,3 +44,18 @@ def unknown_name(kind: str, word: str, choices: Iterable[str], hint: str = "") -
     if hint:
         msg += f"; {hint}"
     return SpecError(msg)
+
+
+class ServingError(SpecError):
+    """A serving input error whose message is the i18n entry `key` formatted with `params` (English by default)."""
+
+    def __init__(self, key: str, **params):
+        from .i18n import t
+
+        self.key, self.params = key, params
+        super().__init__(t(key, "en").format(**params))
+
+    def message(self, lang: str) -> str:
+        from .i18n import t
+
+        return t(self.key, lang).format(**self.params)
