@@ -12,7 +12,8 @@ DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, trace, validate
+    from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, serving, trace,
+                   validate)
 
     parser = argparse.ArgumentParser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     monitor.add_parser(sub)
     validate.add_parser(sub)
+    serving.add_parser(sub)
     calibrate.add_parser(sub)
     catalog_cmds.add_parsers(sub)
     return parser

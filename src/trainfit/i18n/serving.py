@@ -38,6 +38,13 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_compare": {"en": "Serving {model}: comparison", "zh": "{model} 部署对比"},
     "sv_none_meets": {"en": "No instance in the catalog meets the target ({n} setups tried)",
                       "zh": "目录中没有实例满足目标（已尝试 {n} 种配置）"},
+    "sv_h_kv": {"en": "KV tokens", "zh": "KV tokens"},
+    "sv_h_tps": {"en": "out tok/s", "zh": "输出 tok/s"},
+    "sv_h_ttft": {"en": "TTFT", "zh": "TTFT"},
+    "sv_h_tpot": {"en": "TPOT", "zh": "TPOT"},
+    "sv_h_cost_h": {"en": "/hour", "zh": "每小时"},
+    "sv_h_cost_m": {"en": "/1M out", "zh": "每百万输出"},
+    "sv_h_setup": {"en": "setup", "zh": "配置"},
     "sv_assumptions": {"en": "Assumptions", "zh": "假设"},
     # reasons (facts -> words)
     "sv_r_weights": {"en": "weights ({need:.1f} GiB per GPU) exceed the engine budget ({have:.1f} GiB)",

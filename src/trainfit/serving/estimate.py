@@ -98,7 +98,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
             load = closed_loop(m, s, e, mem, cluster, view, s.concurrency or 1)
     bw_bound = gpu.memory_bandwidth / mem.weights.total if mem.weights.total else 0.0
     notes = list(cluster.assumptions) if s.tp > 1 else []
-    if s.max_model_len is None:
+    if s.max_model_len is None and m.max_positions > e.max_model_len:
         notes.append(f"max_model_len {e.max_model_len} (trainfit's default; the engines default to the model's "
                      f"{m.max_positions} positions)")
     return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used))
