@@ -58,8 +58,19 @@ def _allreduce_s(tokens: float, m: ModelSpec, s: ServingSpec, cluster: Cluster, 
 
 
 def _overhead_s(m: ModelSpec, s: ServingSpec, view) -> float:
-    eager = 0.0 if s.cuda_graphs else view("eager_launch_overhead_us_per_layer") * 1e-6 * m.layers
-    return view("step_overhead_ms") * 1e-3 + eager
+    per_layer = view("layer_overhead_us") + (0.0 if s.cuda_graphs else view("eager_launch_overhead_us_per_layer"))
+    return view("step_overhead_ms") * 1e-3 + per_layer * 1e-6 * m.layers
+
+
+def _stream_s(mem: MemoryBreakdown, weight_bytes: float, kv_bytes: float, s: ServingSpec, cluster: Cluster,
+              view) -> float:
+    """Reading weights (quantised Linears at their kernels' efficiency) and KV at the decode efficiency."""
+    bw = cluster.gpu.memory_bandwidth
+    quant = s.weights not in ("bf16", "fp16", "fp8")
+    share = (mem.weights.linears + mem.weights.scales) / mem.weights.total if quant and mem.weights.total else 0.0
+    eff_q = view("quantized_bandwidth_efficiency") if quant else 1.0
+    eff = view("decode_bandwidth_efficiency")
+    return weight_bytes * (share / (bw * eff_q) + (1 - share) / (bw * eff)) + kv_bytes / (bw * eff)
 
 
 def prefill(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Cluster, view, prompt: int,
@@ -70,7 +81,7 @@ def prefill(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Cluster
     flops = 2.0 * ((matmul_params_per_token(m) - head) * tokens + head * seqs)
     flops += 2.0 * m.layers * prompt * prompt * m.q_dim * seqs
     compute = flops / s.tp / (_peak(s, cluster) * view("prefill_mfu"))
-    memory = mem.weights.total / (cluster.gpu.memory_bandwidth * view("decode_bandwidth_efficiency"))
+    memory = _stream_s(mem, mem.weights.total, 0.0, s, cluster, view)
     return Roofline(compute, memory, _allreduce_s(tokens, m, s, cluster, view), _overhead_s(m, s, view))
 
 
@@ -87,8 +98,7 @@ def decode_step(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Clu
                 context: float) -> Roofline:
     """One decode step of `batch` requests at mean context `context`: reads the weights and every request's KV."""
     kv = batch * kv_bytes_for_request(m, s, max(1, int(context)), 1)
-    memory = (_weight_bytes_read(m, mem, batch) + kv) / (cluster.gpu.memory_bandwidth *
-                                                         view("decode_bandwidth_efficiency"))
+    memory = _stream_s(mem, _weight_bytes_read(m, mem, batch), kv, s, cluster, view)
     flops = 2.0 * matmul_params_per_token(m) * batch + 4.0 * m.layers * context * m.q_dim * batch
     compute = flops / s.tp / (_peak(s, cluster) * view("decode_mfu"))
     return Roofline(compute, memory, _allreduce_s(batch, m, s, cluster, view), _overhead_s(m, s, view))
