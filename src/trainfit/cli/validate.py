@@ -178,6 +178,8 @@ def render_serving(doc: dict, rows: bool = False) -> None:
             for group, s in m[by].items():
                 t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
     c.print(t)
+    for ex in doc.get("excluded", []):
+        c.print(f"excluded from {ex['metric']} ({_pct(ex['error'])} off): {ex['id']}: {ex['reason']}")
     if rows:
         r = Table(title="serving: per case")
         for col in ("case", "metric", "predicted", "measured", "error"):

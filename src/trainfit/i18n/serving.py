@@ -8,6 +8,7 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                  "zh": "在 {gpus} 张 {gpu} 上部署 {model}（TP {tp}，{engine} {version}）"},
     "sv_memory": {"en": "Memory per GPU", "zh": "每张 GPU 显存"},
     "sv_weights": {"en": "weights ({fmt})", "zh": "权重（{fmt}）"},
+    "sv_buffers": {"en": "buffers loaded with the weights", "zh": "随权重加载的缓冲区"},
     "sv_activation": {"en": "profiling activation peak", "zh": "预分析激活峰值"},
     "sv_non_torch": {"en": "non-torch (cuBLAS, NCCL, context)", "zh": "非 PyTorch 内存（cuBLAS、NCCL、上下文）"},
     "sv_cuda_graph": {"en": "CUDA graphs", "zh": "CUDA 图"},

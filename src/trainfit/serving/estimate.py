@@ -72,7 +72,7 @@ def _reasons(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, gpu: GpuSpec) -
         out.append(Reason("sv_r_dtype", {"what": "fp8 weights", "gpu": gpu.id}))
     if s.weights == "bf16" and not gpu.bf16_supported:
         out.append(Reason("sv_r_dtype", {"what": "bf16", "gpu": gpu.id}))
-    budget = mem.total_gpu * mem.fraction - mem.activation - mem.non_torch - mem.cuda_graphs
+    budget = mem.total_gpu * mem.fraction - mem.buffers - mem.activation - mem.non_torch - mem.cuda_graphs
     if mem.weights.total > budget:
         out.append(Reason("sv_r_weights", {"need": mem.weights.total / 2**30, "have": max(0.0, budget) / 2**30}))
     elif mem.max_concurrency < 1:
@@ -83,7 +83,7 @@ def _reasons(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, gpu: GpuSpec) -
 def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec | None = None,
              overrides: dict | None = None, num_prompts: int | None = None) -> ServingEstimate:
     check_model(m, s)
-    view = knobs(overrides).for_gpu(gpu)
+    view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
     e = resolve(s, gpu, max_len_for(m, s))
     if s.input_len + s.output_len > e.max_model_len:
         raise ServingError("sv_e_ctx", n=s.input_len + s.output_len, max=e.max_model_len)

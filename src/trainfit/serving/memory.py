@@ -128,12 +128,13 @@ def kv_bytes_for_request(m: ModelSpec, s: ServingSpec, tokens: int, block: int) 
 
 def activation_peak(m: ModelSpec, e: EngineSettings, tp: int, logits_copies: float) -> float:
     """Peak activations of vLLM's profiling forward pass over T = max_num_batched_tokens tokens (16-bit):
-    the residual stream and the normalised input (2h) beside the MLP's gate/up output and its activation (3f/tp;
-    2f/tp for two-matrix MLPs), plus fp32 logits of the max_num_seqs sampled rows (vocab split over TP)."""
+    the residual stream and the normalised input (2h; 4h under TP, where the row-parallel output and its
+    all-reduced copy coexist) beside the MLP's gate/up output and its activation (3f/tp; 2f/tp for two-matrix
+    MLPs), plus fp32 logits of the max_num_seqs sampled rows (vocab split over TP)."""
     T = e.max_num_batched_tokens
     f = m.intermediate * max(1, m.experts_per_tok) / tp
     mlp = (3 if m.gated_mlp else 2) * f
-    per_token = 2 * (2 * m.hidden + mlp)
+    per_token = 2 * ((4 if tp > 1 else 2) * m.hidden + mlp)
     attn = 2 * (2 * m.hidden + (m.q_dim + 2 * m.kv_dim) / tp)
     logits = min(e.max_num_seqs, T) * m.vocab / tp * 4 * logits_copies
     return T * max(per_token, attn) + logits
@@ -154,6 +155,7 @@ class MemoryBreakdown:
     kv_tokens: int
     max_model_len: int
     request_bytes: float  # KV of one max_model_len request
+    buffers: float = 0.0  # non-parameter buffers loaded with the weights (rotary caches)
 
     @property
     def max_concurrency(self) -> float:
@@ -167,6 +169,7 @@ class MemoryBreakdown:
                 "weights": {"linears_gib": round(self.weights.linears / GiB, 3),
                             "scales_zeros_gib": round(self.weights.scales / GiB, 4),
                             "unquantised_gib": round(self.weights.unquantised / GiB, 3)},
+                "weight_buffers_gib": round(self.buffers / GiB, 3),
                 "activation_peak_gib": round(self.activation / GiB, 3), "non_torch_gib": round(self.non_torch / GiB, 3),
                 "cuda_graphs_gib": round(self.cuda_graphs / GiB, 3), "kv_cache_gib": round(self.kv_budget / GiB, 3),
                 "kv_bytes_per_token": self.kv_per_token, "block_size": self.block_size, "num_gpu_blocks": self.num_blocks,
@@ -175,17 +178,18 @@ class MemoryBreakdown:
 
 
 def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) -> MemoryBreakdown:
-    total = gpu.memory_bytes * (1.0 - view("memory_reserved_fraction"))
+    total = gpu.memory_bytes * (1.0 - view("memory_reserved_fraction")) - view("cuda_driver_reserved_gib") * GiB
     w = weights_per_gpu(m, s.weights, s.tp)
+    buffers = view("weights_buffers_gib") * GiB
     if e.engine == "vllm":
         act = activation_peak(m, e, s.tp, view("sampler_logits_copies"))
         other = view("vllm_non_torch_gib") + (view("vllm_non_torch_tp_gib") if s.tp > 1 else 0.0)
         graphs = view("vllm_cuda_graph_gib") * GiB if e.subtracts_cuda_graphs else 0.0
     else:
         act, other, graphs = 0.0, view("sglang_other_gib"), 0.0
-    budget = total * e.memory_fraction - w.total - act - other * GiB - graphs
+    budget = total * e.memory_fraction - w.total - buffers - act - other * GiB - graphs
     per_token = kv_bytes_per_token(m, s)
     blocks = max(0, int(budget // (per_token * e.block_size)))
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks, e.block_size,
                            blocks * e.block_size, e.max_model_len,
-                           kv_bytes_for_request(m, s, e.max_model_len, e.block_size))
+                           kv_bytes_for_request(m, s, e.max_model_len, e.block_size), buffers)

@@ -230,7 +230,7 @@ def _busiest(est: ServingEstimate, target: Target, overrides) -> ServingEstimate
     from .knobs import knobs
     from .speed import closed_loop, max_batch
 
-    view = knobs(overrides).for_gpu(est.gpu)
+    view = knobs(overrides).for_framework(est.spec.generation).for_gpu(est.gpu)
     cap = max_batch(est.spec, est.engine, est.memory, est.model)
     best = est
     for c in CONCURRENCY_LADDER[1:]:

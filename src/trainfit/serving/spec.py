@@ -89,6 +89,13 @@ class ServingSpec:
         return parse_version(self.engine_version)
 
     @property
+    def generation(self) -> str:
+        """The engine generation whose overheads apply (serving.yaml by_framework keys)."""
+        if self.engine == "sglang":
+            return "sglang"
+        return "vllm-v1" if self.vllm_v1 else "vllm-v0"
+
+    @property
     def vllm_v1(self) -> bool:
         """vLLM's V1 engine is the default from 0.8.0 (vllm/envs.py VLLM_USE_V1)."""
         return self.engine == "vllm" and self.version >= (0, 8, 0)

@@ -143,10 +143,17 @@ def closed_loop(m: ModelSpec, s: ServingSpec, e: EngineSettings, mem: MemoryBrea
     p_extra = max(p1.compute_s, 0.0) + p1.comm_s  # a prompt folded into a decode step adds its compute
     cycle = p1.seconds + (b - 1) * p_extra + (out - 1) * step.seconds
     tpot = ((out - 1) * step.seconds + (b - 1) * p_extra) / max(1, out - 1)
-    ttft = p1.seconds + (0.5 * step.seconds if b > 1 else 0.0)
+    ttft = p1.seconds + (0.5 * step.seconds if b > 1 else 0.0) + view("ttft_overhead_ms") * 1e-3
     rps = b / cycle
     mu = b_max / _cycle(m, s, e, mem, cluster, view, b_max) if b_max else 0.0
     return Load(b, ttft, tpot, rps * out, rps, step.bound, capacity_requests_per_s=mu, output_len=out)
+
+
+def prefill_floor_s(m: ModelSpec, s: ServingSpec, cluster: Cluster, prompt: int) -> float:
+    """The least time a full prefill of `prompt` tokens can take: its FLOPs at the GPU's dense peak (MFU 1)."""
+    head = m.vocab * m.hidden
+    flops = 2.0 * ((matmul_params_per_token(m) - head) * prompt + head) + 2.0 * m.layers * prompt ** 2 * m.q_dim
+    return flops / s.tp / _peak(s, cluster)
 
 
 def _cycle(m, s, e, mem, cluster, view, b) -> float:

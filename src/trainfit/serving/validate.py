@@ -20,7 +20,7 @@ from .spec import ServingSpec
 WEIGHT_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "int8": "int8", "gptq-int8": "int8",
                  "awq-int4": "awq", "awq": "awq", "gptq-int4": "gptq", "gptq": "gptq"}
 # metric -> the measured fields compared, first present wins
-METRICS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency"),
+METRICS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency", "kv_cache_gib"),
            "throughput": ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"),
            "ttft": ("ttft_ms",), "tpot": ("tpot_ms",)}
 
@@ -39,11 +39,13 @@ class Row:
     predicted: dict[str, float] = field(default_factory=dict)
     measured: dict[str, float] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)
+    excluded: dict[str, tuple[float, str]] = field(default_factory=dict)  # metric -> (error, why it cannot hold)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "engine": self.engine, "weights": self.weights,
                 "predicted": self.predicted, "measured": self.measured,
-                "error": {k: round(v, 4) for k, v in self.error.items()}}
+                "error": {k: round(v, 4) for k, v in self.error.items()},
+                "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()}}
 
 
 def is_serving(case: dict) -> bool:
@@ -70,6 +72,9 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     if (sv.get("pp") or 1) != 1:
         raise Skip("pipeline parallelism not modelled")
     max_len = sv.get("max_model_len")
+    if max_len is None and sv.get("input_len") and sv.get("output_len"):
+        # not stated: the run served its requests, so at least input + output (trainfit's default when larger)
+        max_len = max(int(sv["input_len"]) + int(sv["output_len"]), min(8192, m.max_positions or 8192))
     if max_len and m.max_positions and max_len > m.max_positions:
         raise Skip("max_model_len beyond the config's positions (rope scaling)")
     rate = sv.get("request_rate")
@@ -79,7 +84,8 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     if workload not in (None, "fixed"):
         raise Skip("variable-length workload")
     try:
-        spec = ServingSpec(engine=sv["engine"], engine_version=str(sv.get("engine_version") or ""), weights=fmt,
+        version = sv.get("engine_version") or str(sv.get("engine_version_inferred") or "").split(" ")[0]
+        spec = ServingSpec(engine=sv["engine"], engine_version=version, weights=fmt,
                            kv_cache_dtype="fp8" if str(sv.get("kv_cache_dtype", "auto")).startswith("fp8") else "auto",
                            gpu_memory_utilization=sv.get("gpu_memory_utilization"), max_model_len=max_len,
                            max_num_seqs=sv.get("max_num_seqs"), max_num_batched_tokens=sv.get("max_num_batched_tokens"),
@@ -102,7 +108,8 @@ def predict_case(case: dict, overrides=None) -> ServingEstimate:
 
 
 def _predicted(est: ServingEstimate) -> dict[str, float]:
-    out = {"kv_cache_tokens": est.memory.kv_tokens, "max_concurrency": est.memory.max_concurrency}
+    out = {"kv_cache_tokens": est.memory.kv_tokens, "max_concurrency": est.memory.max_concurrency,
+           "kv_cache_gib": est.memory.kv_budget / 2**30}
     load = est.load
     if load:
         s = est.spec
@@ -122,8 +129,25 @@ def compare(case: dict, est: ServingEstimate) -> Row:
         key = next((k for k in keys if k in meas and k in pred), None)
         if key:
             row.measured[key], row.predicted[key] = meas[key], round(pred[key], 3)
-            row.error[metric] = abs(pred[key] - meas[key]) / meas[key]
+            error = abs(pred[key] - meas[key]) / meas[key]
+            why = _impossible_ttft(est, meas[key]) if metric == "ttft" else None
+            if why:
+                row.excluded[metric] = (error, why)
+            else:
+                row.error[metric] = error
     return row
+
+
+def _impossible_ttft(est: ServingEstimate, ttft_ms: float) -> str | None:
+    """A measured TTFT below the prompt's FLOPs at the GPU's dense peak cannot be a full prefill (prefix-cache
+    hits, or a prompt shorter than stated): left out of the TTFT statistics, listed with the reason."""
+    from .speed import prefill_floor_s
+
+    floor = prefill_floor_s(est.model, est.spec, est.cluster, est.spec.input_len) * 1e3
+    if ttft_ms >= floor:
+        return None
+    return (f"measured {ttft_ms:g} ms is below the {floor:.1f} ms a {est.spec.input_len}-token prefill takes at the "
+            "GPU's dense peak: not a full prefill (prefix cache?)")
 
 
 def _stats(values: list[tuple[Row, float]]) -> dict[str, Any]:
@@ -151,7 +175,7 @@ def validate(cases: list[dict], overrides=None) -> dict[str, Any]:
     for case in cases:
         try:
             row = compare(case, predict_case(case, overrides))
-            if not row.error:
+            if not row.error and not row.excluded:
                 raise Skip("nothing comparable (the setup does not fit, or no measured value)")
             rows.append(row)
         except Skip as exc:
@@ -160,7 +184,11 @@ def validate(cases: list[dict], overrides=None) -> dict[str, Any]:
             skipped[f"could not predict: {type(exc).__name__}"] += 1
     doc = {"cases": len(cases), "predicted": len(rows), "skipped": dict(skipped.most_common())}
     doc.update({metric: _metric(rows, metric) for metric in METRICS})
-    doc["notes"] = ["kv_capacity: KV-cache tokens where measured, else max concurrency",
+    doc["excluded"] = [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
+                       for r in rows for k, (e, why) in r.excluded.items()]
+    doc["notes"] = ["kv_capacity: KV-cache tokens where measured, else max concurrency, else the KV cache's GiB",
+                    "a case without engine_version is predicted with its engine_version_inferred (stated in the "
+                    "case), else the engine's default version",
                     "throughput: output tokens/s where measured, else total tokens/s, else requests/s",
                     "GPTQ 8-bit checkpoints are predicted as int8 weights",
                     "errors are absolute percentage errors as fractions (0.1 = 10%)"]
