@@ -139,14 +139,16 @@ class Target:
     max_tpot_ms: float | None = None
 
     def misses(self, est: ServingEstimate) -> list[Reason]:
-        load = est.load
+        return self.misses_load(est.load, est.spec.request_rate)
+
+    def misses_load(self, load, request_rate: float | None = None) -> list[Reason]:
         out = []
         if self.max_ttft_ms and load.ttft_s * 1e3 > self.max_ttft_ms:
             out.append(Reason("sv_r_ttft", {"have": load.ttft_s * 1e3, "need": self.max_ttft_ms}))
         if self.max_tpot_ms and load.tpot_s * 1e3 > self.max_tpot_ms:
             out.append(Reason("sv_r_tpot", {"have": load.tpot_s * 1e3, "need": self.max_tpot_ms}))
         if not load.stable:
-            out.append(Reason("sv_r_unstable", {"have": load.capacity_requests_per_s, "need": est.spec.request_rate}))
+            out.append(Reason("sv_r_unstable", {"have": load.capacity_requests_per_s, "need": request_rate}))
         return out
 
 
@@ -232,13 +234,15 @@ def _busiest(est: ServingEstimate, target: Target, overrides) -> ServingEstimate
 
     view = knobs(overrides).for_framework(est.spec.generation).for_gpu(est.gpu)
     cap = max_batch(est.spec, est.engine, est.memory, est.model)
-    best = est
+    best_c, best_load = 1, est.load
     for c in CONCURRENCY_LADDER[1:]:
         if c > cap:
             break
-        load = closed_loop(est.model, est.spec, est.engine, est.memory, est.cluster, view, c)
-        trial = replace(est, spec=replace(est.spec, concurrency=c), load=load)
-        if target.misses(trial):
+        load = closed_loop(est.model, est.spec, est.engine, est.memory, est.cluster, view, c,
+                           est.load.capacity_requests_per_s)
+        if target.misses_load(load):
             break
-        best = trial
-    return best
+        best_c, best_load = c, load
+    if best_c == 1:
+        return est
+    return replace(est, spec=replace(est.spec, concurrency=best_c), load=best_load)

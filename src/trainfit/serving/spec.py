@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..errors import ServingError
 
@@ -35,6 +36,7 @@ def positive(flag: str, value, integer: bool = True):
     return int(value) if integer else float(value)
 
 
+@lru_cache(maxsize=64)
 def parse_version(text: str) -> tuple[int, ...]:
     m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(text).strip())
     if not m:

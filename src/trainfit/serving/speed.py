@@ -15,12 +15,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..estimate.params import matmul_params_per_token
+from functools import lru_cache
+
+from ..estimate.params import matmul_params_per_token as _matmul_params
 from ..spec.cluster import Cluster
 from ..spec.model import ModelSpec
 from .engines import EngineSettings
 from .memory import MemoryBreakdown, kv_bytes_for_request
 from .spec import ServingSpec
+
+
+@lru_cache(maxsize=256)
+def matmul_params_per_token(m: ModelSpec) -> int:
+    return _matmul_params(m)
 
 
 @dataclass(frozen=True)
@@ -132,21 +139,33 @@ def max_batch(s: ServingSpec, e: EngineSettings, mem: MemoryBreakdown, m: ModelS
 
 
 def closed_loop(m: ModelSpec, s: ServingSpec, e: EngineSettings, mem: MemoryBreakdown, cluster: Cluster, view,
-                concurrency: float) -> Load:
+                concurrency: float, capacity: float | None = None) -> Load:
     """`concurrency` requests in flight (capped by the engine's batch). Continuous batching: over one request's
-    lifetime the engine also prefills the other requests of the batch, which stretches every decode step."""
+    lifetime the engine also prefills the other requests of the batch, which stretches every decode step.
+    `capacity` (requests/s at the largest batch) is computed when not given."""
     b_max = max_batch(s, e, mem, m)
     b = max(1.0, min(concurrency, b_max))
     inp, out = s.input_len, s.output_len
-    p1 = prefill(m, s, mem, cluster, view, inp)
+    p1 = _prefill_cached(m, s, mem, cluster, view, inp)
     step = decode_step(m, s, mem, cluster, view, b, inp + out / 2)
     p_extra = max(p1.compute_s, 0.0) + p1.comm_s  # a prompt folded into a decode step adds its compute
     cycle = p1.seconds + (b - 1) * p_extra + (out - 1) * step.seconds
     tpot = ((out - 1) * step.seconds + (b - 1) * p_extra) / max(1, out - 1)
     ttft = p1.seconds + (0.5 * step.seconds if b > 1 else 0.0) + view("ttft_overhead_ms") * 1e-3
     rps = b / cycle
-    mu = b_max / _cycle(m, s, e, mem, cluster, view, b_max) if b_max else 0.0
-    return Load(b, ttft, tpot, rps * out, rps, step.bound, capacity_requests_per_s=mu, output_len=out)
+    if capacity is None:
+        capacity = b_max / _cycle(m, s, e, mem, cluster, view, b_max) if b_max else 0.0
+    return Load(b, ttft, tpot, rps * out, rps, step.bound, capacity_requests_per_s=capacity, output_len=out)
+
+
+def _prefill_cached(m, s, mem, cluster, view, prompt: int) -> Roofline:
+    """prefill() memoised on the view (one estimate's view sees one setup), since every load point needs it."""
+    key = ("prefill", prompt)
+    cache = view.__dict__.setdefault("_serving_cache", {})
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = prefill(m, s, mem, cluster, view, prompt)
+    return hit
 
 
 def prefill_floor_s(m: ModelSpec, s: ServingSpec, cluster: Cluster, prompt: int) -> float:
@@ -157,7 +176,7 @@ def prefill_floor_s(m: ModelSpec, s: ServingSpec, cluster: Cluster, prompt: int)
 
 
 def _cycle(m, s, e, mem, cluster, view, b) -> float:
-    p1 = prefill(m, s, mem, cluster, view, s.input_len)
+    p1 = _prefill_cached(m, s, mem, cluster, view, s.input_len)
     step = decode_step(m, s, mem, cluster, view, b, s.input_len + s.output_len / 2)
     return p1.seconds + (b - 1) * (p1.compute_s + p1.comm_s) + (s.output_len - 1) * step.seconds
 
