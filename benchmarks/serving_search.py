@@ -28,7 +28,7 @@ def main() -> None:
     all_instances()
     resolve_model("qwen2-7b")
     print(f"catalog load: {time.perf_counter() - start:.3f} s ({len(all_instances())} instances)")
-    print(f"{'scenario':50s} {'setups':>7s} {'options':>8s} {"seconds":>8s}  cheapest of the first provider with options")
+    print(f"{'scenario':50s} {'setups':>7s} {'options':>8s} {'seconds':>8s}  cheapest of the first provider with options")
     for name, (model, target, formats) in SCENARIOS.items():
         m = resolve_model(model)
         t0 = time.perf_counter()
