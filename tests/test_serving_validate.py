@@ -35,7 +35,7 @@ def test_dev_file_is_what_the_build_scripts_write(cases):
     src = os.path.join(HERE, "..", "data", "validation", "serving_sources")
     env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"))
     lines = []
-    for script in ("build_qwen25_speed.py", "build_issue_cases.py"):
+    for script in ("build_qwen25_speed.py", "build_issue_cases.py", "build_silybench.py"):
         out = subprocess.run([sys.executable, os.path.join(src, script)], capture_output=True, text=True, env=env,
                              check=True).stdout
         lines += [json.loads(x) for x in out.splitlines() if x.strip()]
@@ -51,12 +51,12 @@ def test_validate_reports_every_metric_and_skips_nothing(cases):
 
 def test_accuracy_on_the_dev_set(cases):
     """The issue's bars that the dev set meets (in-sample: named values were fitted on it, see serving.yaml).
-    KV capacity (bar 5%) has only two cases and does not meet it yet: pinned at its current level instead."""
+    KV capacity (bar 5%) is just above it over four cases: pinned at its current level instead."""
     doc = validate(cases)
     assert doc["throughput"]["mape"] <= 0.20
     assert doc["tpot"]["mape"] <= 0.20
     assert doc["ttft"]["mape"] <= 0.25
-    assert doc["kv_capacity"]["mape"] <= 0.10
+    assert doc["kv_capacity"]["mape"] <= 0.06
 
 
 def test_a_case_it_cannot_predict_is_skipped_with_a_reason():

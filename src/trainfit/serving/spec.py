@@ -92,9 +92,13 @@ class ServingSpec:
 
     @property
     def generation(self) -> str:
-        """The engine generation whose overheads apply (serving.yaml by_framework keys)."""
+        """The engine generation whose overheads apply (serving.yaml by_framework keys): vLLM V0 (< 0.8), V1
+        (0.8-0.20) and V1 from 0.21 (the release that started profiling CUDA-graph memory; the step overheads
+        measured on 0.30 are much lower than on 0.8-era V1, and 0.21 is where trainfit splits them)."""
         if self.engine == "sglang":
             return "sglang"
+        if self.version >= (0, 21, 0):
+            return "vllm-v1-021"
         return "vllm-v1" if self.vllm_v1 else "vllm-v0"
 
     @property
