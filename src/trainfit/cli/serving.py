@@ -89,23 +89,76 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, lang: str) -> int:
-    from ..serving import api
-
     overrides = parse_sets(args.set)
     kwargs = _spec_kwargs(args)
     if args.compare:
-        doc, view = api.compare_doc(args.model, args.compare, kwargs, args.gpus, overrides, args.provider, lang)
+        doc, view = _compare(args.model, args.compare, kwargs, args.gpus, overrides, args.provider, lang)
     elif args.target_tokens_per_s or args.max_ttft_ms or args.max_tpot_ms:
         if args.gpu or args.instance:
             from ..errors import ServingError
 
             raise ServingError("sv_e_both")
-        doc, view = api.search_doc(args.model, kwargs, args.target_tokens_per_s, args.max_ttft_ms,
-                                   args.max_tpot_ms, args.formats, args.provider, args.top, overrides, lang)
+        doc, view = _search(args, kwargs, overrides, lang)
     else:
-        doc, view = api.estimate_doc(args.model, args.gpu, args.instance, args.gpus, kwargs, overrides, lang)
+        doc, view = _estimate(args.model, args.gpu, args.instance, args.gpus, kwargs, overrides, lang)
     if args.json:
         print_json(doc)
     else:
         console().print(view)
     return 0
+
+
+PROVIDERS = ("alibaba", "aws", "gcp", "azure")
+FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
+
+
+def _estimate(model: str, gpu, instance, gpus, spec: dict, overrides, lang: str):
+    from ..report.serving import estimate_dict, render_estimate
+    from ..serving import serve
+    from ..serving.search import alternatives
+
+    est = serve(model, gpu=gpu, instance=instance, gpus=gpus, overrides=overrides, **spec)
+    alts = alternatives(est, overrides) if not est.fits else []
+    return estimate_dict(est, alts, lang), render_estimate(est, alts, lang)
+
+
+def _compare(model: str, gpus_csv: str, spec: dict, gpus, overrides, provider: str, lang: str):
+    from ..catalog import resolve_model
+    from ..i18n import t
+    from ..report.serving import option_dict, render_options
+    from ..serving.search import compare
+    from ..serving.spec import ServingSpec, choice
+
+    provider = choice("provider", provider, PROVIDERS)
+    m = resolve_model(model)
+    names = [g.strip() for g in gpus_csv.split(",") if g.strip()]
+    rows = compare(m, names, ServingSpec(tp=gpus or 1, **spec), overrides, (provider,))
+    doc = {"model": m.name, "provider": provider, "rows": [option_dict(o, lang) for o in rows]}
+    return doc, render_options(t("sv_compare", lang).format(model=m.name), rows, lang)
+
+
+def _search(args: argparse.Namespace, spec: dict, overrides, lang: str):
+    from ..catalog import resolve_model
+    from ..errors import ServingError
+    from ..i18n import t
+    from ..report.serving import option_dict, render_options
+    from ..serving.search import Target, search
+    from ..serving.spec import ServingSpec, choice
+
+    provider = choice("provider", args.provider, PROVIDERS)
+    for flag, value in (("target-tokens-per-s", args.target_tokens_per_s), ("max-ttft-ms", args.max_ttft_ms),
+                        ("max-tpot-ms", args.max_tpot_ms), ("top", args.top)):
+        if value is not None and value <= 0:
+            raise ServingError("sv_e_positive", flag=flag, value=value)
+    m = resolve_model(args.model)
+    base = ServingSpec(**spec)
+    formats = tuple(choice("formats", f, FORMATS) for f in (args.formats or base.weights).split(",") if f.strip())
+    target = Target(args.target_tokens_per_s, args.max_ttft_ms, args.max_tpot_ms)
+    options, tried = search(m, base, target, overrides, (provider,), formats)
+    doc = {"model": m.name, "provider": provider, "target": vars(target), "setups_tried": tried,
+           "options": [option_dict(o, lang) for o in options[:args.top]]}
+    if not options:
+        from rich.text import Text
+
+        return doc, Text(t("sv_none_meets", lang).format(n=tried), style="bold red")
+    return doc, render_options(t("sv_ranked", lang), options[:args.top], lang, f"{t('searched', lang)}: {tried}")

@@ -46,6 +46,10 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_h_cost_h": {"en": "/hour", "zh": "每小时"},
     "sv_h_cost_m": {"en": "/1M out", "zh": "每百万输出"},
     "sv_h_setup": {"en": "setup", "zh": "配置"},
+    "sv_legend": {"en": "c = concurrency, x = replicas per instance, n = instances",
+                  "zh": "c = 并发数，x = 每实例副本数，n = 实例数"},
+    "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} positions)",
+                       "zh": "max_model_len {n}（trainfit 默认值；引擎默认使用模型的 {max} 个位置）"},
     "sv_assumptions": {"en": "Assumptions", "zh": "假设"},
     # reasons (facts -> words)
     "sv_r_weights": {"en": "weights ({need:.1f} GiB per GPU) exceed the engine budget ({have:.1f} GiB)",

@@ -38,7 +38,8 @@ def estimate_dict(est, alts=(), lang: str = "en") -> dict[str, Any]:
         "speed": _load_dict(est.load),
         "decode_bandwidth_bound_tokens_per_s": round(est.bandwidth_bound_tps, 2),
         "alternatives": [alt_dict(a, est, lang) for a in alts],
-        "assumptions": est.assumptions, "values_used": est.used,
+        "assumptions": [t(n[0], lang).format(**n[1]) if isinstance(n, tuple) else n for n in est.assumptions],
+        "values_used": est.used,
     }
 
 
@@ -98,8 +99,9 @@ def render_estimate(est, alts, lang: str):
     if alts:
         parts.append(Text(t("sv_what_fits", lang), style="bold"))
         parts += [Text("  - " + alt_text(a, est, lang)) for a in alts]
-    if est.assumptions:
-        parts.append(Text(t("sv_assumptions", lang) + ": " + "; ".join(est.assumptions), style="dim"))
+    notes = [t(n[0], lang).format(**n[1]) if isinstance(n, tuple) else n for n in est.assumptions]
+    if notes:
+        parts.append(Text(t("sv_assumptions", lang) + ": " + "; ".join(notes), style="dim"))
     return Group(*parts)
 
 
@@ -163,5 +165,5 @@ def render_options(title: str, options, lang: str, footer: str | None = None):
                     "-" if d["tpot_ms"] is None else f"{d['tpot_ms']:,.1f} ms",
                     "-" if d["cost_per_hour"] is None else f"{cur}{d['cost_per_hour']:,.2f}",
                     "-" if d["cost_per_m_output_tokens"] is None else f"{cur}{d['cost_per_m_output_tokens']:,.3f}")
-    tab.caption = (footer + " · " if footer else "") + "c = concurrency, x = replicas per instance, n = instances"
+    tab.caption = (footer + " · " if footer else "") + t("sv_legend", lang)
     return tab

@@ -41,7 +41,7 @@ class ServingEstimate:
     load: Load | None
     reasons: list[Reason]
     bandwidth_bound_tps: float  # batch-1 decode ceiling: bandwidth / weight bytes read per token
-    assumptions: list[str]
+    assumptions: list  # (i18n key, values) facts, or the cluster's own notes (text)
     used: dict
 
     @property
@@ -99,8 +99,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     bw_bound = gpu.memory_bandwidth / mem.weights.total if mem.weights.total else 0.0
     notes = list(cluster.assumptions) if s.tp > 1 else []
     if s.max_model_len is None and m.max_positions > e.max_model_len:
-        notes.append(f"max_model_len {e.max_model_len} (trainfit's default; the engines default to the model's "
-                     f"{m.max_positions} positions)")
+        notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/
     return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used))
 
 
