@@ -243,3 +243,10 @@ def test_api_errors_are_serving_errors():
     with pytest.raises(ServingError):
         serve("qwen2-7b", gpu="a10", engine="trt")
     assert math.isfinite(serve("qwen2-7b", gpu="h100-sxm", engine="sglang", concurrency=8).load.ttft_s)
+
+
+def test_overload_is_said_out_loud(run_cli):
+    d = _json(run_cli, "serving", "--model", "qwen2-7b", "--gpu", "a10", "--request-rate", "100")
+    assert d["speed"]["stable"] is False and d["warnings"] and "exceeds" in d["warnings"][0]
+    d = _json(run_cli, "serving", "--model", "qwen2-7b", "--gpu", "a10", "--request-rate", "1")
+    assert d["speed"]["stable"] is True and d["warnings"] == []

@@ -46,6 +46,8 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_h_cost_h": {"en": "/hour", "zh": "每小时"},
     "sv_h_cost_m": {"en": "/1M out", "zh": "每百万输出"},
     "sv_h_setup": {"en": "setup", "zh": "配置"},
+    "sv_unbounded": {"en": "requests queue without bound; latencies shown are for the engine at its largest batch",
+                     "zh": "请求会无限排队；所示延迟为引擎在最大批次下的数值"},
     "sv_legend": {"en": "c = concurrency, x = replicas per instance, n = instances",
                   "zh": "c = 并发数，x = 每实例副本数，n = 实例数"},
     "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} positions)",

@@ -37,6 +37,7 @@ def estimate_dict(est, alts=(), lang: str = "en") -> dict[str, Any]:
         "memory": est.memory.to_dict(),
         "speed": _load_dict(est.load),
         "decode_bandwidth_bound_tokens_per_s": round(est.bandwidth_bound_tps, 2),
+        "warnings": _warnings(est, lang),
         "alternatives": [alt_dict(a, est, lang) for a in alts],
         "assumptions": [t(n[0], lang).format(**n[1]) if isinstance(n, tuple) else n for n in est.assumptions],
         "values_used": est.used,
@@ -96,6 +97,8 @@ def render_estimate(est, alts, lang: str):
         parts.append(Text("  - " + reason_text(r, lang), style="red"))
     if est.load:
         parts.append(_speed_table(est, lang))
+        for w in _warnings(est, lang):
+            parts.append(Text("  ! " + w, style="bold yellow"))
     if alts:
         parts.append(Text(t("sv_what_fits", lang), style="bold"))
         parts += [Text("  - " + alt_text(a, est, lang)) for a in alts]
@@ -103,6 +106,14 @@ def render_estimate(est, alts, lang: str):
     if notes:
         parts.append(Text(t("sv_assumptions", lang) + ": " + "; ".join(notes), style="dim"))
     return Group(*parts)
+
+
+def _warnings(est, lang: str) -> list[str]:
+    load = est.load
+    if load is None or load.stable:
+        return []
+    return [t("sv_r_unstable", lang).format(need=est.spec.request_rate, have=load.capacity_requests_per_s)
+            + " — " + t("sv_unbounded", lang)]
 
 
 def _speed_table(est, lang: str):
