@@ -35,7 +35,7 @@ def test_dev_file_is_what_the_build_scripts_write(cases):
     src = os.path.join(HERE, "..", "data", "validation", "serving_sources")
     env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "src"))
     lines = []
-    for script in ("build_qwen25_speed.py", "build_issue_cases.py", "build_silybench.py"):
+    for script in ("build_qwen25_speed.py", "build_issue_cases.py", "build_silybench.py", "build_qwen3_speed.py"):
         out = subprocess.run([sys.executable, os.path.join(src, script)], capture_output=True, text=True, env=env,
                              check=True).stdout
         lines += [json.loads(x) for x in out.splitlines() if x.strip()]

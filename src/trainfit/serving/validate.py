@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..catalog import get_gpu
@@ -75,8 +75,6 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     if max_len is None and sv.get("input_len") and sv.get("output_len"):
         # not stated: the run served its requests, so at least input + output (trainfit's default when larger)
         max_len = max(int(sv["input_len"]) + int(sv["output_len"]), min(8192, m.max_positions or 8192))
-    if max_len and m.max_positions and max_len > m.max_positions:
-        raise Skip("max_model_len beyond the config's positions (rope scaling)")
     rate = sv.get("request_rate")
     rate = math.inf if rate in ("inf", math.inf) else rate
     conc = sv.get("concurrency") if rate is None else None
@@ -100,6 +98,8 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
 def predict_case(case: dict, overrides=None) -> ServingEstimate:
     m = _model(case)
     spec, prompts = _spec(case, m)
+    if spec.max_model_len and m.max_positions and spec.max_model_len > m.max_positions:
+        m = replace(m, max_positions=spec.max_model_len)  # the run stretched the context (RoPE scaling)
     try:
         gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
     except TrainfitError:
