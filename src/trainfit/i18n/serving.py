@@ -50,7 +50,8 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                      "zh": "请求会无限排队；所示延迟为引擎在最大批次下的数值"},
     "sv_legend": {"en": "c = concurrency, x = replicas per instance, n = instances",
                   "zh": "c = 并发数，x = 每实例副本数，n = 实例数"},
-    "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} positions)",
+    "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} "
+                              "positions)",
                        "zh": "max_model_len {n}（trainfit 默认值；引擎默认使用模型的 {max} 个位置）"},
     "sv_assumptions": {"en": "Assumptions", "zh": "假设"},
     # reasons (facts -> words)

@@ -79,7 +79,8 @@ def render_estimate(est, alts, lang: str):
     m = Table(title=t("sv_memory", lang))
     m.add_column(t("part", lang))
     m.add_column("GiB", justify="right")
-    m.add_row(t("sv_budget", lang).format(frac=mem.fraction, total=mem.total_gpu / GiB), f"{mem.total_gpu * mem.fraction / GiB:.2f}")
+    m.add_row(t("sv_budget", lang).format(frac=mem.fraction, total=mem.total_gpu / GiB),
+              f"{mem.total_gpu * mem.fraction / GiB:.2f}")
     m.add_row("  " + t("sv_weights", lang).format(fmt=s.weights), f"{mem.weights.total / GiB:.2f}")
     if mem.buffers:
         m.add_row("  " + t("sv_buffers", lang), f"{mem.buffers / GiB:.2f}")

@@ -172,7 +172,8 @@ class MemoryBreakdown:
                 "weight_buffers_gib": round(self.buffers / GiB, 3),
                 "activation_peak_gib": round(self.activation / GiB, 3), "non_torch_gib": round(self.non_torch / GiB, 3),
                 "cuda_graphs_gib": round(self.cuda_graphs / GiB, 3), "kv_cache_gib": round(self.kv_budget / GiB, 3),
-                "kv_bytes_per_token": self.kv_per_token, "block_size": self.block_size, "num_gpu_blocks": self.num_blocks,
+                "kv_bytes_per_token": self.kv_per_token, "block_size": self.block_size,
+                "num_gpu_blocks": self.num_blocks,
                 "kv_cache_tokens": self.kv_tokens, "max_model_len": self.max_model_len,
                 "max_concurrency": round(self.max_concurrency, 2)}
 
@@ -190,6 +191,6 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
     budget = total * e.memory_fraction - w.total - buffers - act - other * GiB - graphs
     per_token = kv_bytes_per_token(m, s)
     blocks = max(0, int(budget // (per_token * e.block_size)))
-    return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks, e.block_size,
-                           blocks * e.block_size, e.max_model_len,
+    return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks,
+                           e.block_size, blocks * e.block_size, e.max_model_len,
                            kv_bytes_for_request(m, s, e.max_model_len, e.block_size), buffers)
