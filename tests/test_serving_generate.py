@@ -87,3 +87,9 @@ def test_generate_writes_an_executable_serve_script(run_cli, tmp_path):
 def test_readme_in_chinese():
     files = serving_files(serve("qwen2-7b", gpu="a10", weights="awq"), lang="zh")
     assert "部署" in files["README.md"] and "AutoAWQ" in files["README.md"]
+
+
+def test_generate_refuses_a_setup_that_does_not_fit(run_cli, tmp_path):
+    code, out, err = run_cli("generate", "--serving", "--model", "llama-2-70b", "--gpu", "a10",
+                             "--out", str(tmp_path / "s"))
+    assert code == 2 and "does not fit" in err and not (tmp_path / "s").exists()

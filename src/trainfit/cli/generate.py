@@ -92,6 +92,10 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
                     kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                     max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                     cuda_graphs=not args.enforce_eager)
+        if not est.fits:
+            from ..report.serving import reason_text
+
+            raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], "en"))
         path = args.model_path or DEFAULT_MODEL_PATH
         rank = args.lora_rank if args.adapter else None
         files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)

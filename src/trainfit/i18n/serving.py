@@ -99,5 +99,7 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                     "zh": "服务搜索需要目标：--target-tokens-per-s、--max-ttft-ms 或 --max-tpot-ms"},
     "sv_e_version": {"en": "--engine-version must look like 0.6.3, got {value!r}",
                      "zh": "--engine-version 格式应如 0.6.3，收到 {value!r}"},
+    "sv_e_nofit": {"en": "this setup does not fit ({why}); `trainfit serving` lists what would",
+                   "zh": "该配置放不下（{why}）；`trainfit serving` 会列出可行的调整"},
     "sv_e_set": {"en": "unknown serving value {name!r}; known: {known}", "zh": "未知的服务参数 {name!r}；可用：{known}"},
 }
