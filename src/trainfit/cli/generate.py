@@ -95,7 +95,7 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
         if not est.fits:
             from ..report.serving import reason_text
 
-            raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], "en"))
+            raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
         path = args.model_path or DEFAULT_MODEL_PATH
         rank = args.lora_rank if args.adapter else None
         files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)
