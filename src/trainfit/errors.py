@@ -73,3 +73,14 @@ class PriceSourceError(LocalizedError):
 
 class PriceFileError(LocalizedError, CatalogError):
     """A price file (shipped, cached or the user's quotes) is malformed."""
+
+
+class ServingError(LocalizedError, SpecError):
+    """A serving input error whose message is the i18n entry `key` formatted with `params` (English by default)."""
+
+    def __init__(self, key: str, **params):
+        super().__init__(key, **params)
+
+    @property
+    def params(self) -> dict:
+        return self.values

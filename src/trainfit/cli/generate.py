@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .common import (add_job_flags, check_out, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
@@ -12,6 +13,8 @@ EXAMPLES = """examples:
   trainfit plan --model qwen2-7b --method lora --dataset-tokens 200M --out p && trainfit generate --plan p/plan.json --out run
   trainfit generate --plan p/plan.json --out run --data /data/sft.jsonl --lang zh
   trainfit generate --model llama-3-8b --gpu a100-sxm4-80gb --gpus 8 --zero 3 --micro-batch 4 --out run
+  trainfit generate --serving --model qwen2-7b --gpu a10 --model-path run/output/merged --out serve
+  trainfit generate --serving --model qwen2-7b --gpu l20 --engine sglang --adapter run/output/adapter --out serve
 """
 
 
@@ -28,6 +31,18 @@ def add_parser(sub) -> None:
     g.add_argument("--gpu", "-g", help="GPU name")
     g.add_argument("--instance", help="cloud instance type")
     g.add_argument("--dataset-tokens", default=None, help="tokens to train on (sets the number of steps)")
+    sv = p.add_argument_group("serving (--serving): the engine's launch command instead of a training setup")
+    sv.add_argument("--serving", action="store_true", help="write serve.sh (vLLM / SGLang) for the trained model")
+    sv.add_argument("--engine", default="vllm", help="vllm | sglang (default vllm)")
+    sv.add_argument("--engine-version", default="", help="engine version whose defaults to assume")
+    sv.add_argument("--weights", default="bf16", help="bf16 | fp16 | fp8 | int8 | awq | gptq (default bf16)")
+    sv.add_argument("--kv-cache-dtype", default="auto", help="auto | fp8")
+    sv.add_argument("--gpu-memory-utilization", type=float, default=None, help="engine memory fraction")
+    sv.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192)")
+    sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
+    sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged)")
+    sv.add_argument("--adapter", default=None, help="serve this LoRA adapter on the base model (engine LoRA)")
     add_job_flags(p)
     p.set_defaults(run=run)
 
@@ -38,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
 
     lang = lang_of(args)
     check_out(args.out, "dir")
+    if args.serving:
+        return _serving(args, lang)
     if args.plan:
         if args.model:
             raise SpecError("give --plan or the workload flags (--model ...), not both")
@@ -60,4 +77,42 @@ def run(args: argparse.Namespace) -> int:
     else:
         console().print(f"wrote {args.out}: {', '.join(files)}")
         console().print(f"next: pip install -r {args.out}/requirements.txt && DATA=/path/to/data {args.out}/launch.sh")
+    return 0
+
+
+def _serving(args: argparse.Namespace, lang: str) -> int:
+    from ..errors import ServingError, TrainfitError
+    from ..generate import generate_serving
+    from ..generate.serving import DEFAULT_MODEL_PATH, launch_command, serving_files
+    from ..serving import serve
+
+    try:
+        if not args.model:
+            raise ServingError("sv_e_where")
+        est = serve(args.model, gpu=args.gpu, instance=args.instance, gpus=args.gpus if args.gpus != 1 else None,
+                    engine=args.engine, engine_version=args.engine_version, weights=args.weights,
+                    kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                    max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                    cuda_graphs=not args.enforce_eager)
+        if not est.fits:
+            from ..report.serving import reason_text
+
+            raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
+        path = args.model_path or DEFAULT_MODEL_PATH
+        rank = args.lora_rank if args.adapter else None
+        files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)
+    except TrainfitError as exc:
+        text = exc.message(lang) if hasattr(exc, "message") else str(exc)
+        if args.json:
+            print_json({"error": text, "key": getattr(exc, "key", type(exc).__name__)})
+        else:
+            print(f"trainfit: error: {text}", file=sys.stderr)
+        return 2
+    command = launch_command(est, path, args.adapter, rank)
+    if args.json:
+        print_json({"out": args.out, "files": files, "engine": est.spec.engine, "command": command,
+                    "fits": est.fits})
+    else:
+        console().print(f"wrote {args.out}: {', '.join(files)}")
+        console().print(" ".join(command), soft_wrap=True)
     return 0

@@ -25,8 +25,8 @@ class UsageError(TrainfitError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, prices, trace,
-                   validate)
+    from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, prices, serving,
+                   trace, validate)
 
     parser = _Parser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub)
     monitor.add_parser(sub)
     validate.add_parser(sub)
+    serving.add_parser(sub)
     calibrate.add_parser(sub)
     catalog_cmds.add_parsers(sub)
     prices.add_parser(sub)

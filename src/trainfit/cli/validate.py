@@ -24,6 +24,14 @@ def add_parser(sub) -> None:
                    help="exit 1 when the throughput MAPE exceeds this (0.15 = 15%%)")
     p.add_argument("--max-mape-memory", type=float, default=None, metavar="FRACTION",
                    help="exit 1 when the peak-memory MAPE exceeds this")
+    p.add_argument("--max-mape-kv", type=float, default=None, metavar="FRACTION",
+                   help="serving cases: exit 1 when the KV-capacity MAPE exceeds this")
+    p.add_argument("--max-mape-serving-throughput", type=float, default=None, metavar="FRACTION",
+                   help="serving cases: exit 1 when the throughput MAPE exceeds this")
+    p.add_argument("--max-mape-ttft", type=float, default=None, metavar="FRACTION",
+                   help="serving cases: exit 1 when the TTFT MAPE exceeds this")
+    p.add_argument("--max-mape-tpot", type=float, default=None, metavar="FRACTION",
+                   help="serving cases: exit 1 when the TPOT MAPE exceeds this")
     p.add_argument("--min-predicted", type=float, default=None, metavar="FRACTION",
                    help="exit 1 when fewer than this fraction of the cases are predicted")
     p.add_argument("--rows", action="store_true", help="also print one line per case")
@@ -35,6 +43,16 @@ def add_parser(sub) -> None:
     add_efficiency_flags(p)
     add_output_flags(p)
     p.set_defaults(run=run)
+
+
+def _serving_limits(args: argparse.Namespace, doc: dict | None) -> list[str]:
+    failed = []
+    for metric, limit in (("kv_capacity", args.max_mape_kv), ("throughput", args.max_mape_serving_throughput),
+                          ("ttft", args.max_mape_ttft), ("tpot", args.max_mape_tpot)):
+        mape = (doc or {}).get(metric, {}).get("mape")
+        if limit is not None and mape is not None and mape > limit:
+            failed.append(f"serving {metric} MAPE {mape:.1%} > {limit:.1%}")
+    return failed
 
 
 def _limits(args: argparse.Namespace, doc: dict) -> list[str]:
@@ -56,11 +74,16 @@ def run(args: argparse.Namespace) -> int:
     from ..api import load_efficiencies
     from ..catalog.efficiency import Efficiencies
     from ..errors import SpecError
+    from ..serving.validate import is_serving
+    from ..serving.validate import validate as validate_serving
     from ..validate import load_cases, validate
 
     lang_of(args)
     for name, limit in (("--max-mape-throughput", args.max_mape_throughput),
-                        ("--max-mape-memory", args.max_mape_memory), ("--min-predicted", args.min_predicted)):
+                        ("--max-mape-memory", args.max_mape_memory), ("--min-predicted", args.min_predicted),
+                        ("--max-mape-kv", args.max_mape_kv),
+                        ("--max-mape-serving-throughput", args.max_mape_serving_throughput),
+                        ("--max-mape-ttft", args.max_mape_ttft), ("--max-mape-tpot", args.max_mape_tpot)):
         if limit is not None and not 0 <= limit <= 10:
             raise SpecError(f"{name} is a fraction (0.15 = 15%), got {limit}")
     if args.shipped:
@@ -69,15 +92,21 @@ def run(args: argparse.Namespace) -> int:
             eff = eff.with_overrides(parse_sets(args.set))
     else:
         eff = load_efficiencies(parse_sets(args.set), args.calibration)
-    cases = load_cases(args.cases)
+    all_cases = load_cases(args.cases)
+    cases = [c for c in all_cases if not is_serving(c)]
+    serving = [c for c in all_cases if is_serving(c)]
     doc = validate(cases, eff, args.keep_inconsistent).to_dict()
     doc["efficiencies"] = eff.origin
-    failed = _limits(args, doc)
+    doc["serving"] = validate_serving(serving) if serving else None
+    failed = (_limits(args, doc) if cases else []) + _serving_limits(args, doc["serving"])
     doc["limits_failed"] = failed
     if args.json:
         print_json(doc)
     else:
-        render(doc, args.rows)
+        if cases:
+            render(doc, args.rows)
+        if doc["serving"]:
+            render_serving(doc["serving"], args.rows)
     for line in failed:
         print(f"trainfit: limit exceeded: {line}", file=sys.stderr)
     return 1 if failed else 0
@@ -128,3 +157,43 @@ def render(doc: dict, rows: bool = False) -> None:
         c.print(r)
     for note in doc["notes"]:
         c.print(f"- {note}", style="dim")
+
+
+def render_serving(doc: dict, rows: bool = False) -> None:
+    from rich.table import Table
+
+    c = console()
+    c.print(f"serving: {doc['predicted']} of {doc['cases']} cases predicted")
+    if doc["skipped"]:
+        c.print("skipped: " + "; ".join(f"{reason} ({n})" for reason, n in doc["skipped"].items()))
+    t = Table(title="serving: error of the predictions (MAPE = mean absolute percentage error)")
+    for col in ("metric", "group", "n", "MAPE", "worst"):
+        t.add_column(col, justify="left" if col in ("metric", "group") else "right")
+    for metric in ("kv_capacity", "throughput", "ttft", "tpot"):
+        m = doc[metric]
+        if not m["n"]:
+            continue
+        t.add_row(metric, "all", str(m["n"]), _pct(m["mape"]), _pct(m["max_ape"]))
+        for by in ("by_gpu", "by_engine", "by_weights"):
+            for group, s in m[by].items():
+                t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
+    c.print(t)
+    for ex in doc.get("excluded", []):
+        c.print(f"excluded from {ex['metric']} ({_pct(ex['error'])} off): {ex['id']}: {ex['reason']}")
+    if rows:
+        r = Table(title="serving: per case")
+        for col in ("case", "metric", "predicted", "measured", "error"):
+            r.add_column(col, justify="left" if col in ("case", "metric") else "right")
+        for row in doc["rows"]:
+            for key, meas in row["measured"].items():
+                metric = next(m for m, keys in _SERVING_KEYS.items() if key in keys)
+                r.add_row(row["id"][:60], key, f"{row['predicted'][key]:.4g}", f"{meas:.4g}",
+                          _pct(row["error"].get(metric)))
+        c.print(r)
+    for note in doc["notes"]:
+        c.print(f"- {note}", style="dim")
+
+
+_SERVING_KEYS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency"),
+                 "throughput": ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"),
+                 "ttft": ("ttft_ms",), "tpot": ("tpot_ms",)}

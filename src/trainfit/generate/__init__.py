@@ -14,7 +14,7 @@ from .docs import readme, requirements
 from .launch import launch_script
 from .setup import Setup, load_plan, setup_from_estimate
 
-__all__ = ["generate", "load_plan", "setup_from_estimate", "Setup", "render_files"]
+__all__ = ["generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files"]
 
 
 def runner_source() -> str:
@@ -52,6 +52,12 @@ def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "e
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
         raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
     files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang)
+    write_files(files, out_dir, executable=("launch.sh", "train.py"))
+    return sorted(files)
+
+
+def write_files(files: dict[str, str], out_dir: str, executable: tuple[str, ...] = ()) -> None:
+    """Write {name: content} to `out_dir` atomically (a temporary directory renamed into place)."""
     parent = os.path.dirname(os.path.abspath(out_dir)) or "."
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".trainfit-generate-", dir=parent)
@@ -60,7 +66,7 @@ def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "e
             path = os.path.join(tmp, name)
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(content)
-            if name in ("launch.sh", "train.py"):
+            if name in executable:
                 os.chmod(path, 0o755)
         os.chmod(tmp, 0o755)
         if os.path.exists(out_dir):
@@ -69,6 +75,13 @@ def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def generate_serving(files: dict[str, str], out_dir: str, force: bool = False) -> list[str]:
+    """Write a serving setup (serve.sh, README.md) from `generate.serving.serving_files`."""
+    if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
+        raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
+    write_files(files, out_dir, executable=("serve.sh",))
     return sorted(files)
 
 

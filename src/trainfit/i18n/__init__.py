@@ -158,3 +158,12 @@ def t(key: str, lang: str) -> str:
     if entry is None:
         return key
     return entry.get(lang) or entry["en"]
+
+
+def _merge_serving() -> None:
+    from .serving import SERVING_MESSAGES
+
+    _MESSAGES.update(SERVING_MESSAGES)
+
+
+_merge_serving()

@@ -1,0 +1,164 @@
+"""`trainfit serving`: serve a (trained) model with vLLM / SGLang: memory, KV capacity, latency, throughput, cost."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .common import add_model_flag, add_output_flags, console, lang_of, parse_sets, print_json
+
+HELP = "serving after training: KV-cache capacity, TTFT/TPOT, tokens/s and cost with vLLM or SGLang"
+EXAMPLES = """examples:
+  trainfit serving --model qwen2-7b --gpu a10
+  trainfit serving --model qwen2-7b --gpu a10 --concurrency 16 --input-len 1024 --output-len 256 --json
+  trainfit serving --model llama-2-70b --gpu a10                       # does not fit: lists what would
+  trainfit serving --model llama-3-70b --instance ecs.gn7i-4x --gpus 4 --weights awq
+  trainfit serving --model qwen2-7b --compare a10,l20,a100-sxm4-80gb,h20 --concurrency 32
+  trainfit serving --model qwen2-7b --target-tokens-per-s 5000 --max-tpot-ms 50 --formats bf16,fp8,awq
+"""
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("serving", help=HELP, description=HELP, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_model_flag(p)
+    p.add_argument("--gpu", "-g", default=None, help="GPU name (trainfit gpus)")
+    p.add_argument("--instance", default=None, help="cloud instance type: GPU, count and links from the catalog")
+    p.add_argument("--gpus", type=int, default=None, help="GPUs in tensor parallel (default 1; an instance: all)")
+    e = p.add_argument_group("engine")
+    e.add_argument("--engine", default="vllm", help="vllm | sglang (default vllm)")
+    e.add_argument("--engine-version", default="", help="engine version whose behaviour to model (default: vllm "
+                   "0.10.1, sglang 0.4.6)")
+    e.add_argument("--weights", default="bf16", help="bf16 | fp16 | fp8 | int8 | awq | gptq (default bf16)")
+    e.add_argument("--kv-cache-dtype", default="auto", help="auto | fp8 (default auto = the model's dtype)")
+    e.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="vLLM gpu_memory_utilization (default 0.9) / SGLang mem_fraction_static (default by TP)")
+    e.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192, capped at the "
+                   "model's)")
+    e.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together (engine default)")
+    e.add_argument("--max-num-batched-tokens", type=int, default=None, help="tokens per engine step (engine "
+                   "default)")
+    e.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (vLLM --enforce-eager)")
+    w = p.add_argument_group("workload")
+    w.add_argument("--input-len", type=int, default=512, help="prompt tokens per request (default 512)")
+    w.add_argument("--output-len", type=int, default=256, help="output tokens per request (default 256)")
+    w.add_argument("--concurrency", type=int, default=None, help="requests in flight (closed loop; default 1)")
+    w.add_argument("--request-rate", type=float, default=None, help="requests per second (open loop, Poisson)")
+    s = p.add_argument_group("comparison and search")
+    s.add_argument("--compare", default=None, metavar="GPUS", help="comma-separated GPUs: the smallest TP that "
+                   "fits on each, priced by its cheapest instance")
+    s.add_argument("--target-tokens-per-s", type=float, default=None, help="search: output tokens/s to serve")
+    s.add_argument("--max-ttft-ms", type=float, default=None, help="search: mean time to first token limit")
+    s.add_argument("--max-tpot-ms", type=float, default=None, help="search: mean time per output token limit")
+    s.add_argument("--formats", default=None, help="search: weight formats to try, e.g. bf16,fp8,awq "
+                   "(default: --weights)")
+    s.add_argument("--provider", default="alibaba", help="search/compare prices: alibaba | aws | gcp | azure "
+                   "(costs compare within one currency; default alibaba, CNY)")
+    s.add_argument("--top", type=int, default=10, help="search: options to show (default 10)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a named serving value (catalog/data/serving.yaml); repeatable")
+    add_output_flags(p)
+    p.set_defaults(run=run)
+
+
+def _spec_kwargs(args: argparse.Namespace) -> dict:
+    return dict(engine=args.engine, engine_version=args.engine_version, weights=args.weights,
+                kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                max_num_batched_tokens=args.max_num_batched_tokens, input_len=args.input_len,
+                output_len=args.output_len, concurrency=args.concurrency, request_rate=args.request_rate,
+                cuda_graphs=not args.enforce_eager)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import TrainfitError
+
+    try:
+        lang = lang_of(args)
+    except TrainfitError:
+        lang = "en"
+    try:
+        return _run(args, lang)
+    except TrainfitError as exc:
+        text = exc.message(lang) if hasattr(exc, "message") else str(exc)
+        if args.json:
+            print_json({"error": text, "key": getattr(exc, "key", type(exc).__name__)})
+        else:
+            print(f"trainfit: error: {text}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, lang: str) -> int:
+    overrides = parse_sets(args.set)
+    kwargs = _spec_kwargs(args)
+    if args.compare:
+        doc, view = _compare(args.model, args.compare, kwargs, args.gpus, overrides, args.provider, lang)
+    elif args.target_tokens_per_s or args.max_ttft_ms or args.max_tpot_ms:
+        if args.gpu or args.instance:
+            from ..errors import ServingError
+
+            raise ServingError("sv_e_both")
+        doc, view = _search(args, kwargs, overrides, lang)
+    else:
+        doc, view = _estimate(args.model, args.gpu, args.instance, args.gpus, kwargs, overrides, lang)
+    if args.json:
+        print_json(doc)
+    else:
+        console().print(view)
+    return 0
+
+
+PROVIDERS = ("alibaba", "aws", "gcp", "azure")
+FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
+
+
+def _estimate(model: str, gpu, instance, gpus, spec: dict, overrides, lang: str):
+    from ..report.serving import estimate_dict, render_estimate
+    from ..serving import serve
+    from ..serving.search import alternatives
+
+    est = serve(model, gpu=gpu, instance=instance, gpus=gpus, overrides=overrides, **spec)
+    alts = alternatives(est, overrides) if not est.fits else []
+    return estimate_dict(est, alts, lang), render_estimate(est, alts, lang)
+
+
+def _compare(model: str, gpus_csv: str, spec: dict, gpus, overrides, provider: str, lang: str):
+    from ..catalog import resolve_model
+    from ..i18n import t
+    from ..report.serving import option_dict, render_options
+    from ..serving.search import compare
+    from ..serving.spec import ServingSpec, choice
+
+    provider = choice("provider", provider, PROVIDERS)
+    m = resolve_model(model)
+    names = [g.strip() for g in gpus_csv.split(",") if g.strip()]
+    rows = compare(m, names, ServingSpec(tp=gpus or 1, **spec), overrides, (provider,))
+    doc = {"model": m.name, "provider": provider, "rows": [option_dict(o, lang) for o in rows]}
+    return doc, render_options(t("sv_compare", lang).format(model=m.name), rows, lang)
+
+
+def _search(args: argparse.Namespace, spec: dict, overrides, lang: str):
+    from ..catalog import resolve_model
+    from ..errors import ServingError
+    from ..i18n import t
+    from ..report.serving import option_dict, render_options
+    from ..serving.search import Target, search
+    from ..serving.spec import ServingSpec, choice
+
+    provider = choice("provider", args.provider, PROVIDERS)
+    for flag, value in (("target-tokens-per-s", args.target_tokens_per_s), ("max-ttft-ms", args.max_ttft_ms),
+                        ("max-tpot-ms", args.max_tpot_ms), ("top", args.top)):
+        if value is not None and value <= 0:
+            raise ServingError("sv_e_positive", flag=flag, value=value)
+    m = resolve_model(args.model)
+    base = ServingSpec(**spec)
+    formats = tuple(choice("formats", f, FORMATS) for f in (args.formats or base.weights).split(",") if f.strip())
+    target = Target(args.target_tokens_per_s, args.max_ttft_ms, args.max_tpot_ms)
+    options, tried = search(m, base, target, overrides, (provider,), formats)
+    doc = {"model": m.name, "provider": provider, "target": vars(target), "setups_tried": tried,
+           "options": [option_dict(o, lang) for o in options[:args.top]]}
+    if not options:
+        from rich.text import Text
+
+        return doc, Text(t("sv_none_meets", lang).format(n=tried), style="bold red")
+    return doc, render_options(t("sv_ranked", lang), options[:args.top], lang, f"{t('searched', lang)}: {tried}")

@@ -1,0 +1,111 @@
+"""`generate --serving`: the engine's launch command for a serving setup, written as serve.sh + README.md.
+
+Flag names are the engines' own (pinned by tests/test_serving_generate.py):
+  vLLM `vllm serve MODEL`: vllm/engine/arg_utils.py (--tensor-parallel-size, --max-model-len,
+    --gpu-memory-utilization, --kv-cache-dtype {auto,fp8,fp8_e5m2,fp8_e4m3}, --quantization, --max-num-seqs,
+    --enforce-eager, --enable-lora, --max-lora-rank, --served-model-name) and
+    vllm/entrypoints/openai/cli_args.py (--lora-modules NAME=PATH).
+  SGLang `python -m sglang.launch_server`: python/sglang/srt/server_args.py (--model-path, --tp-size,
+    --context-length, --mem-fraction-static, --kv-cache-dtype {auto,fp8_e5m2,fp8_e4m3}, --quantization,
+    --max-running-requests, --disable-cuda-graph, --lora-paths NAME=PATH, --served-model-name).
+Quantised checkpoints (AWQ, GPTQ, int8 W8A8) carry a quantization_config that both engines read, and vLLM then
+picks its fastest kernel (awq_marlin, gptq_marlin); naming `--quantization awq` would force the slower one, so
+only fp8 (quantised at load time from a 16-bit checkpoint) is passed explicitly.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from ..serving.estimate import ServingEstimate
+
+DEFAULT_MODEL_PATH = "output/merged"  # where the trained (merged) model is expected; overridable with --model-path
+LORA_NAME = "adapter"
+
+
+def vllm_command(est: ServingEstimate, model_path: str, adapter: str | None, lora_rank: int | None) -> list[str]:
+    s, e = est.spec, est.engine
+    cmd = ["vllm", "serve", model_path, "--served-model-name", est.model.name,
+           "--tensor-parallel-size", str(s.tp), "--max-model-len", str(e.max_model_len),
+           "--gpu-memory-utilization", f"{e.memory_fraction:g}", "--max-num-seqs", str(e.max_num_seqs)]
+    if s.weights == "fp8":
+        cmd += ["--quantization", "fp8"]
+    if s.weights == "fp16":
+        cmd += ["--dtype", "float16"]
+    if s.kv_cache_dtype == "fp8":
+        cmd += ["--kv-cache-dtype", "fp8"]
+    if not s.cuda_graphs:
+        cmd.append("--enforce-eager")
+    if adapter:
+        cmd += ["--enable-lora", "--lora-modules", f"{LORA_NAME}={adapter}"]
+        if lora_rank:
+            cmd += ["--max-lora-rank", str(lora_rank)]
+    return cmd
+
+
+def sglang_command(est: ServingEstimate, model_path: str, adapter: str | None) -> list[str]:
+    s, e = est.spec, est.engine
+    cmd = ["python", "-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", est.model.name,
+           "--tp-size", str(s.tp), "--context-length", str(e.max_model_len),
+           "--mem-fraction-static", f"{e.memory_fraction:g}", "--max-running-requests", str(e.max_num_seqs)]
+    if s.weights == "fp8":
+        cmd += ["--quantization", "fp8"]
+    if s.weights == "fp16":
+        cmd += ["--dtype", "float16"]
+    if s.kv_cache_dtype == "fp8":
+        cmd += ["--kv-cache-dtype", "fp8_e4m3"]
+    if not s.cuda_graphs:
+        cmd.append("--disable-cuda-graph")
+    if adapter:
+        cmd += ["--lora-paths", f"{LORA_NAME}={adapter}"]
+    return cmd
+
+
+def launch_command(est: ServingEstimate, model_path: str = DEFAULT_MODEL_PATH, adapter: str | None = None,
+                   lora_rank: int | None = None) -> list[str]:
+    if est.spec.engine == "sglang":
+        return sglang_command(est, model_path, adapter)
+    return vllm_command(est, model_path, adapter, lora_rank)
+
+
+def serve_script(est: ServingEstimate, model_path: str, adapter: str | None, lora_rank: int | None) -> str:
+    cmd = launch_command(est, "$MODEL_PATH", adapter, lora_rank)
+    quoted = " ".join(a if a == "$MODEL_PATH" else shlex.quote(a) for a in cmd).replace("$MODEL_PATH", '"$MODEL_PATH"')
+    lines = ["#!/usr/bin/env bash", "# Written by `trainfit generate --serving`; see README.md.", "set -euo pipefail",
+             f"MODEL_PATH=${{MODEL_PATH:-{shlex.quote(model_path)}}}"]
+    if est.spec.weights in ("awq", "gptq", "int8"):
+        lines.append(f"# MODEL_PATH must hold a {est.spec.weights} checkpoint of the trained model "
+                     "(quantised after training; see README.md)")
+    lines.append(f'exec {quoted} "$@"')
+    return "\n".join(lines) + "\n"
+
+
+def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str = "en") -> str:
+    s, mem = est.spec, est.memory
+    quant = {"awq": "AutoAWQ (4-bit, group 128)", "gptq": "GPTQModel / AutoGPTQ (4-bit, group 128)",
+             "int8": "llm-compressor W8A8 int8"}.get(s.weights)
+    if lang == "zh":
+        head = [f"# 部署 {est.model.name}（{s.engine}）", "",
+                f"- {s.tp} 张 {est.gpu.id}（张量并行 {s.tp}），权重 {s.weights}，KV 缓存 {s.kv_cache_dtype}",
+                f"- 预计 KV 容量 {mem.kv_tokens:,} tokens；{mem.max_model_len:,} tokens 时最大并发 "
+                f"{mem.max_concurrency:.1f}", "", "启动：`./serve.sh`（可用环境变量 MODEL_PATH 覆盖模型路径）"]
+        if quant:
+            head += ["", f"注意：{s.weights} 需要先用 {quant} 量化训练得到的模型。"]
+        if adapter:
+            head += ["", f"LoRA 适配器 `{adapter}` 以名称 `{LORA_NAME}` 提供（请求时 model=\"{LORA_NAME}\"）。"]
+        return "\n".join(head) + "\n"
+    head = [f"# Serving {est.model.name} with {s.engine}", "",
+            f"- {s.tp} x {est.gpu.id} (tensor parallel {s.tp}), weights {s.weights}, KV cache {s.kv_cache_dtype}",
+            f"- predicted KV capacity {mem.kv_tokens:,} tokens; max concurrency {mem.max_concurrency:.1f} at "
+            f"{mem.max_model_len:,} tokens", "", "Start: `./serve.sh` (MODEL_PATH overrides the model directory)"]
+    if quant:
+        head += ["", f"Note: {s.weights} needs the trained model quantised first with {quant}."]
+    if adapter:
+        head += ["", f"The LoRA adapter `{adapter}` is served as `{LORA_NAME}` (request model=\"{LORA_NAME}\")."]
+    return "\n".join(head) + "\n"
+
+
+def serving_files(est: ServingEstimate, model_path: str = DEFAULT_MODEL_PATH, adapter: str | None = None,
+                  lora_rank: int | None = None, lang: str = "en") -> dict[str, str]:
+    return {"serve.sh": serve_script(est, model_path, adapter, lora_rank),
+            "README.md": readme(est, model_path, adapter, lang)}

@@ -1,0 +1,77 @@
+"""Engine defaults and how each engine sizes its KV cache, read from the engines' code.
+
+vLLM (github.com/vllm-project/vllm):
+  - `gpu_memory_utilization` 0.9, `block_size` 16: vllm/config.py CacheConfig (0.6-0.10; vllm/config/cache.py later).
+  - KV budget: vllm/v1/worker/gpu_worker.py `determine_available_memory` (and the V0 worker's
+    `determine_num_available_blocks`): total_gpu_memory x gpu_memory_utilization - peak torch memory of a
+    profiling forward pass (weights + activations) - non-torch memory (cuBLAS, NCCL). CUDA graphs are captured
+    after the KV cache is allocated, in the headroom, until v0.21.0, which estimates their memory first and
+    subtracts it (its log: "CUDA graph memory profiling is enabled (default since v0.21.0)").
+  - the profiling pass runs `max_num_batched_tokens` tokens as `max_num_seqs` sequences (V0
+    `ModelRunner.profile_run`; V1 `GPUModelRunner.profile_run` then `_dummy_sampler_run` over max_num_seqs logits).
+  - `max_num_batched_tokens` for `vllm serve`: V1 (>= 0.8) vllm/engine/arg_utils.py `get_batch_defaults`: 8192 on
+    GPUs with >= 70 GiB that are not A100, else 2048; `max_num_seqs` 1024 / 256 likewise. V0: without chunked
+    prefill max(max_model_len, 2048) (vllm/config.py SchedulerConfig); chunked prefill is switched on by default
+    when max_model_len > 32K, with 2048 tokens per step (0.6.x arg_utils.py).
+  - KV capacity: num_gpu_blocks = budget // (block_size x bytes per token); printed "GPU KV cache size: N tokens"
+    (V1, vllm/v1/core/kv_cache_utils.py) or "# GPU blocks: N" (V0); "Maximum concurrency for L tokens per
+    request" = capacity / L (V0) or blocks / ceil(L / block_size) (V1).
+SGLang (github.com/sgl-project/sglang, python/sglang/srt/server_args.py, model_executor/model_runner.py):
+  - `mem_fraction_static` 0.88 at TP 1, 0.87 at TP 2, 0.85 at TP 4, 0.81 at TP 8 (0.4.x `__post_init__`);
+  - KV pool: `profile_max_num_token`: free memory after loading the weights - total x (1 - mem_fraction_static),
+    divided by the bytes per token; page size 1; `chunked_prefill_size` 2048 below 25 GB, else 8192.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..spec.hardware import GpuSpec
+from ..units import GiB
+from .spec import ServingSpec
+
+VLLM_UTILIZATION = 0.9  # vllm CacheConfig.gpu_memory_utilization
+VLLM_BLOCK_SIZE = 16  # vllm CacheConfig.block_size on CUDA
+VLLM_V0_MIN_BATCHED_TOKENS = 2048  # vllm SchedulerConfig: max(max_model_len, 2048) without chunked prefill
+VLLM_V0_CHUNKED_ABOVE = 32 * 1024  # arg_utils.py 0.6: chunked prefill on by default for max_model_len > 32K
+SGLANG_MEM_FRACTION = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))  # (tp >=, fraction)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The numbers the engine runs with once its defaults are filled in."""
+
+    engine: str
+    version: str
+    memory_fraction: float
+    block_size: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    profiles_activations: bool  # the KV budget subtracts a profiling pass's activation peak (vLLM)
+    subtracts_cuda_graphs: bool  # vLLM >= 0.21
+
+
+def _big_gpu(gpu: GpuSpec) -> bool:
+    """vLLM get_batch_defaults: device_memory >= 70 GiB and 'a100' not in the device name."""
+    return gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a800" not in gpu.id
+
+
+def resolve(s: ServingSpec, gpu: GpuSpec, max_model_len: int) -> EngineSettings:
+    if s.engine == "sglang":
+        frac = s.gpu_memory_utilization or next(f for tp, f in SGLANG_MEM_FRACTION if s.tp >= tp)
+        chunk = 2048 if gpu.memory_bytes < 25e9 else 8192
+        return EngineSettings("sglang", s.engine_version, frac, 1, max_model_len, s.max_num_seqs or 1024,
+                              s.max_num_batched_tokens or chunk, False, False)
+    frac = s.gpu_memory_utilization or VLLM_UTILIZATION
+    if s.vllm_v1:
+        big = _big_gpu(gpu)
+        seqs = s.max_num_seqs or (1024 if big else 256)
+        batched = s.max_num_batched_tokens or (8192 if big else 2048)
+    else:
+        seqs = s.max_num_seqs or 256
+        chunked = max_model_len > VLLM_V0_CHUNKED_ABOVE
+        batched = s.max_num_batched_tokens or (VLLM_V0_MIN_BATCHED_TOKENS if chunked else
+                                               max(max_model_len, VLLM_V0_MIN_BATCHED_TOKENS))
+    return EngineSettings("vllm", s.engine_version, frac, s.block_size or VLLM_BLOCK_SIZE, max_model_len, seqs,
+                          batched, True, s.version >= (0, 21, 0) and s.cuda_graphs)

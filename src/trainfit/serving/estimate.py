@@ -1,0 +1,130 @@
+"""One serving setup: memory, speed under a load, whether it fits and, if not, what would.
+
+    >>> from trainfit.serving import serve
+    >>> est = serve("qwen2-7b", gpu="a10")
+    >>> est.memory.kv_per_token, est.fits
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..catalog import get_gpu, get_instance, resolve_model
+from ..errors import ServingError
+from ..spec.cluster import Cluster, cluster_for
+from ..spec.hardware import GpuSpec, InstanceSpec
+from ..spec.model import ModelSpec
+from .engines import EngineSettings, resolve
+from .knobs import knobs
+from .memory import MemoryBreakdown, memory
+from .speed import Load, closed_loop, decode_step, open_loop, prefill
+from .spec import DEFAULT_MAX_MODEL_LEN, ServingSpec
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a setup does not work: an i18n key and its values (worded by report/serving.py)."""
+
+    key: str
+    values: dict = field(default_factory=dict)
+
+
+@dataclass
+class ServingEstimate:
+    model: ModelSpec
+    gpu: GpuSpec
+    instance: InstanceSpec | None
+    spec: ServingSpec
+    engine: EngineSettings
+    cluster: Cluster
+    memory: MemoryBreakdown
+    load: Load | None
+    reasons: list[Reason]
+    bandwidth_bound_tps: float  # batch-1 decode ceiling: bandwidth / weight bytes read per token
+    assumptions: list  # (i18n key, values) facts, or the cluster's own notes (text)
+    used: dict
+
+    @property
+    def fits(self) -> bool:
+        return not self.reasons
+
+
+def check_model(m: ModelSpec, s: ServingSpec) -> None:
+    if m.is_encoder:
+        raise ServingError("sv_e_encoder", model=m.name)
+    if m.heads % s.tp:
+        raise ServingError("sv_e_tp_heads", tp=s.tp, heads=m.heads, model=m.name)
+
+
+def max_len_for(m: ModelSpec, s: ServingSpec) -> int:
+    """--max-model-len, else trainfit's default (8192) capped at the model's positions."""
+    limit = m.max_positions or DEFAULT_MAX_MODEL_LEN
+    if s.max_model_len is None:
+        return min(DEFAULT_MAX_MODEL_LEN, limit)
+    if m.max_positions and s.max_model_len > m.max_positions:
+        raise ServingError("sv_e_len", n=s.max_model_len, max=m.max_positions)
+    return s.max_model_len
+
+
+def _reasons(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, gpu: GpuSpec) -> list[Reason]:
+    out = []
+    if s.weights == "fp8" and not gpu.fp8_supported and gpu.architecture not in ("ampere", "ada", "hopper"):
+        out.append(Reason("sv_r_dtype", {"what": "fp8 weights", "gpu": gpu.id}))
+    if s.weights == "bf16" and not gpu.bf16_supported:
+        out.append(Reason("sv_r_dtype", {"what": "bf16", "gpu": gpu.id}))
+    budget = mem.total_gpu * mem.fraction - mem.buffers - mem.activation - mem.non_torch - mem.cuda_graphs
+    if mem.weights.total > budget:
+        out.append(Reason("sv_r_weights", {"need": mem.weights.total / 2**30, "have": max(0.0, budget) / 2**30}))
+    elif mem.max_concurrency < 1:
+        out.append(Reason("sv_r_kv", {"have": mem.kv_tokens, "need": mem.max_model_len}))
+    return out
+
+
+def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec | None = None,
+             overrides: dict | None = None, num_prompts: int | None = None) -> ServingEstimate:
+    check_model(m, s)
+    view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
+    e = resolve(s, gpu, max_len_for(m, s))
+    if s.input_len + s.output_len > e.max_model_len:
+        raise ServingError("sv_e_ctx", n=s.input_len + s.output_len, max=e.max_model_len)
+    cluster = cluster_for(gpu, s.tp, 1, instance)
+    mem = memory(m, s, e, gpu, view)
+    reasons = _reasons(m, s, mem, gpu)
+    load = None
+    if not reasons:
+        if s.request_rate is not None:
+            load = open_loop(m, s, e, mem, cluster, view, s.request_rate, num_prompts)
+        else:
+            load = closed_loop(m, s, e, mem, cluster, view, s.concurrency or 1)
+    bw_bound = gpu.memory_bandwidth / mem.weights.total if mem.weights.total else 0.0
+    notes = list(cluster.assumptions) if s.tp > 1 else []
+    if s.max_model_len is None and m.max_positions > e.max_model_len:
+        notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/
+    return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used))
+
+
+def serve(model: str | ModelSpec, gpu: str | None = None, instance: str | None = None,
+          overrides: dict | None = None, num_prompts: int | None = None, **spec) -> ServingEstimate:
+    """The API: names in, estimate out. `spec`: the fields of ServingSpec (tp may be given as gpus)."""
+    if gpu and instance:
+        raise ServingError("sv_e_both")
+    if not gpu and not instance:
+        raise ServingError("sv_e_where")
+    m = resolve_model(model) if isinstance(model, str) else model
+    inst = get_instance(instance) if instance else None
+    if inst is not None and not inst.trainable:
+        raise ServingError("sv_e_instance_gpu", name=instance)
+    g = get_gpu(inst.gpu if inst else gpu)
+    if "gpus" in spec:
+        gpus = spec.pop("gpus")
+        spec.setdefault("tp", gpus if gpus is not None else (inst.gpu_count if inst else 1))
+    if inst is not None and spec.get("tp", 1) > (inst.gpu_count or 1):
+        raise ServingError("sv_r_gpus", need=spec["tp"], have=inst.gpu_count)
+    return estimate(m, g, ServingSpec(**spec), inst, overrides, num_prompts)
+
+
+def with_spec(est: ServingEstimate, **changes) -> ServingSpec:
+    return replace(est.spec, **changes)
+
+
+__all__ = ["ServingEstimate", "Reason", "estimate", "serve", "prefill", "decode_step"]

@@ -1,0 +1,196 @@
+"""Serving memory per GPU: weights by format, the engine's KV budget, KV bytes per token and capacity.
+
+Every function returns bytes (SI units inside; GiB only for display).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..estimate.params import global_tensors, layer_linears, layer_tensors
+from ..spec.hardware import GpuSpec
+from ..spec.model import ModelSpec
+from ..units import GiB
+from .engines import EngineSettings
+from .spec import WEIGHT_BITS, ServingSpec
+
+GROUP = 128  # AWQ / GPTQ group size of the common 4-bit checkpoints (quantize_config.json "group_size": 128)
+
+
+def kv_heads_per_gpu(m: ModelSpec, tp: int) -> int:
+    """vLLM/SGLang shard KV heads over TP and replicate them when TP exceeds them: max(1, kv_heads // tp)."""
+    return max(1, m.kv_heads // tp)
+
+
+def _linear_bytes(fmt: str, rows: int, cols: int) -> tuple[float, float]:
+    """(packed weight bytes, scale/zero/index bytes) of one (rows=out, cols=in) Linear in a format.
+
+    - bf16/fp16: 2 bytes per weight.
+    - fp8 (vLLM --quantization fp8, Fp8LinearMethod): 1 byte + one fp32 weight scale and input scale per Linear.
+    - int8 (W8A8, compressed-tensors channelwise): 1 byte + an fp32 scale per output channel.
+    - awq (AutoAWQ GEMM, 4 bit, group 128): qweight in x out/8 int32 = in*out/2 bytes; qzeros in/128 x out/8
+      int32; scales in/128 x out fp16 (vLLM awq.py AWQLinearMethod.create_weights).
+    - gptq (4 bit, group 128): the same qweight/qzeros/scales plus g_idx, one int32 per input feature
+      (vLLM gptq.py GPTQLinearMethod.create_weights).
+    """
+    n = rows * cols
+    if fmt in ("bf16", "fp16"):
+        return 2.0 * n, 0.0
+    if fmt == "fp8":
+        return float(n), 8.0
+    if fmt == "int8":
+        return float(n), 4.0 * rows
+    groups = math.ceil(cols / GROUP)
+    extra = groups * rows * 2 + groups * rows / 8 * 4  # scales (fp16) + packed zeros (int32 holds 8)
+    if fmt == "gptq":
+        extra += 4.0 * cols
+    return n * WEIGHT_BITS[fmt] / 8, extra
+
+
+@dataclass(frozen=True)
+class Weights:
+    linears: float  # quantised (or 16-bit) Linear weights of the blocks
+    scales: float  # their scales, zeros, group indices
+    unquantised: float  # embeddings, LM head, norms, biases, routers: 16-bit in every format
+
+    @property
+    def total(self) -> float:
+        return self.linears + self.scales + self.unquantised
+
+
+def weights_per_gpu(m: ModelSpec, fmt: str, tp: int) -> Weights:
+    """Weights one of `tp` GPUs holds. Linears, the embedding and the LM head are split over TP (vocab-parallel);
+    norms are replicated; K/V projections are replicated when TP exceeds the KV heads."""
+    lin = scales = 0.0
+    for layer_lin in layer_linears(m):
+        rows = layer_lin.out_features
+        if layer_lin.roles in (("k",), ("v",)):
+            rows = kv_heads_per_gpu(m, tp) * m.head_dim * tp  # replicated KV heads count once per GPU
+        w, sc = _linear_bytes(fmt, rows, layer_lin.in_features)
+        lin += w * layer_lin.count
+        scales += sc * layer_lin.count
+    rest_layer = sum(t.numel for t in layer_tensors(m) if t.role in ("norm", "bias", "router"))
+    norms = sum(t.numel for t in layer_tensors(m) if t.role == "norm") * m.layers
+    glob = sum(t.numel for t in global_tensors(m))
+    glob_norms = sum(t.numel for t in global_tensors(m) if t.role == "norm")
+    unq = 2.0 * ((m.layers * rest_layer - norms + glob - glob_norms) / tp + norms + glob_norms)
+    return Weights(linears=m.layers * lin / tp, scales=m.layers * scales / tp, unquantised=unq)
+
+
+def kv_dtype_bytes(s: ServingSpec) -> int:
+    """auto = the model's dtype (2 bytes for bf16/fp16 and for quantised weights, whose activations are 16-bit)."""
+    return 1 if s.kv_cache_dtype == "fp8" else 2
+
+
+def mla_latent(m: ModelSpec) -> int | None:
+    """MLA (DeepSeek-V2/V3): one compressed latent (kv_lora_rank + qk_rope_head_dim) per token per layer."""
+    extra = m.extra or {}
+    rank = getattr(m, "kv_lora_rank", None) or extra.get("kv_lora_rank")
+    if not rank:
+        return None
+    rope = getattr(m, "qk_rope_head_dim", None) or extra.get("qk_rope_head_dim") or 64
+    return int(rank) + int(rope)
+
+
+def sliding_layers(m: ModelSpec) -> tuple[int, int | None]:
+    """(layers with a sliding window, the window). Mistral v0.1 and Mixtral use it in every layer when
+    config.json sets `sliding_window`; Gemma-2 in every other layer. Qwen2's `sliding_window` is off unless
+    `use_sliding_window` (not kept by the model reader), so it counts as full attention."""
+    window = (m.extra or {}).get("sliding_window")
+    if not window:
+        return 0, None
+    if m.model_type in ("mistral", "mixtral"):
+        return m.layers, int(window)
+    if m.model_type == "gemma2":
+        return m.layers // 2, int(window)
+    return 0, None
+
+
+def kv_bytes_per_token(m: ModelSpec, s: ServingSpec) -> int:
+    """Per GPU, all layers: 2 (K and V) x layers x KV heads x head_dim x dtype bytes; MLA: layers x latent x bytes
+    (the latent is replicated on every TP rank)."""
+    latent = mla_latent(m)
+    if latent:
+        return m.layers * latent * kv_dtype_bytes(s)
+    return 2 * m.layers * kv_heads_per_gpu(m, s.tp) * m.head_dim * kv_dtype_bytes(s)
+
+
+def kv_bytes_for_request(m: ModelSpec, s: ServingSpec, tokens: int, block: int) -> float:
+    """KV of one request of `tokens` tokens, in whole blocks; sliding-window layers keep at most the window."""
+    per_layer = kv_bytes_per_token(m, s) / m.layers
+    sw, window = sliding_layers(m)
+    blocks = math.ceil(tokens / block)
+    full = (m.layers - sw) * blocks * block
+    capped = sw * math.ceil(min(tokens, window or tokens) / block) * block
+    return per_layer * (full + capped)
+
+
+def activation_peak(m: ModelSpec, e: EngineSettings, tp: int, logits_copies: float) -> float:
+    """Peak activations of vLLM's profiling forward pass over T = max_num_batched_tokens tokens (16-bit):
+    the residual stream and the normalised input (2h; 4h under TP, where the row-parallel output and its
+    all-reduced copy coexist) beside the MLP's gate/up output and its activation (3f/tp; 2f/tp for two-matrix
+    MLPs), plus fp32 logits of the max_num_seqs sampled rows (vocab split over TP)."""
+    T = e.max_num_batched_tokens
+    f = m.intermediate * max(1, m.experts_per_tok) / tp
+    mlp = (3 if m.gated_mlp else 2) * f
+    per_token = 2 * ((4 if tp > 1 else 2) * m.hidden + mlp)
+    attn = 2 * (2 * m.hidden + (m.q_dim + 2 * m.kv_dim) / tp)
+    logits = min(e.max_num_seqs, T) * m.vocab / tp * 4 * logits_copies
+    return T * max(per_token, attn) + logits
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    total_gpu: float  # what cudaMemGetInfo reports as total
+    fraction: float  # gpu_memory_utilization / mem_fraction_static
+    weights: Weights
+    activation: float
+    non_torch: float
+    cuda_graphs: float
+    kv_budget: float  # may be negative: does not fit
+    kv_per_token: int
+    num_blocks: int
+    block_size: int
+    kv_tokens: int
+    max_model_len: int
+    request_bytes: float  # KV of one max_model_len request
+    buffers: float = 0.0  # non-parameter buffers loaded with the weights (rotary caches)
+
+    @property
+    def max_concurrency(self) -> float:
+        """Requests of max_model_len tokens the allocated blocks hold (vLLM's 'Maximum concurrency')."""
+        capacity = self.num_blocks * self.block_size * self.kv_per_token
+        return capacity / self.request_bytes if self.request_bytes else 0.0
+
+    def to_dict(self) -> dict:
+        return {"total_gpu_gib": round(self.total_gpu / GiB, 3), "memory_fraction": self.fraction,
+                "weights_gib": round(self.weights.total / GiB, 3),
+                "weights": {"linears_gib": round(self.weights.linears / GiB, 3),
+                            "scales_zeros_gib": round(self.weights.scales / GiB, 4),
+                            "unquantised_gib": round(self.weights.unquantised / GiB, 3)},
+                "weight_buffers_gib": round(self.buffers / GiB, 3),
+                "activation_peak_gib": round(self.activation / GiB, 3), "non_torch_gib": round(self.non_torch / GiB, 3),
+                "cuda_graphs_gib": round(self.cuda_graphs / GiB, 3), "kv_cache_gib": round(self.kv_budget / GiB, 3),
+                "kv_bytes_per_token": self.kv_per_token, "block_size": self.block_size,
+                "num_gpu_blocks": self.num_blocks,
+                "kv_cache_tokens": self.kv_tokens, "max_model_len": self.max_model_len,
+                "max_concurrency": round(self.max_concurrency, 2)}
+
+
+def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) -> MemoryBreakdown:
+    total = gpu.memory_bytes * (1.0 - view("memory_reserved_fraction")) - view("cuda_driver_reserved_gib") * GiB
+    w = weights_per_gpu(m, s.weights, s.tp)
+    buffers = view("weights_buffers_gib") * GiB
+    if e.engine == "vllm":
+        act = activation_peak(m, e, s.tp, view("sampler_logits_copies"))
+        other = view("vllm_non_torch_gib") + (view("vllm_non_torch_tp_gib") if s.tp > 1 else 0.0)
+        graphs = view("vllm_cuda_graph_gib") * GiB if e.subtracts_cuda_graphs else 0.0
+    else:
+        act, other, graphs = 0.0, view("sglang_other_gib"), 0.0
+    budget = total * e.memory_fraction - w.total - buffers - act - other * GiB - graphs
+    per_token = kv_bytes_per_token(m, s)
+    blocks = max(0, int(budget // (per_token * e.block_size)))
+    return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks,
+                           e.block_size, blocks * e.block_size, e.max_model_len,
+                           kv_bytes_for_request(m, s, e.max_model_len, e.block_size), buffers)

@@ -1,0 +1,107 @@
+"""ServingSpec: what is served and how (engine, weight format, KV dtype, lengths, load). Validated on construction.
+
+Engine defaults (utilisation, block size, batch limits) are resolved in `engines.py`, from the engines' code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import ServingError
+
+ENGINES = ("vllm", "sglang")
+WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
+KV_DTYPES = ("auto", "fp8")
+# bits per weight of a quantised Linear, before scales and zeros (weights.py counts those)
+WEIGHT_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "awq": 4, "gptq": 4}
+DEFAULT_VERSION = {"vllm": "0.10.1", "sglang": "0.4.6"}
+DEFAULT_MAX_MODEL_LEN = 8192  # trainfit's default (the engines default to the model's full context); stated
+
+
+def choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise ServingError("sv_e_choice", flag=flag, choices=" | ".join(choices), value=value)
+    return v
+
+
+def positive(flag: str, value, integer: bool = True):
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    if integer:
+        ok = ok and int(value) == value
+    if not ok:
+        raise ServingError("sv_e_positive", flag=flag, value=value)
+    return int(value) if integer else float(value)
+
+
+@lru_cache(maxsize=64)
+def parse_version(text: str) -> tuple[int, ...]:
+    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(text).strip())
+    if not m:
+        raise ServingError("sv_e_version", value=text)
+    return tuple(int(x) for x in m.groups(default="0"))
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    engine: str = "vllm"
+    engine_version: str = ""  # "" = DEFAULT_VERSION[engine]
+    weights: str = "bf16"
+    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float | None = None  # vLLM gpu_memory_utilization / SGLang mem_fraction_static
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    tp: int = 1
+    input_len: int = 512
+    output_len: int = 256
+    concurrency: int | None = None  # closed loop; None with request_rate None = 1
+    request_rate: float | None = None  # open loop, requests/s (float('inf') = all at once)
+    cuda_graphs: bool = True
+    block_size: int = 16
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", choice("engine", self.engine, ENGINES))
+        object.__setattr__(self, "weights", choice("weights", self.weights, WEIGHT_FORMATS))
+        object.__setattr__(self, "kv_cache_dtype", choice("kv-cache-dtype", self.kv_cache_dtype, KV_DTYPES))
+        if not self.engine_version:
+            object.__setattr__(self, "engine_version", DEFAULT_VERSION[self.engine])
+        parse_version(self.engine_version)
+        u = self.gpu_memory_utilization
+        if u is not None and (isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= 1):
+            raise ServingError("sv_e_fraction", flag="gpu-memory-utilization", value=u)
+        for flag, value in (("max-model-len", self.max_model_len), ("max-num-seqs", self.max_num_seqs),
+                            ("max-num-batched-tokens", self.max_num_batched_tokens)):
+            if value is not None:
+                positive(flag, value)
+        for flag, value in (("gpus", self.tp), ("input-len", self.input_len), ("output-len", self.output_len),
+                            ("block-size", self.block_size)):
+            positive(flag, value)
+        if self.concurrency is not None and self.request_rate is not None:
+            raise ServingError("sv_e_load")
+        if self.concurrency is not None:
+            positive("concurrency", self.concurrency)
+        if self.request_rate is not None:
+            positive("request-rate", self.request_rate, integer=False)
+
+    @property
+    def version(self) -> tuple[int, ...]:
+        return parse_version(self.engine_version)
+
+    @property
+    def generation(self) -> str:
+        """The engine generation whose overheads apply (serving.yaml by_framework keys): vLLM V0 (< 0.8), V1
+        (0.8-0.20) and V1 from 0.21 (the release that started profiling CUDA-graph memory; the step overheads
+        measured on 0.30 are much lower than on 0.8-era V1, and 0.21 is where trainfit splits them)."""
+        if self.engine == "sglang":
+            return "sglang"
+        if self.version >= (0, 21, 0):
+            return "vllm-v1-021"
+        return "vllm-v1" if self.vllm_v1 else "vllm-v0"
+
+    @property
+    def vllm_v1(self) -> bool:
+        """vLLM's V1 engine is the default from 0.8.0 (vllm/envs.py VLLM_USE_V1)."""
+        return self.engine == "vllm" and self.version >= (0, 8, 0)
