@@ -120,7 +120,7 @@ def test_malformed_config_json(run_cli, tmp_path):
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
     code, _, err = run_cli("estimate", "--model", str(bad), "--gpu", "a10")
-    assert code == 2 and "cannot read" in err
+    assert code == 2 and "not valid JSON" in err and err.count("\n") == 1
     bad.write_text(json.dumps({"model_type": "llama", "hidden_size": -4}))
     code, _, err = run_cli("estimate", "--model", str(bad), "--gpu", "a10")
     assert code == 2 and "malformed" in err

@@ -14,19 +14,28 @@ __version__ = "0.1.0"
 
 __all__ = ["estimate", "compare", "resolve_model", "get_gpu", "__version__"]
 
-# name -> (module, function). `trainfit.estimate` and `trainfit.compare` are also the names of a subpackage and a
-# module; Python records an imported submodule as an attribute of its package, which would replace the function
-# after its first call. The package's attribute lookup therefore always answers these names with the functions.
-_API = {"estimate": ("api", "estimate"), "compare": ("compare", "compare"),
-        "resolve_model": ("catalog", "resolve_model"), "get_gpu": ("catalog", "get_gpu")}
+# `trainfit.estimate` (a subpackage) and `trainfit.compare` (a module) are callable: calling them calls the API
+# function of the same name. Python records an imported submodule as an attribute of its package, so a plain function
+# of that name would be replaced by the module after its first import; a callable module is the same object either
+# way, and `import trainfit.compare as m` / `from trainfit.estimate import core` keep working.
 
 
-class _Package(types.ModuleType):
-    def __getattribute__(self, name: str):
-        target = _API.get(name)
-        if target is not None:
-            return getattr(importlib.import_module(f"{__name__}.{target[0]}"), target[1])
-        return super().__getattribute__(name)
+def __getattr__(name: str):
+    if name in ("estimate", "compare"):
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in ("resolve_model", "get_gpu"):
+        from . import catalog
+
+        return getattr(catalog, name)
+    raise AttributeError(f"module 'trainfit' has no attribute {name!r}")
 
 
-sys.modules[__name__].__class__ = _Package
+def callable_module(module_name: str, function):
+    """Make the module `module_name` callable: calling it calls `function()` (a thunk, so nothing heavy is imported
+    before the first call)."""
+
+    class _CallableModule(types.ModuleType):
+        def __call__(self, *args, **kwargs):
+            return function()(*args, **kwargs)
+
+    sys.modules[module_name].__class__ = _CallableModule

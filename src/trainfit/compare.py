@@ -177,3 +177,9 @@ def compare(model: str, gpus_list: list[str] | None = None, *, gpus: int = 1, no
         row.alibaba_instances = len(instances_for_gpu(gpu.id, "alibaba"))
         rows.append(row)
     return rows
+
+
+# `trainfit.compare(...)` is this module's compare() (trainfit/__init__.py says why the module is callable).
+from . import callable_module  # noqa: E402
+
+callable_module(__name__, lambda: compare)

@@ -38,7 +38,7 @@ def parse_count(text: str | float | int) -> float:
     m = None if isinstance(text, (int, float)) else _COUNT_RE.match(str(text))
     value = float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else (
         float(m.group(1)) * _SUFFIX[m.group(2).lower()] if m else None)
-    if value is None or not math.isfinite(value) or value < 0:
+    if value is None or not math.isfinite(value):
         raise BadValue(f"not a count: {text!r} (examples: 200M, 1.5B, 50k, 1e9)")
     return value
 
