@@ -17,6 +17,11 @@ def test_acceptance_compare_names_instance_gpus_and_price_per_gpu_hour(run_cli):
     assert code == 0, err
     rows = {r["gpu"]: r for r in json.loads(out)["rows"]}
     for r in rows.values():
+        if not r["fits"]:  # the requested method (LoRA) does not fit: nothing to price; what would fit is named
+            assert r["unpriced"] == "does not fit" and r["would_fit_with"]["fits"]
+            assert r["config"]["method"] == "lora" and "--method qlora" in r["would_fit_with"]["change"]
+            continue
+        assert r["config"]["method"] == "lora"  # compare keeps the requested method on every GPU that fits
         if r["instance"] is None:  # unpriced GPUs say why and how to fix it
             assert r["unpriced"] and "--prices" in r["unpriced"]
             continue

@@ -41,7 +41,27 @@ def overflow_terms(est: Estimate) -> list[str]:
 
 
 def _candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, Strategy]]:
-    return [(change + _dropped(t, cand), cand, strat) for change, cand, strat in _raw_candidates(t, s)]
+    """Each candidate with the flags that differ from the request, every one of them (a user who types them gets
+    exactly the configuration that was estimated), then what it had to give up."""
+    return [(change_flags(t, s, cand, strat) + _dropped(t, cand), cand, strat)
+            for _, cand, strat in _raw_candidates(t, s)]
+
+
+_FLAGS = (("method", "--method"), ("precision", "--precision"), ("optimizer", "--optimizer"),
+          ("grad_ckpt", "--grad-ckpt"), ("micro_batch", "--micro-batch"), ("grad_accum", "--grad-accum"))
+_STRATEGY_FLAGS = (("gpus_per_node", "--gpus"), ("nodes", "--nodes"), ("zero_stage", "--zero"), ("fsdp", "--fsdp"),
+                   ("offload", "--offload"))
+
+
+def change_flags(t: TrainingSpec, s: Strategy, cand: TrainingSpec, strat: Strategy) -> str:
+    """The command-line flags that turn (t, s) into (cand, strat)."""
+    out = []
+    for spec_a, spec_b, table in ((t, cand, _FLAGS), (s, strat, _STRATEGY_FLAGS)):
+        for name, flag in table:
+            a, b = getattr(spec_a, name), getattr(spec_b, name)
+            if a != b:
+                out.append(f"{flag} {getattr(b, 'value', b)}")
+    return " ".join(out)
 
 
 def _dropped(t: TrainingSpec, cand: TrainingSpec) -> str:
@@ -86,13 +106,21 @@ def _raw_candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpe
     for gpus in (2, 4, 8):
         if gpus > s.gpus_per_node:
             ds = s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE)
-            out.append((f"--gpus {gpus} --zero 3 --grad-ckpt full", _compatible(base, ds), ds))
+            out.append((f"--gpus {gpus} --zero 3 --grad-ckpt full", _same_batch(base, t, s, ds), ds))
     gpus = max(8, s.gpus_per_node)
     if t.method != Method.QLORA:
         for offload, flag in ((Offload.OPTIMIZER, "optimizer"), (Offload.ALL, "all")):
             ds = s.with_(gpus_per_node=gpus, zero_stage=3, fsdp=Fsdp.NONE, offload=offload)
-            out.append((f"--gpus {gpus} --zero 3 --offload {flag} --grad-ckpt full", _compatible(base, ds), ds))
+            out.append((f"--gpus {gpus} --zero 3 --offload {flag} --grad-ckpt full", _same_batch(base, t, s, ds),
+                        ds))
     return out
+
+
+def _same_batch(base: TrainingSpec, t: TrainingSpec, s: Strategy, ds: Strategy) -> TrainingSpec:
+    """`base` (micro-batch 1) on the strategy `ds`, with the gradient accumulation that keeps the requested global
+    batch (sequences per optimizer step) where the GPU count divides it, else the nearest above."""
+    sequences = t.micro_batch * t.grad_accum * s.gpus
+    return _compatible(base, ds, grad_accum=max(1, -(-sequences // ds.gpus)))
 
 
 def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit: int = 4) -> list[Alternative]:

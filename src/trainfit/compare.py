@@ -52,6 +52,7 @@ class CompareRow:
     estimate: Estimate | None  # the workload as asked (its GPU count), for the fit / speed columns
     changes: list[str] = field(default_factory=list)
     error: str | None = None
+    would_fit: Any = None  # advise.Alternative with another method, when none with the requested one fits
     alibaba: Choice | None = None
     other: Choice | None = None
     alibaba_instances: int = 0  # Alibaba instance types with this GPU (priced or not)
@@ -68,7 +69,8 @@ class CompareRow:
     def to_dict(self) -> dict[str, Any]:
         e = self.estimate
         row: dict[str, Any] = {"gpu": self.gpu.id, "name": self.gpu.name, "fits": bool(e and e.fits),
-                               "changes": self.changes, "error": self.error}
+                               "changes": self.changes, "error": self.error,
+                               "would_fit_with": self.would_fit.to_dict() if self.would_fit else None}
         if e is not None:
             row.update({"config": config_dict(e), "memory_gib_total": round(e.memory.device / GiB, 2),
                         "gpu_memory_gib": round(e.memory.usable / GiB, 2),
@@ -151,12 +153,17 @@ def compare_one(model, gpu: GpuSpec, t: TrainingSpec, s: Strategy, eff: Efficien
         est = run_estimate(model, t2, s, cluster, eff)
     except SpecError as exc:
         return CompareRow(gpu, None, changes, error=str(exc))
-    if not est.fits:
-        alts = alternatives(est, eff, limit=1)
-        if alts:
-            changes.append(alts[0].change)
-            est = alts[0].estimate
-    return CompareRow(gpu, est, changes)
+    would = None
+    if not est.fits:  # a change that keeps the requested method and GPU count, else say what other method would fit
+        alts = alternatives(est, eff, limit=8)
+        same = [a for a in alts if a.estimate.training.method == t2.method
+                and a.estimate.strategy.gpus_per_node == s.gpus_per_node]
+        if same:
+            changes.append(same[0].change)
+            est = same[0].estimate
+        elif alts:
+            would = alts[0]
+    return CompareRow(gpu, est, changes, would_fit=would)
 
 
 def compare(model: str, gpus_list: list[str] | None = None, *, gpus: int = 1, nodes: int = 1, zero: int | None = None,

@@ -33,40 +33,72 @@ def _money(c: dict[str, Any] | None, key: str) -> str:
     return f"{c[key]:,.2f}" if key.endswith("hour") else f"{c[key]:,.0f}" + ("†" if c["price_stale"] else "")
 
 
-def render_compare(model: str, rows, lang: str):
+def render_compare(model: str, rows, lang: str, width: int | None = None):
+    """One table where the terminal is wide enough; at narrower widths (80 columns) the fit/speed columns, the
+    Alibaba offer and the offer elsewhere become three tables, so that no GPU or instance name is ever cut."""
+    import shutil
+
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"{model}", pad_edge=False)
-    cols = ((tr("gpu", lang), "left"), (tr("fits", lang), "right"), ("GiB", "right"), ("tokens/s", "right"),
-            ("MFU", "right"), (tr("hours_per_b", lang), "right"), (tr("alibaba_instance", lang), "left"),
-            ("CNY/GPU-h", "right"), ("CNY/1B", "right"), (tr("other_instance", lang), "left"),
-            ("USD/GPU-h", "right"), ("USD/1B", "right"))
-    for col, justify in cols:
-        table.add_column(col, justify=justify, overflow="fold")
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    speed_cols = ((tr("gpu", lang), "left"), (tr("fits", lang), "right"), ("GiB", "right"), ("tokens/s", "right"),
+                  ("MFU", "right"), (tr("hours_per_b", lang), "right"))
+    ali_cols = ((tr("alibaba_instance", lang), "left"), ("CNY/GPU-h", "right"), ("CNY/1B", "right"))
+    other_cols = ((tr("other_instance", lang), "left"), ("USD/GPU-h", "right"), ("USD/1B", "right"))
     footnotes: list[str] = []
+    speed, ali_rows, other_rows = [], [], []
     for r in rows:
         d = r.to_dict()
         if r.estimate is None:
-            table.add_row(r.gpu.id, "—", "", "", "", "", r.error or "", "", "", "", "", "")
+            speed.append((r.gpu.id, "—", "", "", "", ""))
+            footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: {r.error or ''}")
+            speed[-1] = (f"{r.gpu.id} [{len(footnotes)}]",) + speed[-1][1:]
+            ali_rows.append((r.gpu.id, "", "", ""))
+            other_rows.append((r.gpu.id, "", "", ""))
             continue
         e = r.estimate
         mark = ""
         if r.changes:
             footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: " + "; ".join(r.changes))
             mark = f" [{len(footnotes)}]"
+        if r.would_fit is not None:
+            footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: "
+                             + tr("would_fit_with", lang).format(change=r.would_fit.change))
+            mark += f" [{len(footnotes)}]"
         ali, other = d["alibaba"], d["cheapest_other"]
         if ali:
             where = _where(ali)
         else:
-            where = tr("no_alibaba_price", lang) if r.alibaba_instances else tr("not_on_alibaba", lang)
+            where = tr("unpriced_short", lang) if r.alibaba_instances else tr("not_sold_short", lang)
         hours = d["hours_per_billion_tokens"]
-        table.add_row(r.gpu.id + mark, tr("yes", lang) if e.fits else tr("no", lang), f"{d['memory_gib_total']:.1f}",
+        speed.append((r.gpu.id + mark, tr("yes", lang) if e.fits else tr("no", lang), f"{d['memory_gib_total']:.1f}",
                       f"{e.tokens_per_s:,.0f}" if e.fits else "—", f"{e.mfu:.0%}" if e.fits else "—",
-                      f"{hours:,.1f}" if hours else "—", where, _money(ali, "price_per_gpu_hour"),
-                      _money(ali, "cost_per_billion_tokens"), _where(other), _money(other, "price_per_gpu_hour"),
-                      _money(other, "cost_per_billion_tokens"))
+                      f"{hours:,.1f}" if hours else "—"))
+        ali_rows.append((r.gpu.id, where, _money(ali, "price_per_gpu_hour"), _money(ali, "cost_per_billion_tokens")))
+        other_rows.append((r.gpu.id, _where(other), _money(other, "price_per_gpu_hour"),
+                           _money(other, "cost_per_billion_tokens")))
+
+    def table(title, cols, body):
+        out = Table(title=title, pad_edge=False)
+        for n, (col, justify) in enumerate(cols):
+            names = n == 0 or col in (tr("alibaba_instance", lang), tr("other_instance", lang))
+            longest = max([len(str(row[n])) for row in body] + [4])
+            out.add_column(col, justify=justify, no_wrap=True, min_width=longest if names else None)
+        for row in body:
+            out.add_row(*row)
+        return out
+
+    gpu_col = ((tr("gpu", lang), "left"),)
+    whole = [s + a[1:] + o[1:] for s, a, o in zip(speed, ali_rows, other_rows)]
+    needed = sum(max(len(str(row[i])) for row in whole) + 3 for i in range(len(whole[0]))) if whole else 0
+    if needed <= width:
+        parts = [table(model, speed_cols + ali_cols + other_cols, whole)]
+    else:
+        parts = [table(model, speed_cols, speed), table(tr("alibaba_instance", lang), gpu_col + ali_cols, ali_rows),
+                 table(tr("other_instance", lang), gpu_col + other_cols, other_rows)]
     notes = [tr("compare_note_cost", lang), tr("compare_note_stale", lang).format(days=STALE_DAYS),
-             tr("compare_note_hours", lang), tr("flag_note_short", lang)]
-    return Group(table, Text("\n".join(footnotes), style="yellow"), Text("\n".join("· " + n for n in notes), style="dim"))
+             tr("compare_note_hours", lang), tr("flag_note_short", lang), tr("unpriced_note", lang)]
+    return Group(*parts, Text("\n".join(footnotes), style="yellow"), Text("\n".join("· " + n for n in notes),
+                                                                            style="dim"))
