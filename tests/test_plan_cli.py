@@ -133,9 +133,15 @@ def test_objective_fastest_and_subscription(run_cli):
 
 
 def test_other_providers_need_an_exchange_rate(run_cli):
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider", "all")
-    assert all(r["currency"] == "CNY" and r["provider"] == "alibaba" for r in d["recommendations"])
-    assert any("usd-cny" in k for k in d["rejected"])
+    """--provider all without a rate is an error (it used to drop AWS/GCP/Azure silently); with one, every provider
+    competes in the budget's currency."""
+    code, out, err = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
+                             "--provider", "all")
+    assert code == 2 and "--usd-cny" in err and len(err.strip().splitlines()) == 1
+    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider", "all",
+              "--usd-cny", "7.1", "--top", "20")
+    assert all(r["currency"] == "CNY" for r in d["recommendations"])
+    assert {r["provider"] for r in d["recommendations"]} - {"alibaba"}  # others compete, converted at the rate
     d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider",
               "aws")
     assert d["recommendations"] and all(r["currency"] == "USD" for r in d["recommendations"])

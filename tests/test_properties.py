@@ -25,7 +25,7 @@ def workloads(draw):
     model = resolve_model(draw(st.sampled_from(MODELS)))
     task = Task.CLASSIFICATION if model.is_encoder else draw(st.sampled_from([Task.SFT, Task.DPO]))
     seq = draw(st.sampled_from([128, 512, 2048]))
-    if model.position == "learned":
+    if model.max_positions:  # a longer sequence than the model's positions is refused (learned or RoPE)
         seq = min(seq, model.max_positions)
     t = TrainingSpec(method=draw(st.sampled_from(list(Method))), task=task, seq_len=seq,
                      micro_batch=draw(st.integers(1, 8)), grad_accum=draw(st.integers(1, 4)),

@@ -176,4 +176,6 @@ def test_affine_memory_equals_direct_estimates(model, method, ckpt, strat, gpus,
 def test_micro_batches_cover_the_per_gpu_batch():
     assert micro_batches(1) == (1,)
     assert micro_batches(64) == (1, 2, 4, 8, 16, 32, 64)
-    assert micro_batches(22) == (1, 2, 4, 8, 16, 22)
+    assert micro_batches(22) == (1, 2, 11, 22)  # divisors only: micro-batch x accumulation = 22 exactly
+    for n in (1, 7, 22, 64, 96, 97):
+        assert all(n % mb == 0 for mb in micro_batches(n)) and micro_batches(n)[-1] == n

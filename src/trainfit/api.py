@@ -16,10 +16,10 @@ from .estimate.core import Estimate, run_estimate
 from .spec.cluster import check_network_gbps, cluster_for
 from .spec.model import ModelSpec
 from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
-                            TrainingSpec, parse_saved_modules, parse_targets)
+                            TrainingSpec, default_seq_len, parse_saved_modules, parse_targets)
 
 
-def training_spec(method: str = "full", task: str | None = None, seq_len: int = 2048, micro_batch: int = 1,
+def training_spec(method: str = "full", task: str | None = None, seq_len: int | None = None, micro_batch: int = 1,
                   grad_accum: int = 1, precision: str = "bf16", param_dtype: str = "fp32",
                   optimizer: str = "adamw", grad_ckpt: str = "none", attention: str = "sdpa", lora_rank: int = 16,
                   lora_targets: Any = None, num_labels: int = 2, model: ModelSpec | None = None,
@@ -27,6 +27,8 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int = 
                   paged_optimizer: bool = False) -> TrainingSpec:
     if task is None:
         task = "classification" if model is not None and model.is_encoder else "sft"
+    if seq_len is None:
+        seq_len, _ = default_seq_len(model.max_positions if model is not None else None)
     return TrainingSpec(
         method=Method.parse(method, "method"), task=Task.parse(task, "task"), seq_len=seq_len,
         micro_batch=micro_batch, grad_accum=grad_accum, precision=Precision.parse(precision, "precision"),
@@ -74,7 +76,7 @@ def load_efficiencies(overrides: dict[str, Any] | None = None, calibration: str 
 
 
 def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1, method: str = "full",
-             task: str | None = None, seq_len: int = 2048, micro_batch: int = 1, grad_accum: int = 1,
+             task: str | None = None, seq_len: int | None = None, micro_batch: int = 1, grad_accum: int = 1,
              precision: str = "bf16", param_dtype: str = "fp32", optimizer: str = "adamw", zero: int | None = None,
              fsdp: str | None = None, offload: str = "none", grad_ckpt: str = "none", attention: str = "sdpa",
              lora_rank: int = 16, lora_targets: Any = None, num_labels: int = 2, modules_to_save: Any = None,

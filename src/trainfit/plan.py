@@ -44,13 +44,28 @@ def _order_key(objective: str):
 
 
 def best_per_layout(cands: list[Candidate], objective: str) -> list[Candidate]:
-    """The best configuration for each (instance, GPUs, nodes, method), ranked by the objective."""
+    """The best configuration for each (instance, GPUs, nodes, method), ranked by the objective; a layout that uses
+    part of an instance's GPUs is left out when using more of the same (paid-for) GPUs is neither slower nor
+    dearer (dominated)."""
     best: dict[tuple, Candidate] = {}
     key = _order_key(objective)
     for c in cands:
         if c.key not in best or key(c) < key(best[c.key]):
             best[c.key] = c
-    return sorted(best.values(), key=key)
+    kept = [c for c in best.values() if not _dominated_on_its_instance(c, best.values())]
+    return sorted(kept, key=key)
+
+
+def _dominated_on_its_instance(c: Candidate, others) -> bool:
+    e = c.estimate
+    for o in others:
+        oe = o.estimate
+        if (o is not c and o.offer is c.offer and oe.strategy.nodes == e.strategy.nodes
+                and oe.training.method == e.training.method
+                and oe.strategy.gpus_per_node > e.strategy.gpus_per_node
+                and o.hours <= c.hours + 1e-12 and o.cost <= c.cost + 1e-9):
+            return True
+    return False
 
 
 def pareto_front(cands: list[Candidate]) -> list[Candidate]:

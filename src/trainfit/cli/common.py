@@ -42,7 +42,8 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--method", default="full", help="full | lora | qlora | freeze (default full)")
     g.add_argument("--task", default=None,
                    help="sft | pretrain | dpo | classification (default sft; classification for encoders)")
-    g.add_argument("--seq-len", type=int, default=2048, help="tokens per sequence (default 2048)")
+    g.add_argument("--seq-len", type=int, default=None,
+                   help="tokens per sequence (default 2048, or the model's positions when fewer, e.g. 512 for BERT)")
     g.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per step (DPO: pairs)")
     g.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
     g.add_argument("--precision", default="bf16", help="bf16 | fp16 | fp32 | fp8 (default bf16)")

@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("--out", required=True, help="directory to write (must not exist or be empty; --force replaces)")
     p.add_argument("--data", help="training data (JSONL/Parquet file or directory), checked now and by train.py")
     p.add_argument("--output-dir", default="output", help="where train.py writes checkpoints and metrics")
-    p.add_argument("--force", action="store_true", help="replace a non-empty --out directory")
+    p.add_argument("--force", action="store_true",
+                   help="replace a non-empty --out directory, and write a setup even when it does not fit")
     g = p.add_argument_group("without a plan file: the workload flags of `estimate`")
     g.add_argument("--model", "-m", help="model (preset, config.json, model directory)")
     g.add_argument("--gpu", "-g", help="GPU name")
@@ -70,6 +71,11 @@ def run(args: argparse.Namespace) -> int:
         setup = setup_from_estimate(est, args.model, tokens)
     else:
         raise SpecError("give --plan plan.json, or --model with the workload flags")
+    c = setup.choice
+    if c.get("fits") is False and not args.force:
+        raise SpecError(f"this setup does not fit: it needs {c.get('memory_gib')} of {c.get('gpu_memory_gib')} GiB "
+                        f"per GPU; `trainfit estimate` with the same flags lists what would fit (or --force writes "
+                        f"it anyway)")
     files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir)
     if args.json:
         print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"],

@@ -19,9 +19,6 @@ _CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gp
                 "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why",
                 # price provenance and spot interruptions (optional; older plan files lack them)
                 "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot"}
-_STRATEGY_KEYS = {"method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
-                  "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
-                  "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine"}
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,9 @@ def load_plan(path: str) -> Setup:
     _unknown(set(doc["choice"]), _CHOICE_KEYS, f"{path} choice")
     if not isinstance(doc["choice"].get("strategy"), dict):
         raise SpecError(f"{path}: choice has no strategy")
-    _unknown(set(doc["choice"]["strategy"]), _STRATEGY_KEYS, f"{path} choice.strategy")
+    from ..report.estimate import STRATEGY_FIELDS
+
+    _unknown(set(doc["choice"]["strategy"]), set(STRATEGY_FIELDS), f"{path} choice.strategy")
     if not doc["model"].get("hf_config"):
         raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
     return Setup(model=doc["model"], workload=doc["workload"], choice=doc["choice"])
@@ -74,17 +73,14 @@ def load_plan(path: str) -> Setup:
 def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Setup:
     """A Setup from `trainfit generate --model ... --gpu ...` flags (no plan file)."""
     from ..catalog.models import all_models, local_config
-    from ..report.estimate import config_dict
+    from ..report.estimate import config_dict, strategy_of
 
     c = config_dict(est)
     preset = all_models().get(est.model.name)
     hf_config = preset.hf_config if preset else local_config(model_arg)
     if hf_config is None:
         raise SpecError(f"{model_arg}: generate needs a preset or a local config.json")
-    strategy = {k: c[k] for k in ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp",
-                                  "offload", "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum",
-                                  "global_batch", "lora_rank", "lora_targets", "modules_to_save",
-                                  "optimizer_in_backward", "paged_optimizer", "engine")}
+    strategy = strategy_of(est)
     if strategy["optimizer_in_backward"] and strategy["engine"] != "single":
         raise SpecError("optimizer-in-backward: the generated setup runs it on one GPU only (gradients are stepped "
                         "before any all-reduce could run)")

@@ -27,8 +27,27 @@ def config_dict(est: Estimate) -> dict[str, Any]:
         "lora_rank": t.lora_rank if t.is_peft else None, "lora_targets": list(t.lora_targets) if t.is_peft else None,
         "modules_to_save": list(t.modules_to_save) if t.is_peft else None,
         "optimizer_in_backward": t.optimizer_in_backward, "paged_optimizer": t.paged_optimizer,
+        "num_labels": t.num_labels if t.task.value == "classification" else None,
+        "freeze_trainable_layers": int(est.table.shared_view(est.gpu)("freeze_trainable_layers"))
+        if t.method.value == "freeze" else None,
         "engine": s.engine, "instance": est.cluster.instance.key if est.cluster.instance else None,
     }
+
+
+# The fields of a job that a plan.json carries in choice.strategy and `generate` turns into train_config.json:
+# one list, read by both (config_dict is their one source).
+STRATEGY_FIELDS = ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
+                   "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
+                   "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine",
+                   "num_labels", "freeze_trainable_layers")
+
+
+def strategy_of(est: Estimate) -> dict[str, Any]:
+    d = config_dict(est)
+    out = {k: d[k] for k in STRATEGY_FIELDS}
+    if out["fsdp"] is not None:
+        out["zero_stage"] = None
+    return out
 
 
 def estimate_dict(est: Estimate, alternatives: list[Alternative] | None = None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from ..i18n import t as tr
 from ..plan import Plan
 from ..search.run import Candidate, headroom_gib
 from ..units import GiB
+from .estimate import strategy_of
 
 PLAN_FORMAT_VERSION = 1
 PLAN_ASSUMPTIONS = ("plan_memory_headroom_fraction", "startup_hours", "checkpoint_interval_hours",
@@ -20,16 +21,7 @@ PLAN_ASSUMPTIONS = ("plan_memory_headroom_fraction", "startup_hours", "checkpoin
 
 
 def strategy_dict(c: Candidate) -> dict[str, Any]:
-    t, s = c.estimate.training, c.estimate.strategy
-    return {"method": t.method.value, "task": t.task.value, "precision": t.precision.value,
-            "param_dtype": t.param_dtype, "optimizer": t.optimizer.value,
-            "zero_stage": s.zero_stage if s.fsdp.value == "none" else None,
-            "fsdp": s.fsdp.value if s.fsdp.value != "none" else None, "offload": s.offload.value,
-            "grad_ckpt": t.grad_ckpt.value, "attention": t.attention.value, "seq_len": t.seq_len,
-            "micro_batch": t.micro_batch, "grad_accum": t.grad_accum,
-            "global_batch": t.micro_batch * t.grad_accum * s.gpus,
-            "lora_rank": t.lora_rank if t.is_peft else None,
-            "lora_targets": list(t.lora_targets) if t.is_peft else None, "engine": s.engine}
+    return strategy_of(c.estimate)
 
 
 def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[str] | None = None) -> dict[str, Any]:

@@ -187,6 +187,10 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
                 res.candidates += 1
                 res.rejected["more GPUs than sequences in the global batch"] += 1
                 continue
+            if w.global_batch % n:  # the requested global batch is kept exactly: GPUs x micro-batch x accumulation
+                res.candidates += 1
+                res.rejected["GPU count does not divide the global batch"] += 1
+                continue
             cluster = est.cluster(offer, gpus, nodes)
             for s in strategies(gpus, nodes):
                 _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies)

@@ -115,10 +115,8 @@ def checkpointing(attention: str) -> list[GradCkpt]:
 
 @lru_cache(maxsize=4096)
 def micro_batches(per_gpu_sequences: int) -> tuple[int, ...]:
-    """Powers of two up to the sequences each GPU handles per step, and that number itself."""
-    out, mb = [], 1
-    while mb < per_gpu_sequences:
-        out.append(mb)
-        mb *= 2
-    out.append(per_gpu_sequences)
-    return tuple(out)
+    """The micro-batches that split the sequences each GPU handles per step exactly (micro-batch x accumulation =
+    per-GPU sequences, so the global batch stays what was asked): its divisors, ascending."""
+    n = per_gpu_sequences
+    small = [d for d in range(1, int(n ** 0.5) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))

@@ -9,7 +9,8 @@ from functools import lru_cache
 from ..errors import SpecError
 from ..spec.model import ModelSpec
 from ..spec.request import PlanRequest
-from ..spec.training import Attention, GradCkpt, Method, Optimizer, Precision, Task, TrainingSpec, parse_targets
+from ..spec.training import (Attention, GradCkpt, Method, Optimizer, Precision, Task, TrainingSpec, default_seq_len,
+                             parse_targets)
 
 DEFAULT_GLOBAL_BATCH = 64  # sequences per optimizer step for fine-tuning (sft, dpo, classification)
 DEFAULT_PRETRAIN_BATCH_TOKENS = 2**20  # ~1M tokens per step for pre-training
@@ -52,7 +53,9 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
         seq = max(8, _pow2_at_least(req.avg_len))
         notes.append(f"sequences padded to {seq} tokens (next power of two above --avg-len {req.avg_len:g})")
     else:
-        seq = 2048
+        seq, capped = default_seq_len(max_pos)
+        if capped:
+            notes.append(capped)
     if max_pos and seq > max_pos:
         if req.seq_len:
             raise SpecError(f"--seq-len {seq} is longer than {m.name}'s {max_pos} positions"

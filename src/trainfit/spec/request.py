@@ -79,6 +79,9 @@ class PlanRequest:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.provider == "all" and self.usd_cny is None:
+            raise SpecError("--provider all compares offers priced in CNY and in USD: give the rate with --usd-cny "
+                            "(CNY per USD, e.g. 7.1); without it AWS/GCP/Azure offers could not be compared")
         if self.global_batch and self.global_batch_tokens:
             raise SpecError("give --global-batch (sequences) or --global-batch-tokens, not both")
 

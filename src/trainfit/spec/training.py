@@ -296,3 +296,14 @@ def combination_problem(t: TrainingSpec, s: Strategy) -> str | None:
     if t.paged_optimizer and s.engine == "deepspeed":
         return "paged optimizers are bitsandbytes optimizers: DeepSpeed ZeRO runs its own"
     return None
+
+
+DEFAULT_SEQ_LEN = 2048
+
+
+def default_seq_len(max_positions: int | None) -> tuple[int, str | None]:
+    """The sequence length when none is given: 2048, capped at the model's positions (BERT: 512), with a note
+    when capped. The one place this default lives (CLI, API, plan and generate all come here)."""
+    if max_positions and max_positions < DEFAULT_SEQ_LEN:
+        return max_positions, f"sequence length {max_positions} (the model's positions; default {DEFAULT_SEQ_LEN})"
+    return DEFAULT_SEQ_LEN, None
