@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compare", help=HELP, description=HELP, epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_model_flag(p)
-    p.add_argument("--gpus-list", default=None,
+    p.add_argument("--gpu", "-g", "--gpus-list", dest="gpus_list", default=None,
                    help="comma-separated GPU names (default: t4,v100-sxm2-32gb,a10,l20,a100-sxm4-40gb,"
                         "a100-sxm4-80gb,h20,h100-sxm,h200)")
     add_job_flags(p)
