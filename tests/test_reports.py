@@ -94,3 +94,40 @@ def test_report_path_checked_before_work(tmp_path, capsys):
     assert main(["estimate", "--model", "qwen2-7b", "--gpu", "a10", "--json", "--md", str(folder)]) == 2
     cap = capsys.readouterr()
     assert "\"error\"" in cap.out + cap.err
+
+
+def test_validate_html_scatter_per_metric(tmp_path):
+    src = os.path.join(os.path.dirname(__file__), "..", "data", "validation", "published_dev.jsonl")
+    with open(src, encoding="utf-8") as fh:
+        lines = fh.read().splitlines()[:40]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    html = _run(tmp_path, ["validate", str(cases), "--lang", "en"])
+    _offline(html)
+    assert html.count('class="diagonal"') >= 2  # the 1:1 line, one scatter per metric with data
+    assert "Predicted vs measured: tokens/s per GPU" in html and 'class="pt g1"' in html
+
+
+def test_serving_html(tmp_path):
+    html = _run(tmp_path, ["serving", "--model", "qwen2-7b", "--gpu", "a10", "--lang", "en"])
+    _offline(html)
+    assert 'class="chart chart-stacked"' in html and "KV cache" in html and 'class="limit"' in html
+    html = _run(tmp_path, ["serving", "--model", "qwen2-7b", "--compare", "a10,h20", "--lang", "zh"], "c.html")
+    assert "chart-hbars" in html and "每百万输出 tokens 费用" in html
+
+
+def test_trace_doc_trace_vs_analytic():
+    """The trace report from a trace document (the tracer itself is tested in test_trace.py)."""
+    from trainfit.report.document import to_html
+    from trainfit.report.html_docs import trace_doc
+
+    parts = {"weights": 1.0, "gradients": 0.5, "optimizer": 2.0, "activations": 3.0, "logits": 0.25, "other": 0.0}
+    doc = {"model": "m", "method": "full", "seq_len": 128, "micro_batch": 1, "grad_ckpt": "none",
+           "memory_gib": {**parts, "total": 6.75}, "peak_moment": "backward:head",
+           "moments_gib": {"forward": 5.5, "backward:head": 6.75},
+           "estimate": {"memory_gib": {**parts, "activations": 3.5}, "allocated_gib": 7.25,
+                        "peak_phase": "backward_start"},
+           "difference": {"allocated_gib": 0.5, "percent": 7.41}, "notes": []}
+    html = to_html(trace_doc(doc, "en"), today="2026-01-01")
+    assert html.count('class="bar s0"') == 5 and html.count('class="bar s1"') == 5  # 5 non-zero parts each
+    assert "+0.500 GiB (+7.41%)" in html and ">backward:head</text>" in html

@@ -115,6 +115,34 @@ def stacked_bars(title: str, categories: Sequence[str], series: Sequence[tuple[s
     return "\n".join(out)
 
 
+def grouped_bars(title: str, categories: Sequence[str], series: Sequence[tuple[str, Sequence[float | None]]],
+                 ylabel: str) -> str:
+    """Vertical bars side by side per category, one colour per series (trace vs analytic)."""
+    width = W + 170
+    top = max([v for _, vals in series for v in vals if v] + [1e-9])
+    ticks = nice_ticks(0.0, top)
+    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP
+    y = lambda v: y0 - (v / ticks[-1]) * (y0 - y1)  # noqa: E731
+    out = _open(title, "grouped", width)
+    _y_axis(out, ticks, y, ylabel, x0, x1)
+    slot = (x1 - x0) / max(len(categories), 1)
+    bw = min(slot * 0.8 / max(len(series), 1), 40)
+    for i, cat in enumerate(categories):
+        cx = x0 + slot * (i + 0.5)
+        for k, (name, vals) in enumerate(series):
+            v = vals[i]
+            bx = cx + (k - len(series) / 2) * bw
+            if v:
+                out.append(f'<rect class="bar s{k}" x="{_f(bx)}" y="{_f(y(v))}" width="{_f(bw - 1)}" '
+                           f'height="{_f(y0 - y(v))}" fill="{COLORS[k % len(COLORS)]}">'
+                           f'<title>{escape(cat)} · {escape(name)}: {v:.3f}</title></rect>')
+        out.append(f'<text x="{_f(cx)}" y="{y0 + 16}" text-anchor="middle">{escape(cat)}</text>')
+    out.append(f'<line x1="{x0}" x2="{_f(x1)}" y1="{y0}" y2="{y0}" stroke="#333"/>')
+    _legend(out, [name for name, _ in series], W + 4, TOP + 10)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
 def hbars(title: str, labels: Sequence[str], values: Sequence[float | None], xlabel: str,
           fmt: str = "{:,.0f}") -> str:
     """Horizontal bars, one per labelled row (None = no bar, shown as a dash)."""
@@ -179,6 +207,8 @@ def scatter(title: str, points: Sequence[tuple[float, float, int, str]], xlabel:
         out.append(f'<circle class="pt g{g}" cx="{_f(sx(a))}" cy="{_f(sy(b))}" r="{r:g}" fill="{color}" '
                    f'fill-opacity="0.85"><title>{escape(tip)}</title></circle>')
     for i, name in enumerate(groups):
+        if not name:
+            continue
         yy = TOP + 10 + 16 * i
         color = "#bbb" if i == 0 else COLORS[(i - 1) % len(COLORS)]
         out.append(f'<circle cx="{W + 9}" cy="{yy - 3}" r="4" fill="{color}"/>')
