@@ -80,7 +80,7 @@ def _legend(out: list[str], labels: Sequence[str], x: float, y: float) -> None:
 def stacked_bars(title: str, categories: Sequence[str], series: Sequence[tuple[str, Sequence[float]]],
                  ylabel: str, limit: tuple[str, float] | None = None) -> str:
     """Vertical bars, one per category, stacked by series; an optional horizontal limit line (usable memory)."""
-    width = W + 170
+    width = W + 240
     totals = [sum(vals[i] for _, vals in series) for i in range(len(categories))]
     top = max(totals + [limit[1] if limit else 0.0, 1e-9])
     ticks = nice_ticks(0.0, top)
