@@ -131,3 +131,9 @@ def test_trace_doc_trace_vs_analytic():
     html = to_html(trace_doc(doc, "en"), today="2026-01-01")
     assert html.count('class="bar s0"') == 5 and html.count('class="bar s1"') == 5  # 5 non-zero parts each
     assert "+0.500 GiB (+7.41%)" in html and ">backward:head</text>" in html
+
+
+def test_markdown_leaves_out_chart_notes(tmp_path):
+    md = _run(tmp_path, ["estimate", "--model", "qwen2-7b", "--gpu", "a10", "--method", "lora", "--lang", "en"],
+              "e.md")
+    assert "| part | GiB |" in md and "dashed line" not in md

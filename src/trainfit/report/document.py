@@ -95,7 +95,7 @@ def to_markdown(doc: Doc, today: str | None = None) -> str:
         kind = b[0]
         if kind == "h":
             out += [f"## {b[1]}", ""]
-        elif kind == "p":
+        elif kind == "p" and "chart-note" not in b[2]:  # a chart's legend: the chart is in the HTML only
             out += [b[1], ""]
         elif kind == "list":
             out += [f"- {x}" for x in b[1]] + [""]

@@ -38,7 +38,7 @@ def estimate_doc(est, alternatives, lang: str) -> Doc:
     doc.p(f"{tr('params', lang)}: {est.split.total:,} · {tr('trainable', lang)}: {est.split.trainable:,}")
     doc.h(tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {mem.peak_phase})")
     doc.chart(memory_chart(est, lang))
-    doc.p(w("r_phase_note", lang), "dim")
+    doc.p(w("r_phase_note", lang), "dim chart-note")
     doc.table([tr("part", lang), "GiB"], [[tr(p, lang), f"{mem.parts[p] / GiB:.2f}"] for p in PARTS]
               + [[tr("total", lang), f"{mem.device / GiB:.2f}"], [tr("usable", lang), f"{mem.usable / GiB:.2f}"]])
     doc.h(tr("speed", lang))
@@ -133,7 +133,7 @@ def plan_doc(plan, lang: str) -> Doc:
               f"{wl.processed_tokens / 1e9:,.2f}B tokens", lang)
     if plan.result.fitting:
         doc.chart(plan_chart(plan, lang))
-        doc.p(w("r_scatter_note", lang), "dim")
+        doc.p(w("r_scatter_note", lang), "dim chart-note")
     if plan.recommendations:
         doc.h(tr("recommendations", lang))
         doc.table(["#", tr("instance_col", lang), tr("settings", lang), "GiB", "tok/s", tr("hours", lang),
