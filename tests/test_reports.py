@@ -128,9 +128,10 @@ def test_trace_doc_trace_vs_analytic():
            "estimate": {"memory_gib": {**parts, "activations": 3.5}, "allocated_gib": 7.25,
                         "peak_phase": "backward_start"},
            "difference": {"allocated_gib": 0.5, "percent": 7.41}, "notes": []}
-    html = to_html(trace_doc(doc, "en"), today="2026-01-01")
+    html = to_html(trace_doc(doc, "en", {"forward_end": 5.0, "backward_start": 7.25}), today="2026-01-01")
     assert html.count('class="bar s0"') == 5 and html.count('class="bar s1"') == 5  # 5 non-zero parts each
-    assert "+0.500 GiB (+7.41%)" in html and ">backward:head</text>" in html
+    assert "+0.500 GiB (+7.41%)" in html and ">backward:head</text>" in html  # a traced moment
+    assert ">backward_start</text>" in html and ">7.250</text>" in html  # an analytic one
 
 
 def test_markdown_leaves_out_chart_notes(tmp_path):

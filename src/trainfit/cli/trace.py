@@ -38,10 +38,14 @@ def run(args: argparse.Namespace) -> int:
     doc = {"model": est.model.name, "method": est.training.method.value, "seq_len": est.training.seq_len,
            "micro_batch": est.training.micro_batch, "grad_ckpt": est.training.grad_ckpt.value, **doc}
     from ..report.html_docs import trace_doc
+    from ..units import GiB
+
+    phases = ({p.name: round(p.total / GiB, 3) for p in est.memory.phases}
+              if est.strategy.gpus == 1 and est.strategy.engine == "single" else None)
 
     if args.json:
         print_json(doc)
-        write_reports(args, lambda: trace_doc(doc, lang))
+        write_reports(args, lambda: trace_doc(doc, lang, phases))
         return 0
     from rich.table import Table
 
@@ -59,5 +63,5 @@ def run(args: argparse.Namespace) -> int:
             f"{doc['seconds']:.1f} s")
     for note in doc["notes"]:
         c.print(f"- {note}", style="dim")
-    write_reports(args, lambda: trace_doc(doc, lang))
+    write_reports(args, lambda: trace_doc(doc, lang, phases))
     return 0

@@ -14,7 +14,9 @@ VALIDATE_METRICS = (("tokens_per_s_per_gpu", "tokens/s per GPU"), ("step_time_s"
                     ("peak_memory_gib", "peak memory (GiB)"), ("mfu", "MFU"))
 
 
-def trace_doc(doc: dict[str, Any], lang: str) -> Doc:
+def trace_doc(doc: dict[str, Any], lang: str, analytic_phases: dict[str, float] | None = None) -> Doc:
+    """`analytic_phases`: the analytic model's moments of the same one-GPU step (name -> GiB), shown beside the
+    traced ones (the two name their moments differently, so they are two charts, not one)."""
     d = Doc(f"{w('r_trace', lang)}: {doc['model']} · {doc['method']} · seq {doc['seq_len']} × mb {doc['micro_batch']}"
             f" · ckpt {doc['grad_ckpt']}", lang)
     est = doc["estimate"]
@@ -23,7 +25,10 @@ def trace_doc(doc: dict[str, Any], lang: str) -> Doc:
                               (w("r_analytic", lang), [est["memory_gib"].get(p, 0.0) for p in PARTS])], "GiB"))
     moments = doc.get("moments_gib") or {}
     if moments:
-        d.chart(svg.hbars(w("r_trace_chart", lang), list(moments), list(moments.values()), "GiB", "{:.3f}"))
+        d.chart(svg.hbars(f"{w('r_traced', lang)}: GiB", list(moments), list(moments.values()), "GiB", "{:.3f}"))
+    if analytic_phases:
+        d.chart(svg.hbars(f"{w('r_analytic', lang)}: GiB", list(analytic_phases), list(analytic_phases.values()),
+                          "GiB", "{:.3f}"))
     d.table([tr("part", lang), w("r_traced", lang), w("r_analytic", lang)],
             [[tr(p, lang), f"{doc['memory_gib'].get(p, 0):.3f}", f"{est['memory_gib'].get(p, 0):.3f}"] for p in PARTS]
             + [[tr("total", lang), f"{doc['memory_gib']['total']:.3f}", f"{est['allocated_gib']:.3f}"]])
