@@ -129,3 +129,20 @@ def test_compare_in_the_browser(page):
     page.click("#btn-compare")
     page.wait_for_selector("#results svg.chart-hbars")
     assert page.locator("#results svg.chart-hbars rect.bar").count() >= 2
+
+
+def test_uploaded_config_gives_the_preset_numbers(page, tmp_path):
+    from trainfit.catalog.models import all_models
+
+    _fill_lora(page)
+    page.click("#btn-estimate")
+    page.wait_for_selector("#v-memory")
+    preset = page.inner_text("#v-memory")
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(all_models()["qwen2-7b"].hf_config), encoding="utf-8")
+    page.set_input_files("#config-file", str(cfg))
+    page.wait_for_function("document.getElementById('config').value.includes('hidden_size')")
+    page.evaluate("document.getElementById('summary').innerHTML = ''")
+    page.click("#btn-estimate")
+    page.wait_for_selector("#v-memory")
+    assert page.inner_text("#v-memory") == preset and page.inner_text("#error") == ""
