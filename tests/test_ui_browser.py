@@ -20,13 +20,17 @@ CHROMIUM = os.environ.get("TRAINFIT_CHROMIUM") or next(
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
     if CHROMIUM is None:
         print("SKIP browser tests: no Chromium binary (apt-get install chromium, or set TRAINFIT_CHROMIUM)")
         pytest.skip("no Chromium binary (apt-get install chromium, or set TRAINFIT_CHROMIUM)")
     with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], timeout=60_000)
+        home = tmp_path_factory.mktemp("chromium-home")  # its profile, crash reports and dconf stay out of the tree
+        env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / "config"),
+               "XDG_CACHE_HOME": str(home / "cache")}
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"], timeout=60_000,
+                               env=env)
         try:
             yield b
         finally:
