@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch 2.13.0 has a local CPU build on these machines; any other spec pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test calibrate peers bench clean
+.PHONY: run test browser calibrate peers bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -29,7 +29,16 @@ run: $(VENV)/.run-installed
 	$(BIN)/trainfit estimate --model qwen2-7b --gpu a10 --method full --seq-len 2048 --grad-ckpt full
 	$(BIN)/trainfit compare --model llama-2-7b --method lora --seq-len 2048
 
-test: $(VENV)/.test-installed
+# The browser tests drive Debian's Chromium through Playwright (`playwright install` needs a download; the distribution
+# package does not). Installed with apt when missing and we are root (CI); otherwise the tests say why they skip.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) || \
+	      echo "make: could not install chromium with apt: the browser tests will skip"; \
+	  else echo "make: no chromium and no root/apt to install it: the browser tests will skip"; fi
+
+test: $(VENV)/.test-installed browser
 	$(BIN)/python -m pytest; status=$$?; $(BIN)/python tests/leftovers.py || status=1; exit $$status
 
 # The shipped calibration, fitted on committed data (published runs + our own measurements); reproducible.

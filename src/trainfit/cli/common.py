@@ -168,3 +168,27 @@ def check_out(path: str, kind: str) -> str:
     except OSError as exc:
         raise SpecError(f"--out {path}: cannot write in {folder} ({exc.strerror or exc})") from None
     return full
+
+
+def add_report_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--html", default=None, metavar="FILE",
+                   help="also write a self-contained HTML report with plots (opens offline)")
+    p.add_argument("--md", default=None, metavar="FILE", help="also write a Markdown report")
+
+
+def check_reports(args: argparse.Namespace) -> None:
+    """--html / --md paths checked writable before any work."""
+    for flag in ("html", "md"):
+        path = getattr(args, flag, None)
+        if path:
+            check_out(path, "file")
+
+
+def write_reports(args: argparse.Namespace, build) -> None:
+    """Write --html / --md from the document `build()` returns (built only when asked for)."""
+    if not (getattr(args, "html", None) or getattr(args, "md", None)):
+        return
+    from ..report.document import write_report
+
+    for path in write_report(build(), args.html, args.md):
+        print(f"report written to {path}", file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+from .common import (add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
 
 HELP = "will it fit, how fast: memory breakdown and step time of one training configuration"
@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--instance", default=None, help="cloud instance type: GPU, count and links from the catalog")
     p.add_argument("--network-gbps", type=float, default=None, help="network between nodes, Gbit/s")
     add_job_flags(p)
+    add_report_flags(p)
     p.set_defaults(run=run)
 
 
@@ -32,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.estimate import estimate_dict, render_estimate
 
     lang = lang_of(args)
+    check_reports(args)
     eff = load_efficiencies(parse_sets(args.set), args.calibration)
     est = estimate(args.model, args.gpu, instance=args.instance, network_gbps=args.network_gbps,
                    efficiencies=eff, **workload_kwargs(args), **strategy_kwargs(args))
@@ -40,4 +42,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(estimate_dict(est, alts))
     else:
         console().print(render_estimate(est, lang, alts))
+    from ..report.html_blocks import estimate_doc
+
+    write_reports(args, lambda: estimate_doc(est, alts, lang))
     return 0

@@ -26,7 +26,7 @@ class UsageError(TrainfitError):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, prices, serving,
-                   trace, validate)
+                   trace, ui, validate)
 
     parser = _Parser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_parser(sub)
     catalog_cmds.add_parsers(sub)
     prices.add_parser(sub)
+    ui.add_parser(sub)
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
+from .common import (add_efficiency_flags, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
                      parse_sets, print_json)
 
 HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
@@ -58,6 +58,7 @@ def add_parser(sub) -> None:
     p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
     add_efficiency_flags(p)
     add_prices_flag(p)
+    add_report_flags(p)
     add_output_flags(p)
     p.set_defaults(run=run)
 
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     from ..report.plan import plan_dict, render_plan, write_plan
 
     lang = lang_of(args)
+    check_reports(args)
     if args.out:
         check_out(args.out, "dir")
     apply_prices(args)
@@ -99,4 +101,7 @@ def run(args: argparse.Namespace) -> int:
         console().print(render_plan(plan, lang))
         if args.out:
             console().print(f"plan written to {path}")
+    from ..report.html_blocks import plan_doc
+
+    write_reports(args, lambda: plan_doc(plan, lang))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_model_flag, add_output_flags, console, lang_of, parse_sets, print_json
+from .common import add_model_flag, add_output_flags, add_report_flags, check_reports, write_reports, console, lang_of, parse_sets, print_json
 
 HELP = "serving after training: KV-cache capacity, TTFT/TPOT, tokens/s and cost with vLLM or SGLang"
 EXAMPLES = """examples:
@@ -58,6 +58,7 @@ def add_parser(sub) -> None:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="override a named serving value (catalog/data/serving.yaml); repeatable")
     add_output_flags(p)
+    add_report_flags(p)
     p.set_defaults(run=run)
 
 
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, lang: str) -> int:
+    check_reports(args)
     overrides = parse_sets(args.set)
     kwargs = _spec_kwargs(args)
     if args.compare:
@@ -105,6 +107,9 @@ def _run(args: argparse.Namespace, lang: str) -> int:
         print_json(doc)
     else:
         console().print(view)
+    from ..report.html_docs import serving_doc
+
+    write_reports(args, lambda: serving_doc(doc, lang))
     return 0
 
 

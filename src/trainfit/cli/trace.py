@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_job_flags, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+from .common import (add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
 
 HELP = "trace one training step of the real HF/PEFT code under FakeTensorMode (no GPU, no weights)"
@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
     p.add_argument("--gpu", "-g", default="a100-sxm4-80gb", help="GPU whose usable memory the result is set against")
     p.add_argument("--full-depth", action="store_true", help="trace every block instead of 2 and 3 (slow for 7B+)")
     add_job_flags(p)
+    add_report_flags(p)
     p.set_defaults(run=run)
 
 
@@ -29,14 +30,22 @@ def run(args: argparse.Namespace) -> int:
     from ..api import estimate, load_efficiencies
     from ..trace import compare_with_estimate
 
-    lang_of(args)
+    lang = lang_of(args)
+    check_reports(args)
     est = estimate(args.model, args.gpu, efficiencies=load_efficiencies(parse_sets(args.set), args.calibration),
                    **workload_kwargs(args), **strategy_kwargs(args))
     doc = compare_with_estimate(est, full=args.full_depth)
     doc = {"model": est.model.name, "method": est.training.method.value, "seq_len": est.training.seq_len,
            "micro_batch": est.training.micro_batch, "grad_ckpt": est.training.grad_ckpt.value, **doc}
+    from ..report.html_docs import trace_doc
+    from ..units import GiB
+
+    phases = ({p.name: round(p.total / GiB, 3) for p in est.memory.phases}
+              if est.strategy.gpus == 1 and est.strategy.engine == "single" else None)
+
     if args.json:
         print_json(doc)
+        write_reports(args, lambda: trace_doc(doc, lang, phases))
         return 0
     from rich.table import Table
 
@@ -54,4 +63,5 @@ def run(args: argparse.Namespace) -> int:
             f"{doc['seconds']:.1f} s")
     for note in doc["notes"]:
         c.print(f"- {note}", style="dim")
+    write_reports(args, lambda: trace_doc(doc, lang, phases))
     return 0

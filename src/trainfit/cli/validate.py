@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_efficiency_flags, add_output_flags, console, lang_of, parse_sets, print_json
+from .common import add_efficiency_flags, add_output_flags, add_report_flags, check_reports, write_reports, console, lang_of, parse_sets, print_json
 
 HELP = "predict measured training runs (validation cases) and report the error per metric, GPU, method and source"
 EXAMPLES = """examples:
@@ -42,6 +42,7 @@ def add_parser(sub) -> None:
                    help="use efficiency.yaml without the shipped calibration (the calibration's starting point)")
     add_efficiency_flags(p)
     add_output_flags(p)
+    add_report_flags(p)
     p.set_defaults(run=run)
 
 
@@ -78,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from ..serving.validate import validate as validate_serving
     from ..validate import load_cases, validate
 
-    lang_of(args)
+    lang = lang_of(args)
+    check_reports(args)
     for name, limit in (("--max-mape-throughput", args.max_mape_throughput),
                         ("--max-mape-memory", args.max_mape_memory), ("--min-predicted", args.min_predicted),
                         ("--max-mape-kv", args.max_mape_kv),
@@ -107,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
             render(doc, args.rows)
         if doc["serving"]:
             render_serving(doc["serving"], args.rows)
+    from ..report.html_docs import validate_doc
+
+    write_reports(args, lambda: validate_doc(doc, lang))
     for line in failed:
         print(f"trainfit: limit exceeded: {line}", file=sys.stderr)
     return 1 if failed else 0

@@ -1,0 +1,100 @@
+"""Report documents for trace, validate and serving, built from the JSON documents those commands print."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..estimate.memory import PARTS
+from ..i18n import t as tr
+from . import svg
+from .document import Doc
+from .words import w
+
+VALIDATE_METRICS = (("tokens_per_s_per_gpu", "tokens/s per GPU"), ("step_time_s", "step time (s)"),
+                    ("peak_memory_gib", "peak memory (GiB)"), ("mfu", "MFU"))
+
+
+def trace_doc(doc: dict[str, Any], lang: str, analytic_phases: dict[str, float] | None = None) -> Doc:
+    """`analytic_phases`: the analytic model's moments of the same one-GPU step (name -> GiB), shown beside the
+    traced ones (the two name their moments differently, so they are two charts, not one)."""
+    d = Doc(f"{w('r_trace', lang)}: {doc['model']} · {doc['method']} · seq {doc['seq_len']} × mb {doc['micro_batch']}"
+            f" · ckpt {doc['grad_ckpt']}", lang)
+    est = doc["estimate"]
+    d.chart(svg.grouped_bars(w("r_trace_chart", lang), [tr(p, lang) for p in PARTS],
+                             [(w("r_traced", lang), [doc["memory_gib"].get(p, 0.0) for p in PARTS]),
+                              (w("r_analytic", lang), [est["memory_gib"].get(p, 0.0) for p in PARTS])], "GiB"))
+    moments = doc.get("moments_gib") or {}
+    if moments:
+        d.chart(svg.hbars(f"{w('r_traced', lang)}: GiB", list(moments), list(moments.values()), "GiB", "{:.3f}"))
+    if analytic_phases:
+        d.chart(svg.hbars(f"{w('r_analytic', lang)}: GiB", list(analytic_phases), list(analytic_phases.values()),
+                          "GiB", "{:.3f}"))
+    d.table([tr("part", lang), w("r_traced", lang), w("r_analytic", lang)],
+            [[tr(p, lang), f"{doc['memory_gib'].get(p, 0):.3f}", f"{est['memory_gib'].get(p, 0):.3f}"] for p in PARTS]
+            + [[tr("total", lang), f"{doc['memory_gib']['total']:.3f}", f"{est['allocated_gib']:.3f}"]])
+    diff = doc["difference"]
+    d.p(f"{tr('peak_phase', lang)}: {doc['peak_moment']} ({w('r_analytic', lang)}: {est['peak_phase']}); "
+        f"{w('r_analytic', lang)} − {w('r_traced', lang)} = {diff['allocated_gib']:+.3f} GiB"
+        + (f" ({diff['percent']:+.2f}%)" if diff.get("percent") is not None else ""))
+    d.items(list(doc.get("notes") or []))
+    return d
+
+
+def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
+    d = Doc(f"{w('r_validate', lang)}: {doc.get('predicted', 0)} / {doc.get('cases', 0)}", lang)
+    rows = doc.get("rows") or []
+    summary = []
+    for key, label in VALIDATE_METRICS:
+        pts = [(r["measured"][key], r["predicted"][key], 1, f"{r['id']}: {r['predicted'][key]:.4g} vs "
+                f"{r['measured'][key]:.4g}") for r in rows
+               if (r.get("measured") or {}).get(key) is not None and (r.get("predicted") or {}).get(key) is not None]
+        if not pts:
+            continue
+        d.chart(svg.scatter(w("r_val_chart", lang, metric=label), pts, f"{w('r_measured', lang)}: {label}",
+                            f"{w('r_predicted', lang)}", ["", w("r_case", lang)], diagonal=True))
+        summary.append(f"{label}: n = {len(pts)}")
+    for metric in ("throughput", "memory", "mfu"):
+        m = doc.get(metric) or {}
+        if m.get("n"):
+            summary.append(f"{metric}: n = {m['n']}, MAPE {m['mape']:.1%}, max {m['max_ape']:.1%}")
+    d.items(summary)
+    if doc.get("serving"):
+        d.p(f"serving cases: {len(doc['serving'].get('rows') or [])}")
+    d.items(list(doc.get("notes") or []))
+    return d
+
+
+def serving_doc(doc: dict[str, Any], lang: str) -> Doc:
+    d = Doc(f"{w('r_serving', lang)}: {doc.get('model')}", lang)
+    if "memory" in doc:
+        m = doc["memory"]
+        parts = (("sv_weights", m["weights_gib"]), ("sv_buffers", m["weight_buffers_gib"]),
+                 ("sv_activation", m["activation_peak_gib"]), ("sv_non_torch", m["non_torch_gib"]),
+                 ("sv_cuda_graph", m["cuda_graphs_gib"]), ("sv_kv_budget", m["kv_cache_gib"]))
+        names = [tr(k, lang).replace("{fmt}", str(doc.get("weights_format"))) for k, _ in parts]
+        budget = m["total_gpu_gib"] * m["memory_fraction"]
+        d.chart(svg.stacked_bars(w("r_sv_mem", lang), [str(doc.get("gpu"))], [(n, [v]) for n, (_, v) in
+                                                                                zip(names, parts)], "GiB",
+                                 (tr("sv_budget", lang).format(frac=m["memory_fraction"], total=m["total_gpu_gib"]),
+                                  budget)))
+        d.table([tr("part", lang), "GiB"], [[n, f"{v:.2f}"] for n, (_, v) in zip(names, parts)]
+                + [[tr("sv_kv_tokens", lang), f"{m['kv_cache_tokens']:,}"]])
+        d.p(tr("sv_fits", lang) if doc.get("fits") else tr("sv_not_fit", lang), "ok" if doc.get("fits") else "bad")
+        d.items(list(doc.get("warnings") or []))
+        d.h(tr("assumptions", lang)).items([str(a) for a in doc.get("assumptions") or []])
+    rows = doc.get("rows") or doc.get("options") or []
+    if rows:
+        labels = [f"{r.get('gpu')} · {str(r.get('instance') or '').split('/')[-1].removeprefix('ecs.')}" for r in rows]
+        d.chart(svg.hbars(tr("sv_h_tps", lang), labels, [r.get("output_tokens_per_s") if r.get("fits") else None
+                                                          for r in rows], "tokens/s"))
+        by_cur: dict[str, list] = {}
+        for label, r in zip(labels, rows):
+            if r.get("fits") and r.get("cost_per_m_output_tokens") is not None:
+                by_cur.setdefault(r.get("currency") or "", []).append((label, r["cost_per_m_output_tokens"]))
+        for cur in sorted(by_cur):
+            d.chart(svg.hbars(f"{tr('sv_cost_m', lang)} ({cur})", [a for a, _ in by_cur[cur]],
+                              [b for _, b in by_cur[cur]], cur, "{:,.2f}"))
+        keys = [k for k in ("gpu", "instance", "tp", "fits", "kv_cache_tokens", "output_tokens_per_s", "ttft_ms",
+                            "tpot_ms", "cost_per_hour", "cost_per_m_output_tokens", "currency") if k in rows[0]]
+        d.table(keys, [[r.get(k) if r.get(k) is not None else "—" for k in keys] for r in rows])
+    return d
