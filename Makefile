@@ -39,7 +39,9 @@ browser:
 	  else echo "make: no chromium and no root/apt to install it: the browser tests will skip"; fi
 
 test: $(VENV)/.test-installed browser
-	$(BIN)/python -m pytest; status=$$?; $(BIN)/python tests/leftovers.py || status=1; exit $$status
+	session=$$($(BIN)/python -c 'import uuid; print(uuid.uuid4().hex)'); \
+	TRAINFIT_TEST_SESSION=$$session $(BIN)/python -m pytest; status=$$?; \
+	$(BIN)/python tests/leftovers.py $$session || status=1; exit $$status
 
 # The shipped calibration, fitted on committed data (published runs + our own measurements); reproducible.
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))

@@ -227,12 +227,12 @@ def test_killing_the_suite_leaves_nothing(tmp_path, sig):
 
 def test_leftovers_check_finds_a_stray_process(tmp_path):
     """`make test` ends with tests/leftovers.py: a process of a test session still alive fails it (and is stopped)."""
-    env = dict(os.environ, TRAINFIT_TEST_SESSION="stray-" + os.urandom(4).hex())
-    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env,
-                             start_new_session=True)
+    session = "stray-" + os.urandom(4).hex()
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                             env=dict(os.environ, TRAINFIT_TEST_SESSION=session), start_new_session=True)
     try:
         clean_env = {k: v for k, v in os.environ.items() if k != "TRAINFIT_TEST_SESSION"}
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "leftovers.py")], env=clean_env,
+        out = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "leftovers.py"), session], env=clean_env,
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 1 and str(stray.pid) in out.stderr
         stray.wait(timeout=10)  # it was stopped
