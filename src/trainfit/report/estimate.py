@@ -7,6 +7,7 @@ from typing import Any
 from ..advise import Alternative, overflow_terms
 from ..estimate.core import Estimate
 from ..i18n import t as tr
+from ..i18n.notes import localize
 from ..units import GiB
 
 
@@ -102,7 +103,8 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     verdict = Text(f"{tr('fits', lang) if mem.fits else tr('does_not_fit', lang)}: "
                    f"{mem.device / GiB:.1f} / {mem.usable / GiB:.1f} GiB",
                    style="bold green" if mem.fits else "bold red")
-    table = Table(title=tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {mem.peak_phase})")
+    phase = tr("phase_" + mem.peak_phase, lang)
+    table = Table(title=tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {phase})")
     table.add_column(tr("part", lang))
     table.add_column(tr("gib", lang), justify="right")
     for part in ("weights", "gradients", "optimizer", "activations", "logits", "other"):
@@ -130,8 +132,10 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
                 alt.add_row(a.change, f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}")
             items.append(alt)
     if est.warnings:
-        items.append(Text(tr("warnings", lang) + ":\n" + "\n".join(f"  ! {w}" for w in est.warnings), style="yellow"))
-    items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"  - {a}" for a in est.assumptions), style="dim"))
+        items.append(Text(tr("warnings", lang) + ":\n" + "\n".join(f"  ! {localize(w, lang)}" for w in est.warnings),
+                          style="yellow"))
+    items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"  - {localize(a, lang)}" for a in est.assumptions),
+                      style="dim"))
     effs = ", ".join(f"{k}={v['value']:g}" for k, v in sorted(est.efficiencies.items()))
     items.append(Text(f"{tr('efficiencies', lang)}: {effs}", style="dim"))
     if est.gpu.unverified:

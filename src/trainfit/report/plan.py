@@ -13,6 +13,7 @@ from ..i18n import t as tr
 from ..plan import Plan
 from ..search.run import Candidate, headroom_gib
 from ..units import GiB
+from ..i18n.notes import localize
 from .estimate import strategy_of
 
 PLAN_FORMAT_VERSION = 1
@@ -170,13 +171,15 @@ def render_plan(plan: Plan, lang: str):
             table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
                           f"{c.estimate.tokens_per_s:,.0f}", f"{c.hours:,.1f}", _money(c.cost, plan.currency))
         items.append(table)
+        # (the sentences below are written in English by the search; localize() gives their Chinese form)
         if req.pricing == "spot":
             items.append(Text(tr("spot_warning", lang), style="bold yellow"))
             for i, c in enumerate(plan.recommendations[:3]):
                 if c.spot is not None:
                     items.append(Text(f"#{i + 1} " + tr("spot_line", lang).format(**c.spot.to_dict()), style="yellow"))
         for i, lines in enumerate(plan.why[:3]):
-            items.append(Text(f"#{i + 1} " + tr("why", lang) + ":\n" + "\n".join(f"   - {x}" for x in lines)))
+            items.append(Text(f"#{i + 1} " + tr("why", lang) + ":\n"
+                              + "\n".join(f"   - {localize(x, lang)}" for x in lines)))
     else:
         b = plan.binding or {}
         items.append(Text(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", style="bold red"))
@@ -193,11 +196,11 @@ def render_plan(plan: Plan, lang: str):
     if plan.excluded:
         items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {r}" for g, r in plan.excluded.items()),
                           style="dim"))
-    rej = ", ".join(f"{k}: {v:,}" for k, v in plan.rejected.most_common(5))
-    items.append(Text(f"{tr('searched', lang)}: {plan.result.candidates:,} candidates in "
-                      f"{plan.result.seconds:.2f} s ({rej})", style="dim"))
-    items.append(Text(tr("assumptions", lang) + ":\n" + "\n".join(f"   - {a}" for a in plan_dict(plan)["assumptions"]),
-                      style="dim"))
+    rej = ", ".join(f"{localize(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5))
+    items.append(Text(tr("searched_line", lang).format(n=f"{plan.result.candidates:,}", s=f"{plan.result.seconds:.2f}",
+                                                       reasons=rej), style="dim"))
+    items.append(Text(tr("assumptions", lang) + ":\n"
+                      + "\n".join(f"   - {localize(a, lang)}" for a in plan_dict(plan)["assumptions"]), style="dim"))
     items.append(Text("* " + tr("flag_note", lang), style="dim"))
     items.append(Text(tr("compare_note_stale", lang).format(days=STALE_DAYS), style="dim"))
     return Group(*items)

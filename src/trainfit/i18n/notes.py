@@ -1,0 +1,116 @@
+"""Chinese for the sentences the estimator and the search write in English (assumptions, warnings, the plan's "why"
+lines and rejection reasons): each is matched whole by a pattern and rewritten with the values it carries. A
+sentence no pattern matches is shown in English; tests/test_i18n.py generates the sentences over many
+configurations and fails when one has no Chinese form."""
+
+from __future__ import annotations
+
+import re
+
+_N = r"[0-9][0-9,.]*"
+# (pattern matched against the whole sentence, Chinese template filled with the pattern's named groups)
+_ZH: list[tuple[str, str]] = [
+    # estimate: assumptions
+    (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\)", "序列打包为恰好 {n} 个 token（无填充）"),
+    (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in (?P<d>\w+) \(PEFT default\)",
+     "LoRA 秩 {r}，作用于 {t}；适配器为 {d}（PEFT 默认）"),
+    (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in (?P<d>\w+)(?P<rest>.*)", "LoRA 秩 {r}，作用于 {t}；适配器为 {d}{rest}"),
+    (r"DPO keeps a frozen reference copy of the model \(LoRA/QLoRA reuse the base with adapters off\)",
+     "DPO 保留一份冻结的参考模型副本（LoRA/QLoRA 关闭适配器后复用基座模型）"),
+    (r"DPO: micro-batch counts preference pairs \(chosen \+ rejected = 2 sequences\)",
+     "DPO：micro-batch 按偏好对计数（chosen + rejected = 2 条序列）"),
+    (r"QLoRA through PEFT: (?P<rest>.+)", "经 PEFT 的 QLoRA：嵌入层、归一化层和输出头转为 fp32，隐藏状态与 MLP 中间结果也随之为 fp32"
+                                          "（bitsandbytes 返回输入的数据类型）"),
+    (r"(?P<g>[\w.-]+): GPUs talk over PCIe Gen(?P<v>\d) \(no NVLink bridge assumed\)",
+     "{g}：GPU 之间经 PCIe Gen{v} 通信（假设无 NVLink 桥）"),
+    (rf"(?P<g>[\w.-]+): SXM GPUs assumed on an NVSwitch/NVLink baseboard \((?P<bw>{_N}) GB/s NVLink\)",
+     "{g}：假设 SXM GPU 位于 NVSwitch/NVLink 基板上（NVLink {bw} GB/s）"),
+    (rf"classification head with (?P<n>{_N}) labels", "分类头，{n} 个类别"),
+    (r"freeze: only the last blocks train \(freeze_trainable_layers\)", "冻结训练：只训练最后几层（freeze_trainable_layers）"),
+    (r"full fine-tuning without DeepSpeed/FSDP keeps fp32 weights under autocast",
+     "不用 DeepSpeed/FSDP 的全参微调在 autocast 下保留 fp32 权重"),
+    (rf"sequence length (?P<n>{_N}) \(the model's positions; default (?P<d>{_N})\)",
+     "序列长度 {n}（模型的位置数；默认 {d}）"),
+    # estimate: warnings
+    (r"QLoRA with ZeRO-3/FSDP needs bnb_4bit_quant_storage set to the compute dtype \(bitsandbytes >= 0\.43\); "
+     r"generated configs set it", "ZeRO-3/FSDP 下的 QLoRA 需要把 bnb_4bit_quant_storage 设为计算精度（bitsandbytes >= 0.43）；"
+                                  "生成的配置已设置"),
+    (r"fp16 mixed precision needs loss scaling \(the generated Trainer config enables it\)",
+     "fp16 混合精度需要损失缩放（生成的配置已启用）"),
+    # plan: workload notes
+    (rf"global batch (?P<n>{_N}) sequences per optimizer step \(fine-tuning default; --global-batch\)",
+     "每个优化器步的全局批量为 {n} 条序列（微调默认值；--global-batch）"),
+    (rf"global batch (?P<n>{_N}) sequences \(~1M tokens\) per step \(pre-training default; --global-batch\)",
+     "每步全局批量 {n} 条序列（约 1M tokens，预训练默认值；--global-batch）"),
+    (rf"(?P<t>{_N}) tokens packed into (?P<s>{_N})-token sequences x (?P<e>{_N}) epochs",
+     "{t} 个 token 打包为 {s} token 的序列 × {e} 轮"),
+    (rf"sequence length capped at the model's (?P<n>{_N}) positions", "序列长度限制为模型的 {n} 个位置"),
+    # plan: why lines
+    (rf"bottleneck: (?P<b>[\w ]+); (?P<t>{_N}) tokens/s \((?P<g>{_N}) per GPU\), MFU (?P<m>{_N})%",
+     "瓶颈：{b}；{t} tokens/s（每卡 {g}），MFU {m}%"),
+    (rf"memory: (?P<u>{_N}) of (?P<a>{_N}) GiB per GPU \((?P<h>{_N}) GiB headroom\), micro-batch (?P<mb>{_N}) x "
+     rf"grad-accum (?P<ga>{_N})", "显存：每张 GPU {u} / {a} GiB（余量 {h} GiB），micro-batch {mb} × 梯度累积 {ga}"),
+    (rf"communication: (?P<p>{_N})% of each step exposed", "通信：每步有 {p}% 未被计算掩盖"),
+    (r"runner-up: (?P<d>.+) \((?P<m>.+) more\)", "次优：{d}（多 {m}）"),
+    (r"caution: (?P<f>.+)", "注意：{f}"),
+    (rf"multi-node: (?P<n>{_N}) nodes over (?P<l>\w+) \((?P<g>{_N}) Gbit/s\); exposed communication (?P<p>{_N})% of "
+     r"each step", "多机：{n} 个节点经 {l}（{g} Gbit/s）；每步有 {p}% 通信未被掩盖"),
+    (r"the job outgrows one machine: it does not fit on a single node of this type",
+     "任务超出单机：此类型的单个节点放不下"),
+    (rf"one node would take (?P<h>{_N}) h", "单节点需要 {h} 小时"),
+    (rf"monthly subscription: (?P<m>{_N}) month\(s\) cost less than pay-as-you-go for (?P<h>{_N}) h",
+     "包月：{m} 个月比按量付费 {h} 小时更便宜"),
+    (r"spot: can be reclaimed; (?P<rest>.+)", "抢占式实例：可能被随时回收；{rest}"),
+    # plan: the named values a plan assumes (efficiency.yaml), the billing and cost lines
+    (rf"plan_memory_headroom_fraction = (?P<v>{_N}) fraction: .+",
+     "plan_memory_headroom_fraction = {v}：计划的安全余量，预测显存须低于可用显存的 (1 − 该值) 倍"),
+    (rf"startup_hours = (?P<v>{_N}) h: .+", "startup_hours = {v} 小时：每次运行在第一步之前的时间（实例启动、镜像与驱动、环境安装、"
+                                            "模型下载与加载、数据分词），与训练时间一样计费"),
+    (rf"checkpoint_interval_hours = (?P<v>{_N}) h: .+", "checkpoint_interval_hours = {v} 小时：两次检查点之间的时间（结束时也写一次）"),
+    (rf"checkpoint_write_gbytes_per_s = (?P<v>{_N}) GB/s: .+",
+     "checkpoint_write_gbytes_per_s = {v} GB/s：每个节点写检查点存储的带宽；写入时训练暂停"),
+    (r"billing: .+", "计费：假设值，未经参考资料核实：阿里云 ECS 按量付费按秒计费，AWS 和 GCP 按秒计费（Linux 最少 60 秒），"
+                     "Azure 按分钟计费"),
+    (r"cost = price per hour x instances x billed hours; prices are catalog snapshots \(see price_date\)",
+     "费用 = 每小时价格 × 实例数 × 计费小时；价格为目录快照（见 price_date）"),
+    (rf"spot_mtbi_hours = (?P<v>{_N}) h \(.+\)", "spot_mtbi_hours = {v} 小时（抢占式实例两次回收之间的平均时间；假设值）"),
+    (rf"spot_restart_hours = (?P<v>{_N}) h \(.+\)", "spot_restart_hours = {v} 小时（每次回收后的重启时间；假设值）"),
+    (r"spot instances can be reclaimed at any time; .+",
+     "抢占式实例可能被随时回收；检查点间隔 sqrt(2 × 检查点时间 × MTBI)（Young 1974），每次回收损失上次检查点以来的工作并需重启"),
+    # plan: rejection reasons and skipped offers
+    (r"does not fit in GPU memory \(with the safety headroom\)", "显存放不下（含安全余量）"),
+    (r"dominated by a larger micro-batch that fits", "被能放下的更大 micro-batch 取代"),
+    (r"GPU count does not divide the global batch", "GPU 数不能整除全局批量"),
+    (r"more GPUs than sequences in the global batch", "GPU 数多于全局批量的序列数"),
+    (r"CPU offload needs more host RAM than the instance has", "CPU 卸载所需内存超过实例内存"),
+    (r"too slow for the deadline", "赶不上截止时间"),
+    (r"over budget", "超出预算"),
+    (r"not a training instance \(vGPU slice or unknown GPU\)", "不是训练实例（vGPU 切片或未知 GPU）"),
+    (r"instance types skipped: (?P<r>.+)", "跳过的实例类型：{r}"),
+    (r"incompatible: (?P<r>.+)", "不兼容：{r}"),
+    (r"no price in the catalog(?P<rest>.*)", "目录中无价格{rest}"),
+    (r"priced in (?P<c>\w+); give --usd-cny to compare with (?P<t>\w+)", "以 {c} 计价；给出 --usd-cny 才能与 {t} 比较"),
+]
+_COMPILED = [(re.compile(p), z) for p, z in _ZH]
+_WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销"}
+_CAUTIONS = {"price unverified": "价格未核实", "GPU model inferred by third parties": "GPU 型号为第三方推断"}
+
+
+def localize(text: str, lang: str) -> str:
+    """`text` in `lang` (English sentences pass through unchanged when no pattern knows them)."""
+    if lang != "zh":
+        return text
+    for pattern, template in _COMPILED:
+        m = pattern.fullmatch(text)
+        if m:
+            values = {k: _WORDS.get(v, v) if v else "" for k, v in m.groupdict().items()}
+            if "r" in values and pattern.pattern.startswith(("instance types skipped", "incompatible")):
+                values["r"] = localize(values["r"], lang)
+            if pattern.pattern.startswith("caution"):
+                values["f"] = "，".join(_CAUTIONS.get(x, x) for x in values["f"].split(", "))
+            return template.format(**values)
+    return text
+
+
+def has_chinese(text: str) -> bool:
+    return localize(text, "zh") != text

@@ -1,0 +1,77 @@
+"""Every string a user reads has a Chinese form: the message catalog is complete (same placeholders in both
+languages), and the English sentences the estimator and the search write (assumptions, warnings, the plan's "why"
+lines, rejection reasons) are each matched by a Chinese pattern — generated here over many configurations."""
+
+import itertools
+import re
+import string
+
+import pytest
+
+import trainfit
+from trainfit.errors import TrainfitError
+from trainfit.i18n import _MESSAGES, t
+from trainfit.i18n.notes import has_chinese, localize
+
+
+def _fields(text: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(text) if f}
+
+
+def test_the_message_catalog_is_complete():
+    for key, entry in _MESSAGES.items():
+        assert entry.get("en") and entry.get("zh"), f"message {key!r} lacks a language"
+        assert _fields(entry["en"]) == _fields(entry["zh"]), f"message {key!r}: placeholders differ"
+
+
+def test_unknown_sentences_pass_through_and_english_is_untouched():
+    assert localize("some sentence nobody wrote", "zh") == "some sentence nobody wrote"
+    assert localize("sequences packed to exactly 2048 tokens (no padding)", "en") == \
+        "sequences packed to exactly 2048 tokens (no padding)"
+    assert localize("sequences packed to exactly 2048 tokens (no padding)", "zh") == "序列打包为恰好 2048 个 token（无填充）"
+
+
+def _estimate_sentences():
+    seen = {}
+    for model, gpu, method, gpus, zero, ck, prec, task in itertools.product(
+            ["qwen2-7b", "gpt2", "bert-base-uncased", "mixtral-8x7b"], ["a10", "t4", "h100-sxm"],
+            ["full", "lora", "qlora", "freeze"], [1, 8], [None, 3], ["none", "full"], ["bf16", "fp16"],
+            [None, "dpo"]):
+        try:
+            est = trainfit.estimate(model, gpu, method=method, gpus=gpus, zero=zero, grad_ckpt=ck, precision=prec,
+                                    task=task)
+        except TrainfitError:
+            continue
+        for text in (*est.assumptions, *est.warnings):
+            seen.setdefault(re.sub(r"[0-9][0-9.,]*", "#", text), text)
+    return sorted(seen.values())
+
+
+def test_every_estimate_sentence_has_chinese():
+    sentences = _estimate_sentences()
+    assert len(sentences) >= 10
+    missing = [s for s in sentences if not has_chinese(s)]
+    assert not missing, missing
+    assert not [s for s in sentences if re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", localize(s, "zh"))
+                and not s.startswith(("runner-up", "incompatible"))], "English left inside a Chinese sentence"
+
+
+@pytest.mark.parametrize("flags", [
+    ("--method", "lora", "--dataset-tokens", "200M", "--gpu", "a10"),
+    ("--method", "full", "--dataset-tokens", "1B", "--max-nodes", "2", "--gpu", "a100-sxm4-80gb,h20"),
+    ("--method", "lora", "--dataset-tokens", "20B", "--pricing", "subscription", "--gpu", "t4"),
+    ("--method", "lora", "--dataset-tokens", "200M", "--provider", "all", "--usd-cny", "7.1", "--deadline", "2h"),
+])
+def test_every_plan_sentence_has_chinese(run_cli, flags):
+    import json
+
+    code, out, err = run_cli("plan", "--model", "qwen2-7b", *flags, "--top", "10", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    sentences = list(d["assumptions"]) + list(d["rejected"])
+    for rec in d["recommendations"]:
+        sentences += rec.get("why") or []
+    missing = [s for s in sentences if not has_chinese(s)]
+    assert not missing, missing
+    assert not [s for s in sentences if re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", localize(s, "zh"))
+                and not s.startswith(("runner-up", "incompatible"))], "English left inside a Chinese sentence"
