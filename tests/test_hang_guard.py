@@ -249,3 +249,23 @@ def test_metrics_file_is_json_lines(run_cli, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(x) for x in (run / "out" / "metrics.jsonl").read_text().splitlines()]
     assert lines[-1]["summary"] is True and proc.leftovers == []
+
+
+NO_TORCH = "import sys\nsys.modules['torch'] = None  # `import torch` raises ImportError, as where it is not installed\n"
+
+
+def test_train_py_and_bench_without_torch_say_what_to_install(run_cli, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    _generate(run_cli, run)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_TORCH)
+    env = _env(PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    proc = _proc.run(_train_argv(run, "--max-steps", "1"), cwd=str(run), env=env, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("train.py: error: torch is not installed: pip install -r "
+                                                           "requirements.txt")
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    code, _, err = run_cli("bench", "--model", "tiny-llama", "--device", "cpu", "--seq-len", "32", "--steps", "1",
+                           "--warmup", "0", "--timeout", "120")
+    assert code == 2 and "Traceback" not in err and "torch is not installed" in err and err.count("\n") == 1

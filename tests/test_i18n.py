@@ -10,7 +10,7 @@ import pytest
 
 import trainfit
 from trainfit.errors import TrainfitError
-from trainfit.i18n import _MESSAGES, t
+from trainfit.i18n import _MESSAGES
 from trainfit.i18n.notes import has_chinese, localize
 
 
@@ -18,10 +18,16 @@ def _fields(text: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
-def test_the_message_catalog_is_complete():
-    for key, entry in _MESSAGES.items():
-        assert entry.get("en") and entry.get("zh"), f"message {key!r} lacks a language"
-        assert _fields(entry["en"]) == _fields(entry["zh"]), f"message {key!r}: placeholders differ"
+def test_the_message_catalogs_are_complete():
+    """The CLI's messages (with serving's), the reports' words and the web calculator's labels."""
+    from trainfit.report.words import WORDS
+    from trainfit.ui.words import UI_WORDS
+
+    for catalog in (_MESSAGES, WORDS, UI_WORDS):
+        assert catalog
+        for key, entry in catalog.items():
+            assert entry.get("en") and entry.get("zh"), f"message {key!r} lacks a language"
+            assert _fields(entry["en"]) == _fields(entry["zh"]), f"message {key!r}: placeholders differ"
 
 
 def test_unknown_sentences_pass_through_and_english_is_untouched():

@@ -903,8 +903,12 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     """Run training; returns the summary (also logged as the last JSON line)."""
     phase = watchdog.enter if watchdog else (lambda name: None)
     phase("import")
-    import torch
-    import transformers  # noqa: F401  (imported here so that a slow or broken import is named as such)
+    try:
+        import torch
+        import transformers  # noqa: F401  (imported here so that a slow or broken import is named as such)
+    except ImportError as exc:
+        raise SetupError(f"{exc.name or exc} is not installed: pip install -r requirements.txt (torch, transformers, "
+                         f"peft{', deepspeed' if cfg['engine'] == 'deepspeed' else ''})") from None
 
     phase("rendezvous")
     dist = Dist(cfg, args)
