@@ -26,6 +26,14 @@ def add_parser(sub) -> None:
     p.add_argument("--data", help="training data (JSONL/Parquet file or directory), checked now and by train.py")
     p.add_argument("--output-dir", default="output", help="where train.py writes checkpoints and metrics")
     p.add_argument("--force", action="store_true", help="replace a non-empty --out directory")
+    t = p.add_argument_group("where it runs (launch.sh is always written)")
+    t.add_argument("--target", default="ecs", choices=("ecs", "dlc", "pytorchjob", "skypilot", "slurm"),
+                   help="ecs: launch.sh on instances you log into (default); dlc: PAI-DLC job (dlc_job.json); "
+                        "pytorchjob: Kubeflow PyTorchJob for ACK; skypilot: SkyPilot task; slurm: sbatch script")
+    t.add_argument("--image", default=None, help="container image for dlc / pytorchjob")
+    t.add_argument("--storage", default=None,
+                   help="dlc: shared storage mounted on every node (oss://bucket/dir/, nas://..., cpfs://...)")
+    t.add_argument("--pvc", default=None, help="pytorchjob: the shared PersistentVolumeClaim (default trainfit-shared)")
     g = p.add_argument_group("without a plan file: the workload flags of `estimate`")
     g.add_argument("--model", "-m", help="model (preset, config.json, model directory)")
     g.add_argument("--gpu", "-g", help="GPU name")
@@ -49,7 +57,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import SpecError
-    from ..generate import generate, load_plan, setup_from_estimate
+    from ..generate import generate, load_plan, setup_from_estimate, submit_command
 
     lang = lang_of(args)
     check_out(args.out, "dir")
@@ -70,13 +78,26 @@ def run(args: argparse.Namespace) -> int:
         setup = setup_from_estimate(est, args.model, tokens)
     else:
         raise SpecError("give --plan plan.json, or --model with the workload flags")
-    files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir)
+    files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir,
+                     target=args.target, image=args.image, storage=args.storage, pvc=args.pvc)
+    submit = submit_command(args.target, setup)
     if args.json:
-        print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"],
-                    "world_size": setup.world_size, "choice": setup.choice})
+        print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"], "target": args.target,
+                    "submit": submit, "world_size": setup.world_size, "choice": setup.choice})
+        return 0
+    import shlex
+    import os
+
+    console().print(f"wrote {args.out}: {', '.join(files)}")
+    data = shlex.quote(os.path.abspath(args.data)) if args.data else "/path/to/data"
+    out = shlex.quote(args.out)
+    if args.target == "ecs":
+        console().print(f"next: pip install -r {out}/requirements.txt && DATA={data} {out}/launch.sh", soft_wrap=True)
     else:
-        console().print(f"wrote {args.out}: {', '.join(files)}")
-        console().print(f"next: pip install -r {args.out}/requirements.txt && DATA=/path/to/data {args.out}/launch.sh")
+        console().print(f"next: cd {out} && {submit}", soft_wrap=True, markup=False)
+    if args.target == "skypilot" and setup.choice.get("provider") == "alibaba":
+        console().print("note: SkyPilot does not reach Alibaba ECS directly; run it on ACK (cloud: kubernetes) or "
+                        "another cloud, or use --target ecs / dlc / pytorchjob", soft_wrap=True)
     return 0
 
 

@@ -13,8 +13,9 @@ from .configs import accelerate_fsdp_config, deepspeed_config, train_config
 from .docs import readme, requirements
 from .launch import launch_script
 from .setup import Setup, load_plan, setup_from_estimate
+from .targets import TARGETS, submit_command, target_files
 
-__all__ = ["generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files"]
+__all__ = ["TARGETS", "submit_command", "generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files"]
 
 
 def runner_source() -> str:
@@ -22,8 +23,9 @@ def runner_source() -> str:
     return resources.files("trainfit.train").joinpath("runner.py").read_text(encoding="utf-8")
 
 
-def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en") -> dict[str, str]:
-    """{file name: content} of the setup."""
+def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en", target: str = "ecs",
+                 image: str | None = None, storage: str | None = None, pvc: str | None = None) -> dict[str, str]:
+    """{file name: content} of the setup; launch.sh always, plus the scheduler spec of `target`."""
     engine = setup.strategy["engine"]
     engine_files: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -40,19 +42,24 @@ def render_files(setup: Setup, data: str | None, output_dir: str = "output", lan
     files["launch.sh"] = launch_script(setup, data, output_dir)
     files["train.py"] = runner_source()
     files["requirements.txt"] = requirements(setup)
-    files["README.md"] = readme(setup, lang)
+    files.update(target_files(target, setup, data, output_dir, image, storage, pvc))
+    files["README.md"] = readme(setup, lang, target)
     return files
 
 
 def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "en", force: bool = False,
-             output_dir: str = "output") -> list[str]:
+             output_dir: str = "output", target: str = "ecs", image: str | None = None, storage: str | None = None,
+             pvc: str | None = None) -> list[str]:
     """Write the setup to `out_dir` atomically: a temporary directory renamed into place, never a half-written one."""
+    if target not in TARGETS:
+        raise SpecError(f"unknown --target {target!r} (one of {', '.join(TARGETS)})")
     if data is not None:
         _check_data(data, setup.workload["task"])
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
         raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
-    files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang)
-    write_files(files, out_dir, executable=("launch.sh", "train.py"))
+    files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang, target, image, storage,
+                         pvc)
+    write_files(files, out_dir, executable=("launch.sh", "train.py", "slurm.sbatch"))
     return sorted(files)
 
 

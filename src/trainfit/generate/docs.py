@@ -29,7 +29,50 @@ def _numbers(setup: Setup) -> dict:
             "bottleneck": c.get("bottleneck", ""), "date": c.get("price_date") or "—"}
 
 
-def readme(setup: Setup, lang: str) -> str:
+def readme(setup: Setup, lang: str, target: str = "ecs") -> str:
+    return _readme(setup, lang) + _target_section(setup, lang, target)
+
+
+_TARGET_FILE = {"dlc": "dlc_job.json", "pytorchjob": "pytorchjob.yaml", "skypilot": "skypilot.yaml",
+                "slurm": "slurm.sbatch"}
+
+
+def _target_section(setup: Setup, lang: str, target: str) -> str:
+    from .targets import SHARED, STORAGE, submit_command
+
+    nodes = int(setup.choice["nodes"])
+    submit = submit_command(target, setup)
+    zh = lang == "zh"
+    out = []
+    if target != "ecs":
+        out += ["", "## 提交" if zh else "## Submit", "",
+                (f"`{_TARGET_FILE[target]}` 描述同一作业（{nodes} 个节点，每节点 {setup.choice['gpus_per_node']} 张 GPU，"
+                 "同一 train.py 命令）。" if zh else
+                 f"`{_TARGET_FILE[target]}` describes the same job ({nodes} node(s), "
+                 f"{setup.choice['gpus_per_node']} GPU(s) per node, the same train.py command)."),
+                "", "```sh", submit, "```"]
+        if target in ("dlc", "pytorchjob"):
+            out += ["", (f"先把本目录复制到共享存储的 `{SHARED}/<作业名>/`（容器内路径）。" if zh else
+                         f"First copy this directory to `{SHARED}/<job name>/` on the shared storage (the path inside "
+                         "the container).")]
+        if target == "dlc":
+            out += ["", ("提交前在 dlc_job.json 中加入 \"WorkspaceId\"，并把 DataSources 的 Uri 换成你的 OSS/NAS/CPFS 地址"
+                         "（或用 --storage 生成）。" if zh else
+                         "Before submitting, add \"WorkspaceId\" to dlc_job.json and point the DataSources Uri at your "
+                         "OSS / NAS / CPFS (or generate with --storage).")]
+        if target == "skypilot":
+            out += ["", ("注意：SkyPilot 不能直接创建阿里云 ECS 实例；可在 ACK 上运行（`cloud: kubernetes`），或使用 "
+                         "--target ecs / dlc / pytorchjob。" if zh else
+                         "Note: SkyPilot does not reach Alibaba ECS directly; run it on ACK (`cloud: kubernetes`) or "
+                         "another cloud, or use --target ecs / dlc / pytorchjob.")]
+    if nodes > 1:
+        out += ["", "## 共享存储" if zh else "## Shared storage", "",
+                (f"多节点检查点必须写到所有节点都能访问的存储：{STORAGE[target]}。" if zh else
+                 f"Multi-node checkpoints must be written where every node sees them: {STORAGE[target]}.")]
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def _readme(setup: Setup, lang: str) -> str:
     c, st = setup.choice, setup.strategy
     n = _numbers(setup)
     where = c.get("instance_type") or c["gpu"]
