@@ -635,6 +635,49 @@ def decoder_layers(model) -> list:
     return best
 
 
+def deepspeed_config(cfg: dict, args: argparse.Namespace, dist: Dist) -> dict:
+    """ds_config.json as this run uses it (the same dict for zero.Init at build time and for the engine)."""
+    with open(_ds_config_path(cfg, args), encoding="utf-8") as fh:
+        ds_config = json.load(fh)
+    if not dist.cuda:  # tests on CPU: torch's AdamW, no fused/CPU-Adam kernels to build
+        if "optimizer" in ds_config:
+            ds_config["optimizer"].setdefault("params", {})["torch_adam"] = True
+        for key in ("bf16", "fp16"):
+            ds_config.pop(key, None)
+    return ds_config
+
+
+# Under ZeRO-3 transformers builds the model inside deepspeed.zero.Init while an HfDeepSpeedConfig is alive (it is
+# held through a weak reference, so it is kept here for the whole run): each rank then holds only its partition of
+# every parameter, and from_pretrained loads the checkpoint shard by shard into the partitions, instead of every rank
+# materialising the whole model in host memory first.
+_ZERO3_CONFIG: list = []
+
+
+def activate_zero3(cfg: dict, args: argparse.Namespace, dist: Dist) -> bool:
+    """Make the DeepSpeed ZeRO-3 config active before the model is built; True if it was."""
+    if cfg["engine"] != "deepspeed" or int(cfg.get("zero_stage") or 0) != 3:
+        return False
+    from transformers.integrations import HfDeepSpeedConfig
+
+    _ZERO3_CONFIG[:] = [HfDeepSpeedConfig(deepspeed_config(cfg, args, dist))]
+    return True
+
+
+def local_parameters(model) -> dict:
+    """What this rank holds right after the model is built: its own elements vs the model's (checks zero.Init)."""
+    local = total = 0
+    for p in model.parameters():
+        if hasattr(p, "ds_tensor"):  # ZeRO-3 partitioned: p itself is empty, ds_tensor is this rank's slice
+            local += p.ds_tensor.numel()
+            total += p.ds_numel
+        else:
+            n = p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+            local += n
+            total += p.numel()
+    return {"loaded_local_params": local, "loaded_total_params": total}
+
+
 def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: int):
     """(model to call, optimizer or None for DeepSpeed, scheduler or None, DeepSpeed engine or None)."""
     import torch
@@ -642,13 +685,7 @@ def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: i
     if cfg["engine"] == "deepspeed":
         import deepspeed
 
-        with open(_ds_config_path(cfg, args), encoding="utf-8") as fh:
-            ds_config = json.load(fh)
-        if not dist.cuda:  # tests on CPU: torch's AdamW, no fused/CPU-Adam kernels to build
-            if "optimizer" in ds_config:
-                ds_config["optimizer"].setdefault("params", {})["torch_adam"] = True
-            for key in ("bf16", "fp16"):
-                ds_config.pop(key, None)
+        ds_config = deepspeed_config(cfg, args, dist)
         client_optimizer = None
         if "optimizer" not in ds_config:  # 8-bit AdamW, Adafactor, SGD: built here, stepped by DeepSpeed
             client_optimizer = make_optimizer(model, cfg)
@@ -918,7 +955,9 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     phase("data")
     examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8))
     phase("model build")
+    activate_zero3(cfg, args, dist)
     model = build_model(cfg, args, dist)
+    loaded = local_parameters(model)
     reference = reference_model(model, cfg, dist)
     phase("engine init")
     model, optimizer, scheduler, engine = wrap_engine(model, cfg, args, dist, steps)
@@ -971,6 +1010,7 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, steps)
     summary = summarize(history, warmup, dist, cfg)
     summary["parameters"] = sharding_of(model)
+    summary.update(loaded)
     summary["trainable_params"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     log(dist, summary, metrics_path)
     if watchdog:
