@@ -30,7 +30,36 @@ def _numbers(setup: Setup) -> dict:
 
 
 def readme(setup: Setup, lang: str, target: str = "ecs") -> str:
-    return _readme(setup, lang) + _target_section(setup, lang, target)
+    return _readme(setup, lang) + _host_ram_section(setup, lang) + _target_section(setup, lang, target)
+
+
+def _host_ram_section(setup: Setup, lang: str) -> str:
+    from ..errors import SpecError
+    from .hostram import host_ram
+
+    try:
+        ram = host_ram(setup)
+    except (SpecError, KeyError, TypeError, ValueError):  # a model config the parameter counter cannot read: say nothing rather than guess
+        return ""
+    zh = lang == "zh"
+    gib, rank = f"{ram.per_node_gib:,.0f}", f"{ram.per_rank_bytes / 2**30:,.1f}"
+    if ram.zero_init:
+        how = ("ZeRO-3：train.py 在 deepspeed.zero.Init 中构建/加载模型，每个进程只持有自己的分片"
+               f"（约 {rank} GiB，含正在读取的一个检查点分片）" if zh else
+               "ZeRO-3: train.py builds and loads the model inside deepspeed.zero.Init, so each process holds only "
+               f"its partition (about {rank} GiB, including the checkpoint shard being read)")
+    else:
+        how = (f"每个进程先在内存中加载完整模型（约 {rank} GiB）再移到 GPU" if zh else
+               f"every process loads the whole model into host memory first (about {rank} GiB)")
+    lines = ["", "## 主机内存" if zh else "## Host memory", "",
+             (f"加载模型需要每节点约 {gib} GiB 主机内存：{how}；另加每进程约 2 GiB 的运行时开销。CPU offload 的状态另计。"
+              if zh else
+              f"Loading the model needs about {gib} GiB of host RAM per node: {how}; plus about 2 GiB per process "
+              "for the runtime. CPU-offloaded states come on top.")]
+    if ram.fits is False:
+        lines += ["", (f"**注意：实例只有 {ram.instance_ram_gib:g} GiB 内存。**" if zh else
+                       f"**Warning: the instance has only {ram.instance_ram_gib:g} GiB of RAM.**")]
+    return "\n".join(lines) + "\n"
 
 
 _TARGET_FILE = {"dlc": "dlc_job.json", "pytorchjob": "pytorchjob.yaml", "skypilot": "skypilot.yaml",
