@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     t.add_argument("--target", default="ecs", choices=("ecs", "dlc", "pytorchjob", "skypilot", "slurm"),
                    help="ecs: launch.sh on instances you log into (default); dlc: PAI-DLC job (dlc_job.json); "
                         "pytorchjob: Kubeflow PyTorchJob for ACK; skypilot: SkyPilot task; slurm: sbatch script")
+    t.add_argument("--model-source", default="hf", choices=("hf", "modelscope", "local"),
+                   help="where train.py gets the weights: hf (Hub; HF_ENDPOINT for a mirror), modelscope "
+                        "(snapshot_download), local (--model-path DIR on the training machines)")
     t.add_argument("--image", default=None, help="container image for dlc / pytorchjob")
     t.add_argument("--storage", default=None,
                    help="dlc: shared storage mounted on every node (oss://bucket/dir/, nas://..., cpfs://...)")
@@ -49,7 +52,8 @@ def add_parser(sub) -> None:
     sv.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192)")
     sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
     sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
-    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged)")
+    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged); with --model-source local, the "
+                    "base model directory to train from")
     sv.add_argument("--adapter", default=None, help="serve this LoRA adapter on the base model (engine LoRA)")
     add_job_flags(p)
     p.set_defaults(run=run)
@@ -79,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise SpecError("give --plan plan.json, or --model with the workload flags")
     files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir,
-                     target=args.target, image=args.image, storage=args.storage, pvc=args.pvc)
+                     target=args.target, image=args.image, storage=args.storage, pvc=args.pvc,
+                     model_source=args.model_source, model_path=args.model_path)
     submit = submit_command(args.target, setup)
     if args.json:
         print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"], "target": args.target,

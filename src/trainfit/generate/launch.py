@@ -47,7 +47,7 @@ def one_line(text: object) -> str:
     return re.sub(r"[\x00-\x1f\x7f]", " ", str(text))
 
 
-def launch_script(setup: Setup, data: str | None, output_dir: str) -> str:
+def launch_script(setup: Setup, data: str | None, output_dir: str, model_source: str = "hf") -> str:
     c, st = setup.choice, setup.strategy
     gpus, nodes = int(c["gpus_per_node"]), int(c["nodes"])
     where = one_line(f"{nodes} x {c.get('instance_type') or c['gpu']}" if nodes > 1 else (c.get("instance_type") or c["gpu"]))
@@ -73,6 +73,10 @@ def launch_script(setup: Setup, data: str | None, output_dir: str) -> str:
               f"DATA=${{DATA:-{shlex.quote(data) if data else ''}}}",
               f"OUTPUT_DIR=${{OUTPUT_DIR:-{shlex.quote(output_dir)}}}",
               'if [ -z "$DATA" ]; then echo "set DATA=/path/to/your/data (JSONL or Parquet)" >&2; exit 2; fi', ""]
+    if model_source == "hf":
+        lines += ["# Weights from the Hugging Face Hub. From mainland China, point HF_ENDPOINT at a mirror, e.g.",
+                  "#   export HF_ENDPOINT=https://hf-mirror.com   (a community mirror; or use --model-source modelscope)",
+                  ""]
     nccl = _nccl_block(setup)
     if nccl:
         lines += ["# ---- NCCL settings for this plan's links ----", *nccl, ""]

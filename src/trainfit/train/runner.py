@@ -357,10 +357,36 @@ class Dist:
 
 # ---- data -----------------------------------------------------------------------------------------------------
 
-def load_tokenizer(cfg: dict, args: argparse.Namespace):
+def model_location(cfg: dict, args: argparse.Namespace, dist: "Dist | None" = None) -> str | None:
+    """Where the weights come from: --model-path or the config's local path; else the Hub id, or for
+    `model.source: modelscope` a local copy that ModelScope's snapshot_download makes (the first rank on each node
+    downloads, the others wait and then find it in the cache). Hugging Face downloads honour HF_ENDPOINT (a mirror)."""
+    local = args.model_path or cfg["model"].get("path")
+    if local:
+        return local
+    if cfg["model"].get("source") != "modelscope":
+        return cfg["model"].get("hf_id")
+    repo = cfg["model"].get("modelscope_id") or cfg["model"].get("hf_id")
+    try:
+        from modelscope import snapshot_download
+    except ImportError:
+        raise SetupError("model.source is modelscope: pip install modelscope") from None
+    import torch
+
+    group = torch.distributed.is_available() and torch.distributed.is_initialized()
+    first = dist is None or dist.local_rank == 0
+    if not first and group:
+        torch.distributed.barrier()
+    path = snapshot_download(repo)
+    if first and group:
+        torch.distributed.barrier()
+    return path
+
+
+def load_tokenizer(cfg: dict, args: argparse.Namespace, dist: "Dist | None" = None):
     from transformers import AutoTokenizer
 
-    name = args.tokenizer or args.model_path or cfg["model"].get("path") or cfg["model"].get("hf_id")
+    name = args.tokenizer or model_location(cfg, args, dist)
     if not name:
         raise SetupError("no tokenizer: pass --tokenizer or --model-path")
     tok = AutoTokenizer.from_pretrained(name)
@@ -451,10 +477,10 @@ def synthetic_examples(cfg: dict, n: int, seed: int) -> list:
     return [([rng.randrange(vocab) for _ in range(seq)],) * 2 for _ in range(n)]
 
 
-def build_examples(cfg: dict, args: argparse.Namespace, needed: int) -> list:
+def build_examples(cfg: dict, args: argparse.Namespace, needed: int, dist: "Dist | None" = None) -> list:
     if args.synthetic:
         return synthetic_examples(cfg, needed, args.seed)
-    tok = load_tokenizer(cfg, args)
+    tok = load_tokenizer(cfg, args, dist)
     rows = read_rows(data_files(args.data or cfg["data"]))
     check_columns(rows, cfg["task"], args.data or cfg["data"])
     task, seq = cfg["task"], cfg["seq_len"]
@@ -565,7 +591,7 @@ def build_model(cfg: dict, args: argparse.Namespace, dist: Dist):
                 model = cls.from_pretrained(tmp, dtype=dtype, attn_implementation=attn,
                                             quantization_config=quantization, **extra)
     else:
-        name = args.model_path or cfg["model"].get("path") or cfg["model"].get("hf_id")
+        name = model_location(cfg, args, dist)
         kwargs = dict(dtype=dtype, attn_implementation=attn, **extra)
         if quantization is not None:
             kwargs["quantization_config"] = quantization
@@ -953,7 +979,7 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     steps = total_steps(cfg, args)
     mb, ga = cfg["micro_batch"], cfg["grad_accum"]
     phase("data")
-    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8))
+    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8), dist=dist)
     phase("model build")
     activate_zero3(cfg, args, dist)
     model = build_model(cfg, args, dist)
