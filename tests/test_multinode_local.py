@@ -110,3 +110,41 @@ def test_zero3_builds_the_model_partitioned(run_cli, tiny_data, tmp_path):
     assert total == summary["trainable_params"]  # full fine-tuning: every element counted once
     # each rank's partition is ceil(numel / 2) per parameter: half the model, plus at most one element each
     assert total / 2 <= local < total / 2 + 1000, (local, total)
+
+
+def _saved_tiny_model(path):
+    """A tiny Llama with random weights saved as a checkpoint (what from_pretrained reads)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from trainfit.catalog import all_models
+
+    hf = dict(all_models()["tiny-llama"].hf_config)
+    hf.pop("architectures", None)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(AutoConfig.for_model(**hf)).save_pretrained(path)
+    return path
+
+
+def _two_nodes(run, env, argv):
+    with ThreadPoolExecutor(2) as pool:
+        jobs = [pool.submit(_proc.run, argv, timeout=TIMEOUT_S, env=dict(env, NODE_RANK=str(rank)), cwd=str(run))
+                for rank in (0, 1)]
+        return [job.result() for job in jobs]
+
+
+def test_fsdp_loads_the_checkpoint_on_rank0_only(run_cli, tiny_data, tmp_path):
+    """FSDP: rank 0 reads the checkpoint, the other rank builds on the meta device and receives its shards; the first
+    loss equals DDP's on the same weights and batches (a rank with wrong shards would change it)."""
+    weights = _saved_tiny_model(tmp_path / "weights")
+    first = {}
+    for engine, flags in (("fsdp", ("--fsdp", "full_shard")), ("ddp", ())):
+        run = tmp_path / engine
+        _generate(run_cli, run, *flags)
+        env = _env(tmp_path, tiny_data, OUTPUT_DIR=str(tmp_path / engine / "out"))
+        argv = ["bash", str(run / "launch.sh"), "--tokenizer", str(tiny_data / "tok"), "--model-path", str(weights),
+                "--max-steps", "2", "--device", "cpu"]
+        _check(_two_nodes(run, env, argv), run / "out", engine)
+        lines = [json.loads(x) for x in (run / "out" / "metrics.jsonl").read_text().splitlines()]
+        first[engine] = [x["loss"] for x in lines if x.get("step") == 1][0]
+    assert abs(first["fsdp"] - first["ddp"]) < 1e-4 * abs(first["ddp"]), first

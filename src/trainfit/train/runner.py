@@ -595,7 +595,16 @@ def build_model(cfg: dict, args: argparse.Namespace, dist: Dist):
         kwargs = dict(dtype=dtype, attn_implementation=attn, **extra)
         if quantization is not None:
             kwargs["quantization_config"] = quantization
-        model = cls.from_pretrained(name, **kwargs)
+        if cfg["engine"] == "fsdp" and dist.world > 1 and quantization is None and not dist.main:
+            # FSDP: only rank 0 reads the checkpoint; the others build an empty (meta-device) model that
+            # load_from_rank0 fills with their shards after fully_shard
+            conf = AutoConfig.from_pretrained(name, **extra)
+            conf._attn_implementation = attn
+            with torch.device("meta"):
+                model = cls.from_config(conf, dtype=dtype)
+        else:
+            model = cls.from_pretrained(name, **kwargs)
+        dist.rank0_load = cfg["engine"] == "fsdp" and dist.world > 1 and quantization is None
     if cfg["task"] == "classification" and model.config.pad_token_id is None:
         model.config.pad_token_id = model.config.eos_token_id or 0
     return apply_method(model, cfg, dist)
@@ -719,9 +728,15 @@ def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: i
             model=model, optimizer=client_optimizer,
             model_parameters=[p for p in model.parameters() if p.requires_grad], config=ds_config)
         return engine, None, scheduler, engine
-    model.to(dist.device)
+    rank0_load = getattr(dist, "rank0_load", False)
+    if not rank0_load or dist.main:
+        model.to(dist.device)
     if cfg["engine"] == "fsdp":
+        full = model.state_dict() if rank0_load and dist.main else None
         model = shard_fsdp(model, cfg, args, dist)
+        if rank0_load:
+            load_from_rank0(model, full, dist)
+            del full
     elif cfg["engine"] == "ddp" and dist.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.cuda else None)
     if args.compile:
@@ -762,6 +777,21 @@ def shard_fsdp(model, cfg: dict, args: argparse.Namespace, dist: Dist):
         fully_shard(layer, reshard_after_forward=reshard, **kwargs)
     fully_shard(model, reshard_after_forward=reshard, **kwargs)
     return model
+
+
+def load_from_rank0(model, full: dict | None, dist: Dist) -> None:
+    """Fill the sharded model from rank 0's full state dict: each rank receives only its shards
+    (torch.distributed.checkpoint's set_model_state_dict, broadcast_from_rank0); buffers, which FSDP does not shard
+    and which may not be in the state dict (RoPE's inv_freq), are broadcast whole."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if not dist.main:
+        model.to_empty(device=dist.device)
+    set_model_state_dict(model, full if dist.main else {},
+                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for buf in model.buffers():
+        torch.distributed.broadcast(buf, src=0)
 
 
 class InBackward:
