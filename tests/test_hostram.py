@@ -38,3 +38,11 @@ def test_warns_when_the_instance_has_less_ram():
     ram = host_ram(small)
     assert ram.instance_ram_gib == 30 and ram.fits is False  # fp32 masters: 7.6 B x 4 bytes > 30 GiB
     assert "Warning: the instance has only 30 GiB" in readme(small, "en")
+
+
+def test_fsdp_reads_the_checkpoint_once_per_job():
+    fsdp = host_ram(_setup("llama-3-70b", "h100-sxm", 8, 2, "fsdp", "full", fsdp="full_shard"))
+    ddp = host_ram(_setup("llama-3-70b", "h100-sxm", 8, 2, "ddp", "full"))  # fp32 weights on every rank
+    assert fsdp.rank0_load and fsdp.per_node_bytes * 4 < ddp.per_node_bytes
+    assert "only rank 0 reads" in readme(_setup("llama-3-70b", "h100-sxm", 8, 2, "fsdp", "full", fsdp="full_shard"),
+                                         "en")

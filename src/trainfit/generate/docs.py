@@ -74,6 +74,10 @@ def _host_ram_section(setup: Setup, lang: str) -> str:
                f"（约 {rank} GiB，含正在读取的一个检查点分片）" if zh else
                "ZeRO-3: train.py builds and loads the model inside deepspeed.zero.Init, so each process holds only "
                f"its partition (about {rank} GiB, including the checkpoint shard being read)")
+    elif ram.rank0_load:
+        how = ("FSDP：只有 0 号进程读取完整检查点（0 号节点），其余进程在 meta 设备上构建后接收自己的分片" if zh else
+               "FSDP: only rank 0 reads the whole checkpoint (on node 0); the other ranks build on the meta device "
+               "and receive their shards")
     else:
         how = (f"每个进程先在内存中加载完整模型（约 {rank} GiB）再移到 GPU" if zh else
                f"every process loads the whole model into host memory first (about {rank} GiB)")

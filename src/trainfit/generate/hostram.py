@@ -1,7 +1,8 @@
 """Host RAM per node that loading the model needs, as the generated train.py loads it.
 
-Without ZeRO-3 every rank (process) builds or loads the whole model in host memory before moving it to its GPU:
-Ψ x bytes per rank. Under ZeRO-3 train.py builds the model inside deepspeed.zero.Init, so a rank holds its
+With DDP or ZeRO-1/2 every rank (process) loads the whole model in host memory before moving it to its GPU:
+Ψ x bytes per rank. Under FSDP only rank 0 reads the checkpoint (node 0 needs Ψ x bytes once), every rank keeps its
+shard. Under ZeRO-3 train.py builds the model inside deepspeed.zero.Init, so a rank holds its
 partition, Ψ x bytes / world size, plus the checkpoint file it is reading. CPU offload states (the plan's own
 estimate, `host_offload_bytes`) come on top; so does the operating system and page cache.
 """
@@ -28,6 +29,7 @@ class HostRam:
     per_node_bytes: float
     zero_init: bool
     instance_ram_gib: float | None
+    rank0_load: bool = False
 
     @property
     def per_node_gib(self) -> float:
@@ -56,7 +58,16 @@ def host_ram(setup: Setup) -> HostRam:
     psi = count_params(ModelSpec.from_hf_config(setup.model["hf_config"], name=str(setup.model["name"])))
     weights = psi * _load_bytes_per_param(setup)
     zero_init = setup.strategy["engine"] == "deepspeed" and int(setup.strategy.get("zero_stage") or 0) == 3
-    per_rank = (weights / setup.world_size + min(SHARD_BYTES, weights)) if zero_init else weights
-    per_node = int(setup.choice["gpus_per_node"]) * (per_rank + PROCESS_BYTES)
+    gpus, world = int(setup.choice["gpus_per_node"]), setup.world_size
+    rank0 = setup.strategy["engine"] == "fsdp" and world > 1
+    if zero_init:
+        per_rank = weights / world + min(SHARD_BYTES, weights)
+        per_node = gpus * (per_rank + PROCESS_BYTES)
+    elif rank0:  # rank 0 reads the whole checkpoint; every rank (rank 0 too) then holds its shard
+        per_rank = weights + weights / world
+        per_node = weights + gpus * (weights / world + PROCESS_BYTES)
+    else:
+        per_rank = weights
+        per_node = gpus * (per_rank + PROCESS_BYTES)
     inst = all_instances().get(f"{setup.choice.get('provider')}/{setup.choice.get('instance_type')}")
-    return HostRam(per_rank, per_node, zero_init, inst.ram_gib if inst else None)
+    return HostRam(per_rank, per_node, zero_init, inst.ram_gib if inst else None, rank0)
