@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import sys
 
 from .common import (add_job_flags, check_out, console, lang_of, parse_sets, print_json, strategy_kwargs,
@@ -27,6 +29,17 @@ def add_parser(sub) -> None:
     p.add_argument("--output-dir", default="output", help="where train.py writes checkpoints and metrics")
     p.add_argument("--force", action="store_true",
                    help="replace a non-empty --out directory, and write a setup even when it does not fit")
+    t = p.add_argument_group("where it runs (launch.sh is always written)")
+    t.add_argument("--target", default="ecs", choices=("ecs", "dlc", "pytorchjob", "skypilot", "slurm"),
+                   help="ecs: launch.sh on instances you log into (default); dlc: PAI-DLC job (dlc_job.json); "
+                        "pytorchjob: Kubeflow PyTorchJob for ACK; skypilot: SkyPilot task; slurm: sbatch script")
+    t.add_argument("--model-source", default="hf", choices=("hf", "modelscope", "local"),
+                   help="where train.py gets the weights: hf (Hub; HF_ENDPOINT for a mirror), modelscope "
+                        "(snapshot_download), local (--model-path DIR on the training machines)")
+    t.add_argument("--image", default=None, help="container image for dlc / pytorchjob")
+    t.add_argument("--storage", default=None,
+                   help="dlc: shared storage mounted on every node (oss://bucket/dir/, nas://..., cpfs://...)")
+    t.add_argument("--pvc", default=None, help="pytorchjob: the shared PersistentVolumeClaim (default trainfit-shared)")
     g = p.add_argument_group("without a plan file: the workload flags of `estimate`")
     g.add_argument("--model", "-m", help="model (preset, config.json, model directory)")
     g.add_argument("--gpu", "-g", help="GPU name")
@@ -42,7 +55,8 @@ def add_parser(sub) -> None:
     sv.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192)")
     sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
     sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
-    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged)")
+    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged); with --model-source local, the "
+                    "base model directory to train from")
     sv.add_argument("--adapter", default=None, help="serve this LoRA adapter on the base model (engine LoRA)")
     add_job_flags(p)
     p.set_defaults(run=run)
@@ -50,7 +64,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import SpecError
-    from ..generate import generate, load_plan, setup_from_estimate
+    from ..generate import generate, load_plan, setup_from_estimate, submit_command
 
     lang = lang_of(args)
     check_out(args.out, "dir")
@@ -76,13 +90,24 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError(f"this setup does not fit: it needs {c.get('memory_gib')} of {c.get('gpu_memory_gib')} GiB "
                         f"per GPU; `trainfit estimate` with the same flags lists what would fit (or --force writes "
                         f"it anyway)")
-    files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir)
+    files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir,
+                     target=args.target, image=args.image, storage=args.storage, pvc=args.pvc,
+                     model_source=args.model_source, model_path=args.model_path)
+    submit = submit_command(args.target, setup)
     if args.json:
-        print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"],
-                    "world_size": setup.world_size, "choice": setup.choice})
+        print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"], "target": args.target,
+                    "submit": submit, "world_size": setup.world_size, "choice": setup.choice})
+        return 0
+    console().print(f"wrote {args.out}: {', '.join(files)}")
+    data = shlex.quote(os.path.abspath(args.data)) if args.data else "/path/to/data"
+    out = shlex.quote(args.out)
+    if args.target == "ecs":
+        console().print(f"next: pip install -r {out}/requirements.txt && DATA={data} {out}/launch.sh", soft_wrap=True)
     else:
-        console().print(f"wrote {args.out}: {', '.join(files)}")
-        console().print(f"next: pip install -r {args.out}/requirements.txt && DATA=/path/to/data {args.out}/launch.sh")
+        console().print(f"next: cd {out} && {submit}", soft_wrap=True, markup=False)
+    if args.target == "skypilot" and setup.choice.get("provider") == "alibaba":
+        console().print("note: SkyPilot does not reach Alibaba ECS directly; run it on ACK (cloud: kubernetes) or "
+                        "another cloud, or use --target ecs / dlc / pytorchjob", soft_wrap=True)
     return 0
 
 

@@ -9,12 +9,13 @@ import tempfile
 from importlib import resources
 
 from ..errors import SpecError
-from .configs import accelerate_fsdp_config, deepspeed_config, train_config
+from .configs import accelerate_fsdp_config, deepspeed_config, model_weights, train_config
 from .docs import readme, requirements
 from .launch import launch_script
 from .setup import Setup, load_plan, setup_from_estimate
+from .targets import TARGETS, submit_command, target_files
 
-__all__ = ["generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files"]
+__all__ = ["TARGETS", "submit_command", "generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files"]
 
 
 def runner_source() -> str:
@@ -22,8 +23,10 @@ def runner_source() -> str:
     return resources.files("trainfit.train").joinpath("runner.py").read_text(encoding="utf-8")
 
 
-def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en") -> dict[str, str]:
-    """{file name: content} of the setup."""
+def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en", target: str = "ecs",
+                 image: str | None = None, storage: str | None = None, pvc: str | None = None,
+                 model_source: str = "hf", model_path: str | None = None) -> dict[str, str]:
+    """{file name: content} of the setup; launch.sh always, plus the scheduler spec of `target`."""
     engine = setup.strategy["engine"]
     engine_files: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -35,24 +38,30 @@ def render_files(setup: Setup, data: str | None, output_dir: str = "output", lan
 
         files["accelerate_config.yaml"] = yaml.safe_dump(accelerate_fsdp_config(setup), sort_keys=False)
         engine_files["fsdp_config"] = "accelerate_config.yaml"
-    files["train_config.json"] = json.dumps(train_config(setup, data, output_dir, engine_files), indent=2,
+    weights = model_weights(setup, model_source, model_path)
+    files["train_config.json"] = json.dumps(train_config(setup, data, output_dir, engine_files, weights), indent=2,
                                             ensure_ascii=False) + "\n"
-    files["launch.sh"] = launch_script(setup, data, output_dir)
+    files["launch.sh"] = launch_script(setup, data, output_dir, model_source)
     files["train.py"] = runner_source()
-    files["requirements.txt"] = requirements(setup)
-    files["README.md"] = readme(setup, lang)
+    files["requirements.txt"] = requirements(setup, model_source)
+    files.update(target_files(target, setup, data, output_dir, image, storage, pvc))
+    files["README.md"] = readme(setup, lang, target, model_source)
     return files
 
 
 def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "en", force: bool = False,
-             output_dir: str = "output") -> list[str]:
+             output_dir: str = "output", target: str = "ecs", image: str | None = None, storage: str | None = None,
+             pvc: str | None = None, model_source: str = "hf", model_path: str | None = None) -> list[str]:
     """Write the setup to `out_dir` atomically: a temporary directory renamed into place, never a half-written one."""
+    if target not in TARGETS:
+        raise SpecError(f"unknown --target {target!r} (one of {', '.join(TARGETS)})")
     if data is not None:
         _check_data(data, setup.workload["task"])
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
         raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
-    files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang)
-    write_files(files, out_dir, executable=("launch.sh", "train.py"))
+    files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang, target, image, storage,
+                         pvc, model_source, model_path)
+    write_files(files, out_dir, executable=("launch.sh", "train.py", "slurm.sbatch"))
     return sorted(files)
 
 

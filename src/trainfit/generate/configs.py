@@ -28,6 +28,25 @@ def steps_for(setup: Setup) -> int:
     return max(1, -(-int(tokens) // per_step)) if tokens else 1000
 
 
+def checkpoint_interval_h(setup: Setup) -> float:
+    """Hours between checkpoints that the plan's cost assumes: the spot schedule's interval (Young's formula) when
+    the plan priced spot interruptions, else the `checkpoint_interval_hours` efficiency value."""
+    spot = setup.choice.get("spot")
+    if isinstance(spot, dict) and spot.get("checkpoint_interval_hours"):
+        return float(spot["checkpoint_interval_hours"])
+    from ..catalog.efficiency import Efficiencies
+
+    return float(Efficiencies.default().describe("checkpoint_interval_hours")["default"])
+
+
+def save_steps_for(setup: Setup) -> int:
+    """Optimizer steps between checkpoints: the plan's checkpoint interval over its estimated step time."""
+    step_s = float(setup.choice.get("step_time_s") or 0)
+    if step_s <= 0:
+        return 500  # no step-time estimate in the plan: a fixed interval, as before
+    return max(1, int(checkpoint_interval_h(setup) * 3600 / step_s))
+
+
 def hidden_size(setup: Setup) -> int:
     cfg = setup.model["hf_config"]
     return int(cfg.get("hidden_size") or cfg.get("n_embd") or cfg.get("d_model") or 4096)
@@ -98,12 +117,35 @@ def accelerate_fsdp_config(setup: Setup) -> dict[str, Any]:
     }
 
 
-def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: dict[str, str]) -> dict[str, Any]:
+MODEL_SOURCES = ("hf", "modelscope", "local")
+
+
+def model_weights(setup: Setup, source: str = "hf", path: str | None = None) -> dict[str, Any]:
+    """Where train.py gets the weights: the Hugging Face Hub (HF_ENDPOINT may name a mirror), ModelScope
+    (snapshot_download of `modelscope_id`, by default the same id), or a local directory."""
+    from ..errors import SpecError
+
+    if source not in MODEL_SOURCES:
+        raise SpecError(f"--model-source {source!r}: one of {', '.join(MODEL_SOURCES)}")
+    if source == "local" and not path:
+        raise SpecError("--model-source local needs --model-path (the model directory on the training machines)")
+    if path and any(ord(ch) < 32 for ch in path):
+        raise SpecError("--model-path: control characters in the path")
+    hf_id = setup.model.get("hf_id")
+    if source == "modelscope" and not hf_id and not path:
+        raise SpecError(f"{setup.model['name']}: no Hub id known; use --model-source local --model-path DIR")
+    return {"source": source, "path": path, "modelscope_id": hf_id if source == "modelscope" else None}
+
+
+def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: dict[str, str],
+                 weights: dict[str, Any] | None = None) -> dict[str, Any]:
     st, w, m = setup.strategy, setup.workload, setup.model
     hf = m["hf_config"]
+    weights = weights or {"source": "hf", "path": None, "modelscope_id": None}
     out: dict[str, Any] = {
         "config_version": 1,
-        "model": {"name": m["name"], "hf_id": m.get("hf_id"), "path": None, "hf_config": hf,
+        "model": {"name": m["name"], "hf_id": m.get("hf_id"), "path": weights["path"], "source": weights["source"],
+                  "modelscope_id": weights["modelscope_id"], "hf_config": hf,
                   "vocab_size": int(hf.get("padded_vocab_size") or hf.get("vocab_size")), "random_init": False},
         "task": w["task"], "method": st["method"], "precision": st["precision"],
         "param_dtype": st.get("param_dtype", "fp32"), "seq_len": int(st["seq_len"]),
@@ -119,7 +161,7 @@ def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: 
         "optimizer": {"name": st["optimizer"], "lr": LEARNING_RATE[st["method"]], "betas": [0.9, 0.95],
                       "weight_decay": 0.0, "warmup_ratio": 0.03, "max_grad_norm": 1.0,
                       "in_backward": bool(st.get("optimizer_in_backward")), "paged": bool(st.get("paged_optimizer"))},
-        "data": data, "output_dir": output_dir, "save_steps": 500,
+        "data": data, "output_dir": output_dir, "save_steps": save_steps_for(setup),
         "expected": {k: setup.choice.get(k) for k in ("gpu", "gpus_per_node", "nodes", "memory_gib", "tokens_per_s",
                                                      "tokens_per_s_per_gpu", "hours", "cost", "currency",
                                                      "bottleneck")},

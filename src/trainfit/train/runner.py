@@ -357,10 +357,36 @@ class Dist:
 
 # ---- data -----------------------------------------------------------------------------------------------------
 
-def load_tokenizer(cfg: dict, args: argparse.Namespace):
+def model_location(cfg: dict, args: argparse.Namespace, dist: "Dist | None" = None) -> str | None:
+    """Where the weights come from: --model-path or the config's local path; else the Hub id, or for
+    `model.source: modelscope` a local copy that ModelScope's snapshot_download makes (the first rank on each node
+    downloads, the others wait and then find it in the cache). Hugging Face downloads honour HF_ENDPOINT (a mirror)."""
+    local = args.model_path or cfg["model"].get("path")
+    if local:
+        return local
+    if cfg["model"].get("source") != "modelscope":
+        return cfg["model"].get("hf_id")
+    repo = cfg["model"].get("modelscope_id") or cfg["model"].get("hf_id")
+    try:
+        from modelscope import snapshot_download
+    except ImportError:
+        raise SetupError("model.source is modelscope: pip install modelscope") from None
+    import torch
+
+    group = torch.distributed.is_available() and torch.distributed.is_initialized()
+    first = dist is None or dist.local_rank == 0
+    if not first and group:
+        torch.distributed.barrier()
+    path = snapshot_download(repo)
+    if first and group:
+        torch.distributed.barrier()
+    return path
+
+
+def load_tokenizer(cfg: dict, args: argparse.Namespace, dist: "Dist | None" = None):
     from transformers import AutoTokenizer
 
-    name = args.tokenizer or args.model_path or cfg["model"].get("path") or cfg["model"].get("hf_id")
+    name = args.tokenizer or model_location(cfg, args, dist)
     if not name:
         raise SetupError("no tokenizer: pass --tokenizer or --model-path")
     tok = AutoTokenizer.from_pretrained(name)
@@ -451,10 +477,10 @@ def synthetic_examples(cfg: dict, n: int, seed: int) -> list:
     return [([rng.randrange(vocab) for _ in range(seq)],) * 2 for _ in range(n)]
 
 
-def build_examples(cfg: dict, args: argparse.Namespace, needed: int) -> list:
+def build_examples(cfg: dict, args: argparse.Namespace, needed: int, dist: "Dist | None" = None) -> list:
     if args.synthetic:
         return synthetic_examples(cfg, needed, args.seed)
-    tok = load_tokenizer(cfg, args)
+    tok = load_tokenizer(cfg, args, dist)
     rows = read_rows(data_files(args.data or cfg["data"]))
     check_columns(rows, cfg["task"], args.data or cfg["data"])
     task, seq = cfg["task"], cfg["seq_len"]
@@ -565,11 +591,20 @@ def build_model(cfg: dict, args: argparse.Namespace, dist: Dist):
                 model = cls.from_pretrained(tmp, dtype=dtype, attn_implementation=attn,
                                             quantization_config=quantization, **extra)
     else:
-        name = args.model_path or cfg["model"].get("path") or cfg["model"].get("hf_id")
+        name = model_location(cfg, args, dist)
         kwargs = dict(dtype=dtype, attn_implementation=attn, **extra)
         if quantization is not None:
             kwargs["quantization_config"] = quantization
-        model = cls.from_pretrained(name, **kwargs)
+        if cfg["engine"] == "fsdp" and dist.world > 1 and quantization is None and not dist.main:
+            # FSDP: only rank 0 reads the checkpoint; the others build an empty (meta-device) model that
+            # load_from_rank0 fills with their shards after fully_shard
+            conf = AutoConfig.from_pretrained(name, **extra)
+            conf._attn_implementation = attn
+            with torch.device("meta"):
+                model = cls.from_config(conf, dtype=dtype)
+        else:
+            model = cls.from_pretrained(name, **kwargs)
+        dist.rank0_load = cfg["engine"] == "fsdp" and dist.world > 1 and quantization is None
     if cfg["task"] == "classification" and model.config.pad_token_id is None:
         model.config.pad_token_id = model.config.eos_token_id or 0
     return apply_method(model, cfg, dist)
@@ -635,6 +670,49 @@ def decoder_layers(model) -> list:
     return best
 
 
+def deepspeed_config(cfg: dict, args: argparse.Namespace, dist: Dist) -> dict:
+    """ds_config.json as this run uses it (the same dict for zero.Init at build time and for the engine)."""
+    with open(_ds_config_path(cfg, args), encoding="utf-8") as fh:
+        ds_config = json.load(fh)
+    if not dist.cuda:  # tests on CPU: torch's AdamW, no fused/CPU-Adam kernels to build
+        if "optimizer" in ds_config:
+            ds_config["optimizer"].setdefault("params", {})["torch_adam"] = True
+        for key in ("bf16", "fp16"):
+            ds_config.pop(key, None)
+    return ds_config
+
+
+# Under ZeRO-3 transformers builds the model inside deepspeed.zero.Init while an HfDeepSpeedConfig is alive (it is
+# held through a weak reference, so it is kept here for the whole run): each rank then holds only its partition of
+# every parameter, and from_pretrained loads the checkpoint shard by shard into the partitions, instead of every rank
+# materialising the whole model in host memory first.
+_ZERO3_CONFIG: list = []
+
+
+def activate_zero3(cfg: dict, args: argparse.Namespace, dist: Dist) -> bool:
+    """Make the DeepSpeed ZeRO-3 config active before the model is built; True if it was."""
+    if cfg["engine"] != "deepspeed" or int(cfg.get("zero_stage") or 0) != 3:
+        return False
+    from transformers.integrations import HfDeepSpeedConfig
+
+    _ZERO3_CONFIG[:] = [HfDeepSpeedConfig(deepspeed_config(cfg, args, dist))]
+    return True
+
+
+def local_parameters(model) -> dict:
+    """What this rank holds right after the model is built: its own elements vs the model's (checks zero.Init)."""
+    local = total = 0
+    for p in model.parameters():
+        if hasattr(p, "ds_tensor"):  # ZeRO-3 partitioned: p itself is empty, ds_tensor is this rank's slice
+            local += p.ds_tensor.numel()
+            total += p.ds_numel
+        else:
+            n = p.to_local().numel() if hasattr(p, "to_local") else p.numel()
+            local += n
+            total += p.numel()
+    return {"loaded_local_params": local, "loaded_total_params": total}
+
+
 def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: int):
     """(model to call, optimizer or None for DeepSpeed, scheduler or None, DeepSpeed engine or None)."""
     import torch
@@ -642,13 +720,7 @@ def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: i
     if cfg["engine"] == "deepspeed":
         import deepspeed
 
-        with open(_ds_config_path(cfg, args), encoding="utf-8") as fh:
-            ds_config = json.load(fh)
-        if not dist.cuda:  # tests on CPU: torch's AdamW, no fused/CPU-Adam kernels to build
-            if "optimizer" in ds_config:
-                ds_config["optimizer"].setdefault("params", {})["torch_adam"] = True
-            for key in ("bf16", "fp16"):
-                ds_config.pop(key, None)
+        ds_config = deepspeed_config(cfg, args, dist)
         client_optimizer = None
         if "optimizer" not in ds_config:  # 8-bit AdamW, Adafactor, SGD: built here, stepped by DeepSpeed
             client_optimizer = make_optimizer(model, cfg)
@@ -656,9 +728,15 @@ def wrap_engine(model, cfg: dict, args: argparse.Namespace, dist: Dist, steps: i
             model=model, optimizer=client_optimizer,
             model_parameters=[p for p in model.parameters() if p.requires_grad], config=ds_config)
         return engine, None, scheduler, engine
-    model.to(dist.device)
+    rank0_load = getattr(dist, "rank0_load", False)
+    if not rank0_load or dist.main:
+        model.to(dist.device)
     if cfg["engine"] == "fsdp":
+        full = model.state_dict() if rank0_load and dist.main else None
         model = shard_fsdp(model, cfg, args, dist)
+        if rank0_load:
+            load_from_rank0(model, full, dist)
+            del full
     elif cfg["engine"] == "ddp" and dist.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dist.local_rank] if dist.cuda else None)
     if args.compile:
@@ -699,6 +777,21 @@ def shard_fsdp(model, cfg: dict, args: argparse.Namespace, dist: Dist):
         fully_shard(layer, reshard_after_forward=reshard, **kwargs)
     fully_shard(model, reshard_after_forward=reshard, **kwargs)
     return model
+
+
+def load_from_rank0(model, full: dict | None, dist: Dist) -> None:
+    """Fill the sharded model from rank 0's full state dict: each rank receives only its shards
+    (torch.distributed.checkpoint's set_model_state_dict, broadcast_from_rank0); buffers, which FSDP does not shard
+    and which may not be in the state dict (RoPE's inv_freq), are broadcast whole."""
+    import torch
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if not dist.main:
+        model.to_empty(device=dist.device)
+    set_model_state_dict(model, full if dist.main else {},
+                         options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    for buf in model.buffers():
+        torch.distributed.broadcast(buf, src=0)
 
 
 class InBackward:
@@ -920,9 +1013,11 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     steps = total_steps(cfg, args)
     mb, ga = cfg["micro_batch"], cfg["grad_accum"]
     phase("data")
-    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8))
+    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8), dist=dist)
     phase("model build")
+    activate_zero3(cfg, args, dist)
     model = build_model(cfg, args, dist)
+    loaded = local_parameters(model)
     reference = reference_model(model, cfg, dist)
     phase("engine init")
     model, optimizer, scheduler, engine = wrap_engine(model, cfg, args, dist, steps)
@@ -975,6 +1070,7 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, steps)
     summary = summarize(history, warmup, dist, cfg)
     summary["parameters"] = sharding_of(model)
+    summary.update(loaded)
     summary["trainable_params"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     log(dist, summary, metrics_path)
     if watchdog:

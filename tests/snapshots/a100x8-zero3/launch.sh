@@ -11,4 +11,7 @@ DATA=${DATA:-/data/train.jsonl}
 OUTPUT_DIR=${OUTPUT_DIR:-output}
 if [ -z "$DATA" ]; then echo "set DATA=/path/to/your/data (JSONL or Parquet)" >&2; exit 2; fi
 
+# Weights from the Hugging Face Hub. From mainland China, point HF_ENDPOINT at a mirror, e.g.
+#   export HF_ENDPOINT=https://hf-mirror.com   (a community mirror; or use --model-source modelscope)
+
 exec torchrun --standalone --nproc_per_node 8 train.py --config train_config.json --data "$DATA" --output-dir "$OUTPUT_DIR" "$@"

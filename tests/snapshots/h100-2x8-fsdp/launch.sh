@@ -12,6 +12,9 @@ DATA=${DATA:-/data/train.jsonl}
 OUTPUT_DIR=${OUTPUT_DIR:-output}
 if [ -z "$DATA" ]; then echo "set DATA=/path/to/your/data (JSONL or Parquet)" >&2; exit 2; fi
 
+# Weights from the Hugging Face Hub. From mainland China, point HF_ENDPOINT at a mirror, e.g.
+#   export HF_ENDPOINT=https://hf-mirror.com   (a community mirror; or use --model-source modelscope)
+
 # ---- NCCL settings for this plan's links ----
 # efa: AWS EFA reaches NCCL through the aws-ofi-nccl plug-in (libfabric's EFA provider); install it on every node.
 #   source: https://github.com/aws/aws-ofi-nccl
