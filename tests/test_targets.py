@@ -26,7 +26,7 @@ def setups(tmp_path_factory):
     for target in ("ecs", "dlc", "pytorchjob", "skypilot", "slurm"):
         run = tmp_path_factory.mktemp(target) / "run"
         code = main(["generate", "--model", "qwen2-7b", "--instance", INSTANCE, "--nodes", str(NODES), "--method",
-                     "lora", "--target", target, "--out", str(run), "--json"])
+                     "lora", "--grad-ckpt", "full", "--target", target, "--out", str(run), "--json"])
         assert code == 0
         out[target] = run
     return out
