@@ -211,6 +211,25 @@ def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str]
     return overrides
 
 
+def at_bound(values: dict, rel: float = 1e-3) -> list[dict[str, Any]]:
+    """Fitted values (calibration `values`) within `rel` of a bound of the fit: the data pushed them to the edge of
+    what the fit allows, so the value says more about the bound (or about a term the model lacks) than about the
+    hardware."""
+    out = []
+    for name, entry in sorted(values.items()):
+        if name not in FITTED:
+            continue
+        _, low, high = FITTED[name]
+        flat = [(key, None, v) for key, v in entry.items() if not isinstance(v, dict)]
+        flat += [(key, sub, v) for key, tbl in entry.items() if isinstance(tbl, dict) for sub, v in tbl.items()]
+        for key, sub, v in flat:
+            for bound, side in ((low, "low"), (high, "high")):
+                if abs(v - bound) <= rel * max(abs(bound), 1e-12) or (bound == 0 and abs(v) <= rel):
+                    out.append({"name": name, "level": key if sub is None else f"{key}[{sub}]", "value": v,
+                                "bound": bound, "side": side})
+    return out
+
+
 def summary(report: Report) -> dict[str, Any]:
     d = report.to_dict()
     return {"predicted": d["predicted"], "throughput": {k: d["throughput"][k] for k in ("n", "mape", "max_ape")},

@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
     doc = calibrate(args.measurements, log=log)
     write_calibration(doc, args.out)
     if args.json:
-        print_json({"out": args.out, **doc})
+        from ..calibrate import at_bound
+
+        print_json({"out": args.out, **doc, "at_bound": at_bound(doc["values"])})
         return 0
     c = console()
     errs = doc["meta"]["errors"]
@@ -60,7 +62,16 @@ def run(args: argparse.Namespace) -> int:
             e = errs[when][part]
             c.print(f"  {when:6s} {part:9s} throughput MAPE {_pct(e['throughput']['mape'])} (n={e['throughput']['n']})"
                     f"  memory MAPE {_pct(e['memory']['mape'])} (n={e['memory']['n']})")
+    print_bounds(doc["values"])
     return 0
+
+
+def print_bounds(values: dict) -> None:
+    from ..calibrate import at_bound
+
+    for b in at_bound(values):
+        console().print(f"  at a bound: {b['name']} {b['level']} = {b['value']:g} (fit bound {b['bound']:g}): the data "
+                        "push it to the edge; read it as a missing term, not as the hardware's value", style="yellow")
 
 
 def run_cv(args: argparse.Namespace) -> int:
