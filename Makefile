@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch 2.13.0 has a local CPU build on these machines; any other spec pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test browser calibrate peers bench clean
+.PHONY: run test browser calibrate cv peers bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,11 @@ test: $(VENV)/.test-installed browser
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))
 calibrate: $(VENV)/.run-installed
 	$(BIN)/trainfit calibrate $(CALIBRATION_INPUTS) --out src/trainfit/catalog/data/calibration.yaml
+
+# Leave-one-source-out error and the residuals the error bands are made from (README, Accuracy; minutes).
+cv: $(VENV)/.run-installed
+	$(BIN)/trainfit calibrate data/validation/published_dev.jsonl --cv source --rounds 1 --jobs 3 \
+		--out src/trainfit/catalog/data/cv_source.json
 
 # Peers side by side (README, Accuracy). llm-analysis pins transformers<5: installed beside the venv, no deps.
 peers: $(VENV)/.test-installed

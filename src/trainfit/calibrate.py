@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .catalog.efficiency import Efficiencies
-from .validate import Report, load_cases, measured_values, metric_key, validate
+from .validate import (Report, Row, load_cases, measured_values, metric_key, source_group,  # noqa: F401
+                       validate)
 
 MIN_CASES = 3
 ROUNDS = 3
@@ -190,12 +191,13 @@ def _merge(overrides: dict, extra: dict) -> dict:
     return out
 
 
-def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str], None] | None = None) -> dict:
+def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str], None] | None = None,
+        rounds: int = ROUNDS) -> dict:
     """Fitted overrides (efficiency.yaml schema) from the training cases."""
     base = base or Efficiencies.shipped()
     params = candidate_params(cases, base)
     overrides: dict = {}
-    for rnd in range(ROUNDS):
+    for rnd in range(rounds):
         for p, used in params.items():
             def loss(value: float, p: Param = p, used: list[dict] = used) -> float:
                 # the mean over all cases differs from the mean over `used` by a constant and a factor only
@@ -207,6 +209,25 @@ def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str]
             if log:
                 log(f"round {rnd + 1}: {p.label} = {best:g}")
     return overrides
+
+
+def at_bound(values: dict, rel: float = 1e-3) -> list[dict[str, Any]]:
+    """Fitted values (calibration `values`) within `rel` of a bound of the fit: the data pushed them to the edge of
+    what the fit allows, so the value says more about the bound (or about a term the model lacks) than about the
+    hardware."""
+    out = []
+    for name, entry in sorted(values.items()):
+        if name not in FITTED:
+            continue
+        _, low, high = FITTED[name]
+        flat = [(key, None, v) for key, v in entry.items() if not isinstance(v, dict)]
+        flat += [(key, sub, v) for key, tbl in entry.items() if isinstance(tbl, dict) for sub, v in tbl.items()]
+        for key, sub, v in flat:
+            for bound, side in ((low, "low"), (high, "high")):
+                if abs(v - bound) <= rel * max(abs(bound), 1e-12) or (bound == 0 and abs(v) <= rel):
+                    out.append({"name": name, "level": key if sub is None else f"{key}[{sub}]", "value": v,
+                                "bound": bound, "side": side})
+    return out
 
 
 def summary(report: Report) -> dict[str, Any]:
@@ -277,3 +298,120 @@ def write_calibration(doc: dict, path: str) -> None:
             fh.write(dump_calibration(doc))
     except OSError as exc:
         raise SpecError(f"cannot write {path}: {exc.strerror}") from None
+
+
+# ---- cross-validation by group (leave one source / framework out) -----------------------------------------------
+
+CV_GROUPS = ("source", "framework")
+
+
+def group_of(case: dict, by: str) -> str:
+    """The group a case is left out with: its source (repository or paper: one stack, data and way of measuring)
+    or its training framework."""
+    if by == "source":
+        return source_group(case)
+    if by == "framework":
+        return str((case.get("training") or {}).get("framework"))
+    raise ValueError(f"unknown cross-validation group {by!r}; one of {', '.join(CV_GROUPS)}")
+
+
+def cv_folds(cases: list[dict], by: str) -> list[tuple[str, list[dict], list[dict]]]:
+    """(group, fitted cases, left-out cases) for every group, in name order: each group is left out once and the
+    fit sees only the other groups, so no group is ever on both sides."""
+    groups = sorted({group_of(c, by) for c in cases})
+    return [(g, [c for c in cases if group_of(c, by) != g], [c for c in cases if group_of(c, by) == g])
+            for g in groups]
+
+
+def residual(row: Row, metric: str) -> float | None:
+    """log(measured / predicted) of a row's metric: the factor by which the truth exceeded the prediction."""
+    pred, meas = row.pair(metric)
+    if metric not in row.error or not pred or not meas or pred <= 0 or meas <= 0:
+        return None
+    if metric == "throughput" and metric_key(row.measured, metric) == "step_time_s":
+        return math.log(pred / meas)  # throughput is 1 / step time: the residual of tokens/s
+    return math.log(meas / pred)
+
+
+def calibrated_frameworks() -> set[str]:
+    """The training stacks the shipped calibration has fitted factors for."""
+    from .catalog.efficiency import shipped_calibration
+
+    values = (shipped_calibration() or {}).get("values") or {}
+    return {fw for name, entry in values.items() if name.startswith("framework_")
+            for fw in (entry.get("by_framework") or {})}
+
+
+def _fold(args: tuple) -> dict[str, Any]:
+    group, train, test, base, rounds = args
+    fitted = base.with_overrides(fit(train, base, rounds=rounds), origin="calibration")
+    seen = {str((c.get("training") or {}).get("framework")) for c in train}
+    out = []
+    for row in validate(test, fitted).rows:
+        for metric in ("throughput", "memory"):
+            r = residual(row, metric)
+            if r is not None:
+                out.append({"id": row.id, "group": group, "metric": metric, "method": row.method,
+                            "memory_kind": row.predicted["memory_kind"] if metric == "memory" else None,
+                            "framework_known": row.framework in seen or row.framework in REFERENCE_STACKS,
+                            "ape": round(row.error[metric], 4), "log_residual": round(r, 4)})
+    return {"group": group, "fitted": len(train), "left_out": len(test), "residuals": out}
+
+
+def _mape_of(res: list[dict], metric: str) -> dict[str, Any]:
+    errs = [r["ape"] for r in res if r["metric"] == metric]
+    return {"n": len(errs), "mape": round(sum(errs) / len(errs), 4) if errs else None}
+
+
+def cv_band_coverage(residuals: list[dict]) -> list[tuple[str, bool]]:
+    """(metric, inside its band) of every left-out residual, the band made only from the other groups' residuals:
+    the bands are tested on groups they never saw, as they will be used."""
+    from .uncertainty import Bands
+
+    out = []
+    for g in sorted({r["group"] for r in residuals}):
+        bands = Bands([r for r in residuals if r["group"] != g])
+        for r in residuals:
+            if r["group"] != g:
+                continue
+            f = bands.interval(r["metric"], r["method"], r.get("memory_kind"), r["framework_known"])
+            if f:
+                out.append((r["metric"], math.log(f[0]) <= r["log_residual"] <= math.log(f[1])))
+    return out
+
+
+def _coverage(covered: list[tuple[str, bool]], metric: str) -> dict[str, Any]:
+    hits = [c for m, c in covered if m == metric]
+    return {"n": len(hits), "coverage": round(sum(hits) / len(hits), 4) if hits else None, "level": 0.8}
+
+
+def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str], None] | None = None,
+                   rounds: int = ROUNDS) -> dict[str, Any]:
+    """Leave-one-group-out error: for each group, fit on all other groups (the same method as `calibrate`) and
+    predict the group's cases (`rounds` of coordinate descent per fold: fewer than the shipped fit's only to save
+    time, stated in the result). Returns per-group and overall left-out MAPE, the in-sample MAPE of a fit on all
+    cases, and every left-out residual (the data uncertainty bands are made from)."""
+    cases = load_cases(paths)
+    base = Efficiencies.shipped()
+    folds = cv_folds(cases, by)
+    work = [(g, train, test, base, rounds) for g, train, test in folds]
+    if jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(_fold, work))
+    else:
+        results = []
+        for w in work:
+            results.append(_fold(w))
+            if log:
+                log(f"left out {w[0]}: {len(results[-1]['residuals'])} compared values")
+    residuals = [r for f in results for r in f["residuals"]]
+    covered = cv_band_coverage(residuals)
+    groups = {f["group"]: {"fitted": f["fitted"], "left_out": f["left_out"],
+                           "throughput": _mape_of(f["residuals"], "throughput"),
+                           "memory": _mape_of(f["residuals"], "memory")} for f in results}
+    overall = {m: {**_mape_of(residuals, m), "band_coverage": _coverage(covered, m)} for m in ("throughput", "memory")}
+    return {"by": by, "inputs": [os.path.relpath(p) for p in paths], "rounds": rounds, "groups": groups,
+            "overall": overall,
+            "in_sample": summary(validate(cases, Efficiencies.default())), "residuals": residuals}

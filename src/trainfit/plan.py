@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 from .api import load_efficiencies
 from .catalog import resolve_model
 from .catalog.efficiency import Efficiencies
-from .search.run import Candidate, SearchResult, headroom_gib, search
+from .search.run import Candidate, RiskyOption, SearchResult, headroom_gib, search
 from .search.space import Offer, offers
 from .search.workload import Workload, resolve_workload
 from .spec.model import ModelSpec
@@ -31,6 +32,7 @@ class Plan:
     why: list[list[str]]
     efficiencies: Efficiencies
     assumptions: list[str] = field(default_factory=list)
+    too_risky: list[RiskyOption] = field(default_factory=list)  # layouts with no option inside --max-oom-risk
 
     @property
     def currency(self) -> str:
@@ -94,7 +96,9 @@ def check_region(region: str) -> None:
 
 
 def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_list: list[Offer] | None = None,
-              skipped: Counter | None = None) -> Plan:
+              skipped: Counter | None = None, max_oom_risk: float | None = None) -> Plan:
+    """The plan. `max_oom_risk`: accepted probability of running out of memory per option (from cross-validated
+    error bands); None keeps the flat plan_memory_headroom_fraction."""
     model = resolve_model(req.model)
     if req.region and offer_list is None:
         check_region(req.region)
@@ -102,7 +106,7 @@ def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_
     w = resolve_workload(req, model)
     if offer_list is None:
         offer_list, skipped = offers(req)
-    result = search(model, w, eff, offer_list, skipped)
+    result = search(model, w, eff, offer_list, skipped, max_oom_risk)
     rejected = Counter(result.rejected)
     feasible = []
     for c in result.fitting:
@@ -119,6 +123,10 @@ def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_
     plan = Plan(request=req, model=model, workload=w, result=result, recommendations=recs,
                 pareto=pareto_front(layouts), rejected=rejected, binding=None, excluded={}, why=[],
                 efficiencies=eff, assumptions=list(w.assumptions))
+    laid_out = {(c.estimate.gpu.id, c.estimate.strategy.gpus_per_node, c.nodes, c.estimate.training.method.value)
+                for c in result.fitting}
+    plan.too_risky = sorted((r for k, r in result.too_risky.items() if k not in laid_out),
+                            key=lambda r: (r.gpu, r.gpus * r.nodes, r.method))
     plan.binding = None if recs else binding_constraint(plan)
     plan.excluded = excluded_gpus(plan, ranked)
     plan.why = [why(plan, c, ranked) for c in recs]
@@ -144,6 +152,13 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
     if not plan.result.offers:
         return {"constraint": "catalog", "explanation": "no priced instance matches the request's provider, GPU, "
                 "region and pricing filters", "relax": ["--provider all", "drop --gpu / --region filters"]}
+    if not fitting and plan.too_risky:
+        least = min(plan.too_risky, key=lambda r: r.risk)
+        return {"constraint": "out-of-memory risk",
+                "explanation": f"options fit by the estimate but each runs out of memory with more than "
+                               f"{plan.result.max_oom_risk:.0%} probability; least risky: {risky_text(least)}",
+                "relax": [f"--max-oom-risk {math.ceil(least.risk * 100) / 100:.2f}", "a shorter --seq-len",
+                          "--method qlora", "--provider all for larger GPUs"]}
     if not fitting:
         need = min((n for n, _ in plan.result.no_fit_by_gpu.values()), default=0.0)
         return {"constraint": "memory",
@@ -190,6 +205,10 @@ def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
         if winner is not None and gpu == winner.estimate.gpu.id:
             continue
         cands = by_gpu.get(gpu, [])
+        risky = [r for r in plan.too_risky if r.gpu == gpu]
+        if not cands and risky:
+            out[gpu] = "rejected for out-of-memory risk: " + risky_text(min(risky, key=lambda r: r.risk))
+            continue
         if not cands:
             miss = plan.result.no_fit_by_gpu.get(gpu)
             need = f" (needs {miss[0] / GiB:,.1f} of {miss[1] / GiB:,.1f} GiB)" if miss else ""
@@ -213,12 +232,38 @@ def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
     return out
 
 
+def hours_cost_band(c: Candidate) -> dict[str, Any] | None:
+    """80% bands of hours and cost from the throughput band (an unseen training stack's): training hours scale
+    with 1 / throughput, start-up and checkpoints do not; cost scales with hours (billing steps not re-applied)."""
+    from .uncertainty import LEVEL, shipped_bands
+
+    bands = shipped_bands()
+    f = bands.interval("throughput", c.estimate.training.method.value, None, False) if bands else None
+    if f is None or c.hours <= 0:
+        return None
+    low_h, high_h = c.train_hours / f[1] + c.overhead_hours, c.train_hours / f[0] + c.overhead_hours
+    return {"level": LEVEL, "hours": {"low": round(low_h, 3), "high": round(high_h, 3)},
+            "cost": {"low": round(c.cost * low_h / c.hours, 2), "high": round(c.cost * high_h / c.hours, 2)}}
+
+
+def risky_text(r: RiskyOption) -> str:
+    """One rejected-for-risk option and what would make it safe."""
+    where = f"{r.gpus * r.nodes} x {r.gpu}" + (f" on {r.nodes} nodes" if r.nodes > 1 else "")
+    text = (f"{where}, {r.method}, {r.strategy}, micro-batch {r.micro_batch}: {r.need / GiB:,.1f} of "
+            f"{r.usable / GiB:,.1f} GiB predicted, {r.risk:.0%} out-of-memory risk")
+    if r.safe_need is not None and r.safe_need < r.need:
+        text += (f"; safe with {(r.need - r.safe_need) / GiB:,.1f} GiB less peak memory (a shorter --seq-len, "
+                 f"qlora) or with --max-oom-risk {math.ceil(r.risk * 100) / 100:.2f}")
+    return text
+
+
 def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
     e, cur = c.estimate, plan.currency
+    risk = "" if c.oom_risk is None else f", {c.oom_risk:.0%} out-of-memory risk"
     lines = [f"bottleneck: {e.bottleneck}; {e.tokens_per_s:,.0f} tokens/s ({e.tokens_per_s_per_gpu:,.0f} per GPU), "
              f"MFU {e.mfu:.0%}",
              f"memory: {e.memory.device / GiB:,.1f} of {e.memory.usable / GiB:,.1f} GiB per GPU "
-             f"({headroom_gib(c):,.1f} GiB headroom), micro-batch {e.training.micro_batch} x "
+             f"({headroom_gib(c):,.1f} GiB headroom{risk}), micro-batch {e.training.micro_batch} x "
              f"grad-accum {e.training.grad_accum}"]
     comm = sum(v for k, v in e.time.parts.items() if k.startswith("communication"))
     if e.strategy.nodes > 1:

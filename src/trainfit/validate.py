@@ -46,6 +46,7 @@ class Row:
     from_notes: tuple[str, ...] = ()  # NOTE_FEATURES read from the case's notes
     # metric -> (its error, why the measurement contradicts the stated setup): left out of the statistics
     excluded: dict[str, tuple[float, str]] = field(default_factory=dict)
+    band: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> 80% band of the measured field
 
     def pair(self, metric: str) -> tuple[float | None, float | None]:
         """(predicted, measured) of the value `metric` is compared on."""
@@ -56,7 +57,17 @@ class Row:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
                 "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
                 "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes),
-                "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()}}
+                "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()},
+                "band": {k: {"low": round(lo, 4), "high": round(hi, 4), "covers": self.covers(k)}
+                         for k, (lo, hi) in self.band.items()}}
+
+    def covers(self, metric: str) -> bool | None:
+        """Whether the measured value lies inside the metric's band (None without a band)."""
+        if metric not in self.band or metric not in self.error:
+            return None
+        lo, hi = self.band[metric]
+        meas = self.pair(metric)[1]
+        return meas is not None and lo <= meas <= hi
 
 
 def source_group(case: dict) -> str:
@@ -326,6 +337,7 @@ def _stats(values: list[tuple[Row, float]]) -> dict[str, Any]:
 def _metric(rows: list[Row], key: str) -> dict[str, Any]:
     values = [(r, r.error[key]) for r in rows if key in r.error]
     out = _stats(values)
+    out["band_coverage"] = band_coverage(rows, key) if key in ("throughput", "memory") else None
     for attr in ("gpu", "method", "source", "framework"):
         groups: dict[str, list] = defaultdict(list)
         for r, e in values:
@@ -359,7 +371,28 @@ class Report:
                 "rows": [r.to_dict() for r in self.rows]}
 
 
-def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = False) -> Report:
+def add_bands(row: Row, bands) -> None:
+    """The uncertainty bands (trainfit.uncertainty) of a row's compared metrics."""
+    from .uncertainty import framework_known, measured_band
+
+    for metric in ("throughput", "memory"):
+        key = metric_key(row.measured, metric)
+        if metric in row.error and key:
+            kind = row.predicted["memory_kind"] if metric == "memory" else None
+            b = measured_band(bands, metric, key, row.predicted[key], row.method, kind,
+                              framework_known(row.framework))
+            if b:
+                row.band[metric] = b
+
+
+def band_coverage(rows: list[Row], metric: str) -> dict[str, Any]:
+    """Share of measured values inside their 80% band."""
+    hits = [r.covers(metric) for r in rows if r.covers(metric) is not None]
+    return {"n": len(hits), "coverage": round(sum(hits) / len(hits), 4) if hits else None, "level": 0.8}
+
+
+def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = False, bands=None) -> Report:
+    """Every case predicted and compared; with `bands` (trainfit.uncertainty.Bands), each compared value's band."""
     rows: list[Row] = []
     skipped: Counter = Counter()
     for case in cases:
@@ -372,6 +405,8 @@ def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = Fal
             row = compare(case, predict_case(case, eff), keep_inconsistent)
             if not row.error and not row.excluded:
                 raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")
+            if bands is not None:
+                add_bands(row, bands)
             rows.append(row)
         except Skip as exc:
             skipped[str(exc)] += 1

@@ -159,8 +159,12 @@ def run_efficiencies(args: argparse.Namespace) -> int:
     from ..catalog import get_gpu
     from ..catalog.efficiency import Efficiencies
 
+    from ..calibrate import at_bound
+    from ..catalog.efficiency import shipped_calibration
+
     lang_of(args)
     eff = Efficiencies.default()
+    bounds = at_bound((shipped_calibration() or {}).get("values") or {})
     doc: dict = {}
     view = eff.for_gpu(get_gpu(args.gpu)) if args.gpu else None
     for name in eff.names():
@@ -170,6 +174,9 @@ def run_efficiencies(args: argparse.Namespace) -> int:
                 entry["value_for_gpu"] = view(name)
             except KeyError:
                 pass
+        hits = [f"{b['level']} = {b['value']:g} at the fit's {b['side']} bound" for b in bounds if b["name"] == name]
+        if hits:
+            entry["at_bound"] = hits
         doc[name] = entry
     if args.json:
         print_json({"efficiencies": doc})
@@ -181,6 +188,8 @@ def run_efficiencies(args: argparse.Namespace) -> int:
             table.add_column(col)
         for name, e in doc.items():
             value = e.get("value_for_gpu", e.get("default", "per " + ",".join(k[3:] for k in e if k.startswith("by_"))))
-            table.add_row(name, str(value), e.get("unit", ""), e.get("basis", ""), e.get("description", "")[:80])
+            flag = " ⚠ at bound: " + "; ".join(e["at_bound"]) if e.get("at_bound") else ""
+            table.add_row(name, str(value) + flag, e.get("unit", ""), e.get("basis", ""),
+                          e.get("description", "")[:80])
         console().print(table)
     return 0

@@ -55,6 +55,9 @@ def add_parser(sub) -> None:
                    "(can be reclaimed: priced with an interruption model and a checkpoint interval)")
     g.add_argument("--objective", help="cheapest (meets the deadline) | fastest (within the budget)")
     g.add_argument("--top", help="how many recommendations to show (default 5)")
+    g.add_argument("--max-oom-risk", type=float, default=0.05, metavar="PROBABILITY",
+                   help="accepted probability that an option runs out of memory, from the cross-validated error "
+                        "bands (default 0.05; replaces the flat memory headroom)")
     p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
     add_efficiency_flags(p)
     add_prices_flag(p)
@@ -86,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         check_out(args.out, "dir")
     apply_prices(args)
     req = build_request(args)
-    plan = make_plan(req, load_efficiencies(parse_sets(args.set), args.calibration))
+    if not 0 < args.max_oom_risk < 1:
+        raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {args.max_oom_risk}")
+    plan = make_plan(req, load_efficiencies(parse_sets(args.set), args.calibration), max_oom_risk=args.max_oom_risk)
     if args.out:
         if not plan.recommendations:
             raise SpecError(f"nothing to write to {args.out}: no configuration meets the request "

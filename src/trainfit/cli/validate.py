@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import SpecError
     from ..serving.validate import is_serving
     from ..serving.validate import validate as validate_serving
+    from ..uncertainty import shipped_bands
     from ..validate import load_cases, validate
 
     lang = lang_of(args)
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     all_cases = load_cases(args.cases)
     cases = [c for c in all_cases if not is_serving(c)]
     serving = [c for c in all_cases if is_serving(c)]
-    doc = validate(cases, eff, args.keep_inconsistent).to_dict()
+    doc = validate(cases, eff, args.keep_inconsistent, bands=shipped_bands()).to_dict()
     doc["efficiencies"] = eff.origin
     doc["serving"] = validate_serving(serving) if serving else None
     failed = (_limits(args, doc) if cases else []) + _serving_limits(args, doc["serving"])
@@ -142,6 +143,11 @@ def render(doc: dict, rows: bool = False) -> None:
             for group, s in m[by].items():
                 t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
     c.print(t)
+    for metric in ("throughput", "memory"):
+        cov = doc[metric].get("band_coverage") or {}
+        if cov.get("n"):
+            c.print(f"{metric}: {cov['coverage']:.0%} of {cov['n']} measured values inside their "
+                    f"{cov['level']:.0%} band (bands from leave-one-source-out residuals)")
     oom = doc["oom"]
     if oom["n"]:
         c.print(f"out of memory: {oom['correct']} of {oom['n']} OOM cases predicted as not fitting")

@@ -9,6 +9,8 @@ LANGS = ("en", "zh")
 _MESSAGES: dict[str, dict[str, str]] = {
     "fits": {"en": "fits", "zh": "可以放下"},
     "does_not_fit": {"en": "does NOT fit", "zh": "放不下"},
+    "fit_likely": {"en": "{p} likely to fit", "zh": "放得下的概率 {p}"},
+    "too_risky": {"en": "rejected for out-of-memory risk above {risk}", "zh": "因显存溢出风险高于 {risk} 而排除"},
     "memory_per_gpu": {"en": "Memory per GPU", "zh": "每张 GPU 显存"},
     "part": {"en": "part", "zh": "组成"},
     "gib": {"en": "GiB", "zh": "GiB"},

@@ -51,8 +51,16 @@ def strategy_of(est: Estimate) -> dict[str, Any]:
     return out
 
 
+def uncertainty_of(est: Estimate) -> dict[str, Any] | None:
+    """The estimate's error bands and fit probability (trainfit.uncertainty), None without residuals."""
+    from ..uncertainty import estimate_uncertainty
+
+    return estimate_uncertainty(est)
+
+
 def estimate_dict(est: Estimate, alternatives: list[Alternative] | None = None) -> dict[str, Any]:
     mem = est.memory
+    unc = uncertainty_of(est)
     out: dict[str, Any] = {
         "config": config_dict(est),
         "model": {"name": est.model.name, "model_type": est.model.model_type, "params": est.split.total,
@@ -68,6 +76,8 @@ def estimate_dict(est: Estimate, alternatives: list[Alternative] | None = None) 
         "phases_gib": {p.name: _r(p.total / GiB) for p in mem.phases},
         "gpu_memory_gib": _r(mem.usable / GiB),
         "fits": mem.fits,
+        "fit_probability": unc["fit_probability"] if unc else None,
+        "uncertainty": ({k: v for k, v in unc.items() if k != "fit_probability"} if unc else None),
         "headroom_gib": _r((mem.usable - mem.device) / GiB),
         "step_time_s": _r(est.step_time_s, 4),
         "tokens_per_step": est.tokens_per_step,
@@ -101,7 +111,8 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     title = (f"{est.model.name} · {est.training.method.value} · {est.training.task.value} · "
              f"seq {est.training.seq_len} × mb {est.training.micro_batch} · {est.gpu.name} · {s.label()}")
     verdict = Text(f"{tr('fits', lang) if mem.fits else tr('does_not_fit', lang)}: "
-                   f"{mem.device / GiB:.1f} / {mem.usable / GiB:.1f} GiB",
+                   f"{mem.device / GiB:.1f}{_band_text(uncertainty_of(est), 'memory_gib', '.1f')} / "
+                   f"{mem.usable / GiB:.1f} GiB{_likely_text(uncertainty_of(est), lang)}",
                    style="bold green" if mem.fits else "bold red")
     phase = tr("phase_" + mem.peak_phase, lang)
     table = Table(title=tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {phase})")
@@ -115,7 +126,8 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     speed.add_column("")
     speed.add_column("", justify="right")
     speed.add_row(tr("step_time", lang), f"{est.step_time_s:.3f} s")
-    speed.add_row(tr("tokens_per_s", lang), f"{est.tokens_per_s:,.0f}")
+    speed.add_row(tr("tokens_per_s", lang),
+                  f"{est.tokens_per_s:,.0f}{_band_text(uncertainty_of(est), 'tokens_per_s', ',.0f')}")
     speed.add_row(tr("tokens_per_s_per_gpu", lang), f"{est.tokens_per_s_per_gpu:,.0f}")
     speed.add_row(tr("mfu", lang), f"{est.mfu:.1%}")
     speed.add_row(tr("bottleneck", lang), tr(est.bottleneck, lang))
@@ -141,3 +153,14 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     if est.gpu.unverified:
         items.append(Text(f"{est.gpu.id} {tr('unverified', lang)}: {', '.join(est.gpu.unverified)}", style="yellow"))
     return Group(*items)
+
+
+def _band_text(unc: dict | None, key: str, fmt: str) -> str:
+    """The text " (low–high)" of a band, or "" without one."""
+    band = (unc or {}).get(key)
+    return f" ({band['low']:{fmt}}–{band['high']:{fmt}})" if band else ""
+
+
+def _likely_text(unc: dict | None, lang: str) -> str:
+    p = (unc or {}).get("fit_probability")
+    return "" if p is None else ", " + tr("fit_likely", lang).format(p=f"{p:.0%}")

@@ -10,7 +10,7 @@ from typing import Any
 from ..catalog.models import all_models, local_config
 from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
-from ..plan import Plan
+from ..plan import Plan, hours_cost_band
 from ..search.run import Candidate, headroom_gib
 from ..units import GiB
 from ..i18n.notes import localize
@@ -35,7 +35,8 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         "gpus_per_node": e.strategy.gpus_per_node, "gpus_per_instance": o.gpu_count, "nodes": e.strategy.nodes,
         "strategy": strategy_dict(c), "memory_gib": round(e.memory.device / GiB, 2),
         "gpu_memory_gib": round(e.memory.usable / GiB, 2), "headroom_gib": round(headroom_gib(c), 2),
-        "fits": e.fits, "tokens_per_s": round(e.tokens_per_s, 1),
+        "fits": e.fits, "oom_risk": None if c.oom_risk is None else round(c.oom_risk, 3),
+        "tokens_per_s": round(e.tokens_per_s, 1),
         "tokens_per_s_per_gpu": round(e.tokens_per_s_per_gpu, 1), "mfu": round(e.mfu, 4),
         "step_time_s": round(e.step_time_s, 4), "hours": round(c.hours, 3), "train_hours": round(c.train_hours, 3),
         "overhead_hours": round(c.overhead_hours, 3), "billed_hours": round(c.billed_hours, 3),
@@ -45,6 +46,7 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
     })
+    out["uncertainty"] = hours_cost_band(c)
     if c.spot is not None:
         out["spot"] = {**c.spot.to_dict(), "can_be_reclaimed": True}
     if why is not None:
@@ -68,15 +70,32 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "rejected": rejected,
         "binding_constraint": plan.binding,
         "excluded_gpus": plan.excluded,
+        "max_oom_risk": res.max_oom_risk,
+        "rejected_for_risk": [{"gpu": r.gpu, "gpus": r.gpus * r.nodes, "nodes": r.nodes, "method": r.method,
+                               "strategy": r.strategy, "micro_batch": r.micro_batch,
+                               "memory_gib": round(r.need / GiB, 2), "gpu_memory_gib": round(r.usable / GiB, 2),
+                               "oom_risk": round(r.risk, 3),
+                               "safe_memory_gib": None if r.safe_need is None else round(r.safe_need / GiB, 2)}
+                              for r in plan.too_risky],
         "search": {"candidates": res.candidates, "seconds": round(res.seconds, 4), "estimates": res.estimates,
                    "offers": len(res.offers)},
         "assumptions": list(plan.assumptions) + [
             f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']}: "
-            f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS] + [
+            f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS
+            if not (name == "plan_memory_headroom_fraction" and res.max_oom_risk is not None)] + _risk_assumption(res)
+        + [
             "billing: " + eff.describe("billing_granularity_s")["basis"].strip(),
             "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"]
         + _spot_assumptions(plan),
     }
+
+
+def _risk_assumption(res) -> list[str]:
+    if res.max_oom_risk is None:
+        return []
+    return [f"memory: an option is kept when its out-of-memory risk is at most {res.max_oom_risk:.0%} (--max-oom-risk), "
+            "the risk read from leave-one-source-out residuals of peak memory (trainfit calibrate --cv source), "
+            "the wider band of a training stack the calibration has not seen"]
 
 
 def _spot_assumptions(plan: Plan) -> list[str]:
@@ -168,8 +187,12 @@ def render_plan(plan: Plan, lang: str):
                     tr("cost", lang)):
             table.add_column(col, overflow="fold", justify="right" if col in ("GiB", "tok/s") else "left")
         for i, c in enumerate(plan.recommendations):
+            band = hours_cost_band(c)
+            hours = f"{c.hours:,.1f}" + (f" ({band['hours']['low']:,.1f}–{band['hours']['high']:,.1f})" if band else "")
+            cost = _money(c.cost, plan.currency) + (f" ({_money(band['cost']['low'], plan.currency)}–"
+                                                    f"{_money(band['cost']['high'], plan.currency)})" if band else "")
             table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
-                          f"{c.estimate.tokens_per_s:,.0f}", f"{c.hours:,.1f}", _money(c.cost, plan.currency))
+                          f"{c.estimate.tokens_per_s:,.0f}", hours, cost)
         items.append(table)
         # (the sentences below are written in English by the search; localize() gives their Chinese form)
         if req.pricing == "spot":
@@ -193,6 +216,11 @@ def render_plan(plan: Plan, lang: str):
         for c in plan.pareto[:8]:
             pareto.add_row(_where(c), _settings(c), f"{c.hours:,.1f}", _money(c.cost, plan.currency))
         items.append(pareto)
+    if plan.too_risky:
+        from ..plan import risky_text
+
+        items.append(Text(tr("too_risky", lang).format(risk=f"{plan.result.max_oom_risk:.0%}") + ":\n"
+                          + "\n".join(f"   {risky_text(r)}" for r in plan.too_risky), style="yellow"))
     if plan.excluded:
         items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {r}" for g, r in plan.excluded.items()),
                           style="dim"))

@@ -41,6 +41,7 @@ class Candidate:
     billed_hours: float
     cost: float  # in the request's currency
     spot: SpotOverhead | None = None  # interruptions and the checkpoint interval, on spot prices
+    oom_risk: float | None = None  # probability the peak exceeds usable memory (None: judged by the flat headroom)
 
     @property
     def nodes(self) -> int:
@@ -62,6 +63,25 @@ class SearchResult:
     seconds: float = 0.0
     offers: list[Offer] = field(default_factory=list)
     no_fit_by_gpu: dict[str, tuple[float, float]] = field(default_factory=dict)  # GPU -> (smallest need, usable)
+    # (GPU, GPUs, nodes, method) -> the least risky option rejected because its OOM risk exceeds the limit
+    too_risky: dict[tuple, "RiskyOption"] = field(default_factory=dict)
+    max_oom_risk: float | None = None
+
+
+@dataclass(frozen=True)
+class RiskyOption:
+    """An option that fits by the point estimate (or nearly) but runs out of memory with more than the accepted
+    probability; `safe_need` is the predicted peak at which its risk would be acceptable."""
+    gpu: str
+    gpus: int
+    nodes: int
+    method: str
+    micro_batch: int
+    strategy: str
+    need: float  # predicted peak, bytes
+    usable: float
+    risk: float
+    safe_need: float | None
 
 
 class _Estimator:
@@ -171,9 +191,11 @@ def _by_provider(eff: Efficiencies, name: str, provider: str) -> float:
 
 
 def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list: list[Offer] | None = None,
-           skipped: Counter | None = None) -> SearchResult:
+           skipped: Counter | None = None, max_oom_risk: float | None = None) -> SearchResult:
+    """Every candidate, kept or rejected. `max_oom_risk`: the accepted probability of running out of memory
+    (trainfit.uncertainty's cross-validated residuals) instead of the flat plan_memory_headroom_fraction."""
     t0 = time.perf_counter()
-    res = SearchResult()
+    res = SearchResult(max_oom_risk=max_oom_risk if _bands() is not None else None)
     if offer_list is None:
         offer_list, skipped = offers(w.request)
     res.offers = offer_list
@@ -216,17 +238,29 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     best = None
     n = s.gpus
     rejected = res.rejected
+    risk_of = None
+    if res.max_oom_risk is not None:
+        limit = usable
+
+        def risk_of(need: float) -> float:
+            return 1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", False) or 0.0)
+    best_risk = None
     for mb in mbs:
         need = (whole if mb == per_gpu else accumulating).device(mb, n)
         if need > limit:
-            rejected["does not fit in GPU memory (with the safety headroom)"] += 1
+            rejected["does not fit in GPU memory" + ("" if risk_of else " (with the safety headroom)")] += 1
             prev = res.no_fit_by_gpu.get(gpu.id)
             if prev is None or need < prev[0]:
                 res.no_fit_by_gpu[gpu.id] = (need, usable)
             continue
+        risk = risk_of(need) if risk_of else None
+        if risk is not None and risk > res.max_oom_risk:
+            rejected["out-of-memory risk above --max-oom-risk"] += 1
+            _note_risky(res, gpu.id, s, method, mb, need, usable, risk)
+            continue
         if best is not None:
             rejected["dominated by a larger micro-batch that fits"] += 1
-        best = mb
+        best, best_risk = mb, risk
     res.candidates += len(mbs)
     if best is None:
         return
@@ -239,7 +273,30 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         return
     train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
-    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot))
+    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, best_risk))
+
+
+def _bands():
+    from ..uncertainty import shipped_bands
+
+    return shipped_bands()
+
+
+def _note_risky(res: SearchResult, gpu: str, s: Strategy, method: Method, mb: int, need: float, usable: float,
+                risk: float) -> None:
+    """Keep the least risky rejected option per (GPU, GPUs, nodes, method), with the peak that would be safe."""
+    key = (gpu, s.gpus_per_node, s.nodes, method.value)
+    prev = res.too_risky.get(key)
+    if prev is not None and prev.risk <= risk:
+        return
+    res.too_risky[key] = RiskyOption(gpu, s.gpus_per_node, s.nodes, method.value, mb, s.label(), need, usable,
+                                     risk, safe_need(usable, method.value, res.max_oom_risk))
+
+
+def safe_need(usable: float, method: str, max_risk: float) -> float | None:
+    """The predicted peak whose out-of-memory risk is `max_risk`: usable / exp(the (1 - max_risk) residual)."""
+    res = _bands().residuals("memory", method, "nvidia-smi", False)
+    return None if res is None else usable / math.exp(res.quantile(1.0 - max_risk))
 
 
 def headroom_gib(c: Candidate) -> float:

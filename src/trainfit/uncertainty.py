@@ -1,0 +1,167 @@
+"""Error bands and the probability that a job fits, from cross-validated residuals.
+
+The residuals are log(measured / predicted) of every case predicted by a fit that never saw the case's source
+(`trainfit calibrate --cv source`, shipped as catalog/data/cv_source.json). A prediction's band at level 0.8 is
+prediction x exp(10th and 90th percentile of the residuals of its cell); its fit probability is the share of
+residuals for which the peak would stay under the usable memory (the residuals' empirical distribution,
+interpolated between plotting positions (i + 0.5) / n, so the probability rises continuously with the memory).
+
+Cells: metric x method x memory kind x whether the framework is known (has been seen by the fit). A cell with fewer
+than MIN_RESIDUALS residuals falls back to a coarser one: without the method, then without the memory kind, then
+the metric alone. A stack the fit has not seen is at least as uncertain as a seen one: its band is the union of
+both cells' bands.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+LEVEL = 0.8
+MIN_RESIDUALS = 10
+SHIPPED = "cv_source.json"
+
+
+@dataclass(frozen=True)
+class Residuals:
+    """Sorted log(measured / predicted) values of one cell."""
+    values: tuple[float, ...]
+    cell: str
+
+    def _positions(self) -> list[float]:
+        n = len(self.values)
+        return [(i + 0.5) / n for i in range(n)]
+
+    def quantile(self, p: float) -> float:
+        """The residual below which a share p of the residuals lie (linear between plotting positions)."""
+        v, pos = self.values, self._positions()
+        if p <= pos[0]:
+            return v[0]
+        if p >= pos[-1]:
+            return v[-1]
+        i = bisect.bisect_right(pos, p) - 1
+        return v[i] + (v[i + 1] - v[i]) * (p - pos[i]) / (pos[i + 1] - pos[i])
+
+    def cdf(self, x: float) -> float:
+        """Share of residuals at or below x, interpolated; kept inside [0.5/n, 1 - 0.5/n] (n cases cannot
+        establish certainty)."""
+        v, pos = self.values, self._positions()
+        if x <= v[0]:
+            return pos[0]
+        if x >= v[-1]:
+            return pos[-1]
+        i = bisect.bisect_right(v, x) - 1
+        if v[i + 1] == v[i]:
+            return pos[i + 1]
+        return pos[i] + (pos[i + 1] - pos[i]) * (x - v[i]) / (v[i + 1] - v[i])
+
+
+class Bands:
+    """The residuals of cross-validation, by cell."""
+
+    def __init__(self, residuals: list[dict[str, Any]]):
+        self.cells: dict[tuple, list[float]] = {}
+        for r in residuals:
+            m, meth, kind, known = r["metric"], r["method"], r.get("memory_kind"), bool(r["framework_known"])
+            for key in ((m, meth, kind, known), (m, None, kind, known), (m, None, None, known), (m, None, None, None)):
+                self.cells.setdefault(key, []).append(float(r["log_residual"]))
+
+    def residuals(self, metric: str, method: str, memory_kind: str | None, known: bool) -> Residuals | None:
+        kind = memory_kind if metric == "memory" else None
+        for key in ((metric, method, kind, known), (metric, None, kind, known), (metric, None, None, known),
+                    (metric, None, None, None)):
+            vals = self.cells.get(key, [])
+            if len(vals) >= MIN_RESIDUALS:
+                return Residuals(tuple(sorted(vals)), "/".join("*" if k is None else str(k) for k in key))
+        return None
+
+    def interval(self, metric: str, method: str, memory_kind: str | None, known: bool,
+                 level: float = LEVEL) -> tuple[float, float] | None:
+        """(low, high) factors on a prediction: the central `level` share of the truth's ratio to it."""
+        lo_p, hi_p = (1 - level) / 2, (1 + level) / 2
+        own = self.residuals(metric, method, memory_kind, known)
+        if own is None:
+            return None
+        low, high = own.quantile(lo_p), own.quantile(hi_p)
+        if not known:  # an unseen stack: at least as wide as a seen one
+            seen = self.residuals(metric, method, memory_kind, True)
+            if seen is not None:
+                low, high = min(low, seen.quantile(lo_p)), max(high, seen.quantile(hi_p))
+        return math.exp(low), math.exp(high)
+
+    def fit_probability(self, need: float, usable: float, method: str, memory_kind: str | None,
+                        known: bool) -> float | None:
+        """Probability that the measured peak stays at or under `usable` when `need` is predicted."""
+        res = self.residuals("memory", method, memory_kind, known)
+        if res is None or need <= 0 or usable <= 0:
+            return None
+        return res.cdf(math.log(usable / need))
+
+
+@lru_cache(maxsize=1)
+def shipped_bands() -> Bands | None:
+    """The packaged cross-validation residuals (None when the package carries none)."""
+    import json
+
+    from .catalog._io import read_text
+
+    try:
+        doc = json.loads(read_text(SHIPPED))
+    except (FileNotFoundError, ValueError):
+        return None
+    return Bands(doc.get("residuals") or [])
+
+
+def framework_known(framework: str | None) -> bool:
+    """Whether the calibration has seen this training stack: a reference stack (whose eager Hugging Face code is
+    the model's own) or one with fitted factors in the shipped calibration."""
+    from .calibrate import REFERENCE_STACKS, calibrated_frameworks
+
+    return framework is not None and framework != "None" and (framework in REFERENCE_STACKS
+                                                               or framework in calibrated_frameworks())
+
+
+def measured_band(bands: Bands, metric: str, key: str, predicted: float, method: str, memory_kind: str | None,
+                  known: bool, level: float = LEVEL) -> tuple[float, float] | None:
+    """The band around a predicted value of the measured field `key` (step time: the inverse of throughput's)."""
+    f = bands.interval(metric, method, memory_kind, known, level)
+    if f is None:
+        return None
+    if key == "step_time_s":
+        return predicted / f[1], predicted / f[0]
+    return predicted * f[0], predicted * f[1]
+
+
+# What the estimate's fit verdict compares with usable memory: the device total (nvidia-smi's counter).
+VERDICT_KIND = "nvidia-smi"
+
+
+def estimate_uncertainty(est, framework: str | None = None, bands: Bands | None = None,
+                         level: float = LEVEL) -> dict[str, Any] | None:
+    """{level, memory_gib: {low, high}, tokens_per_s: {low, high}, fit_probability, cells} for an Estimate, or
+    None when no residuals are available. `framework`: the training stack, when known (None: not known, the wider
+    band)."""
+    from .units import GiB
+
+    bands = bands or shipped_bands()
+    if bands is None:
+        return None
+    known = framework_known(framework)
+    method, mem = est.training.method.value, est.memory
+    resident = dict(mem.overheads).get("optimizer/paged_states_resident", 0.0)
+    need = mem.device - resident
+    mem_f = bands.interval("memory", method, VERDICT_KIND, known, level)
+    tps_f = bands.interval("throughput", method, None, known, level)
+    out: dict[str, Any] = {"level": level, "framework_known": known,
+                           "basis": "leave-one-source-out residuals (trainfit calibrate --cv source)"}
+    out["memory_gib"] = ({"low": round(mem.device * mem_f[0] / GiB, 2), "high": round(mem.device * mem_f[1] / GiB, 2)}
+                         if mem_f else None)
+    # throughput residuals are log(measured / predicted) of tokens/s (or of 1 / step time): the same factors
+    out["tokens_per_s"] = ({"low": round(est.tokens_per_s * tps_f[0], 1), "high": round(est.tokens_per_s * tps_f[1], 1)}
+                           if tps_f else None)
+    p = bands.fit_probability(need, mem.usable, method, VERDICT_KIND, known)
+    out["fit_probability"] = None if p is None else round(p, 3)
+    return out

@@ -1,0 +1,120 @@
+"""Error bands and fit probability from cross-validated residuals; leave-one-group-out folds."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from trainfit.calibrate import cv_band_coverage, cv_folds, group_of
+from trainfit.uncertainty import Bands, Residuals
+from trainfit.validate import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+DEV = ROOT / "data" / "validation" / "published_dev.jsonl"
+
+
+@pytest.fixture(scope="module")
+def dev_cases():
+    return load_cases([str(DEV)])
+
+
+def _res(values, metric="memory", method="lora", kind="reserved", known=True, group="g"):
+    return [{"metric": metric, "method": method, "memory_kind": kind if metric == "memory" else None,
+             "framework_known": known, "log_residual": v, "group": group} for v in values]
+
+
+@pytest.mark.parametrize("by", ["source", "framework"])
+def test_cv_folds_never_put_one_group_on_both_sides(dev_cases, by):
+    folds = cv_folds(dev_cases, by)
+    assert len(folds) == len({group_of(c, by) for c in dev_cases}) >= 2
+    for group, train, test in folds:
+        assert test and {group_of(c, by) for c in test} == {group}
+        assert group not in {group_of(c, by) for c in train}
+        assert len(train) + len(test) == len(dev_cases)
+    assert sorted(id(c) for _, _, test in folds for c in test) == sorted(id(c) for c in dev_cases)
+
+
+def test_source_groups_are_one_stack_each(dev_cases):
+    # a random split would put llm-foundry cases on both sides; leave-one-source-out keeps them together
+    folds = {g: test for g, _, test in cv_folds(dev_cases, "source")}
+    assert len(folds["mosaicml/llm-foundry"]) == sum(1 for c in dev_cases if "llm-foundry" in c["source"])
+
+
+def test_bands_widen_for_unknown_frameworks():
+    rng = random.Random(1)
+    seen = [rng.gauss(0, 0.05) for _ in range(40)]
+    unseen = [rng.gauss(0.1, 0.25) for _ in range(40)]
+    bands = Bands(_res(seen, known=True) + _res(unseen, known=False))
+    lo_k, hi_k = bands.interval("memory", "lora", "reserved", True)
+    lo_u, hi_u = bands.interval("memory", "lora", "reserved", False)
+    assert lo_u < lo_k < 1 < hi_k < hi_u
+    # even when the unseen stacks happened to be predicted well, their band is no narrower than a seen one's
+    lucky = Bands(_res(seen, known=True) + _res([v / 10 for v in seen], known=False))
+    lo_l, hi_l = lucky.interval("memory", "lora", "reserved", False)
+    assert lo_l <= lo_k and hi_l >= hi_k
+
+
+def test_fit_probability_is_monotone_in_usable_memory():
+    rng = random.Random(2)
+    bands = Bands(_res([rng.gauss(0.02, 0.1) for _ in range(50)]))
+    need = 20.0
+    probs = [bands.fit_probability(need, u, "lora", "reserved", True) for u in [16 + 0.05 * i for i in range(200)]]
+    assert all(b >= a for a, b in zip(probs, probs[1:]))
+    assert probs[0] < 0.05 and probs[-1] > 0.95
+    # rises inside the residuals' range, not just a step: usable = need x exp(median) is about even odds
+    med = Residuals(tuple(sorted(bands.cells[("memory", "lora", "reserved", True)])), "").quantile(0.5)
+    assert bands.fit_probability(need, need * math.exp(med), "lora", "reserved", True) == pytest.approx(0.5, abs=0.02)
+
+
+def test_quantiles_and_cdf_are_inverse():
+    r = Residuals(tuple(sorted([0.3, -0.1, 0.0, 0.2, -0.4, 0.1])), "")
+    for p in (0.2, 0.35, 0.5, 0.8):
+        assert r.cdf(r.quantile(p)) == pytest.approx(p)
+
+
+def test_sparse_cells_fall_back_to_coarser_ones():
+    bands = Bands(_res([0.1] * 3, method="qlora") + _res([0.0, 0.05, -0.05] * 5, method="full"))
+    res = bands.residuals("memory", "qlora", "reserved", True)
+    assert res is not None and len(res.values) == 18 and res.cell == "memory/*/reserved/True"
+    assert Bands([]).residuals("memory", "lora", None, True) is None
+
+
+def test_cv_band_coverage_uses_only_other_groups():
+    # group b's residuals lie far outside group a's band: bands from a alone cannot cover them
+    res = _res([0.0, 0.01, -0.01] * 4, group="a") + _res([1.0] * 12, group="b")
+    covered = cv_band_coverage(res)
+    assert len(covered) == 24
+    assert not any(ok for _, ok in covered)  # each predicted with the other's band: all outside
+    # groups drawn alike: each one's band, made from the others, holds about 80% of its values
+    rng = random.Random(3)
+    alike = [r for g in "abcd" for r in _res([rng.gauss(0, 0.1) for _ in range(100)], group=g)]
+    share = sum(ok for _, ok in cv_band_coverage(alike)) / 400
+    assert 0.72 <= share <= 0.88
+
+
+def test_calibrate_cv_bad_input(run_cli):
+    code, _, err = run_cli("calibrate", str(DEV), "--cv", "source", "--jobs", "0")
+    assert code == 2 and "--jobs" in err
+    code, _, err = run_cli("calibrate", str(DEV))
+    assert code == 2 and "--out" in err
+
+
+def test_values_at_a_fit_bound_are_flagged(run_cli):
+    from trainfit.calibrate import FITTED, at_bound
+
+    _, low, high = FITTED["matmul_efficiency"]
+    values = {"matmul_efficiency": {"by_architecture": {"volta": high * 0.9999, "ampere": 0.58}},
+              "cuda_context_gib": {"default": FITTED["cuda_context_gib"][1]}, "not_fitted": {"default": 1.0}}
+    flags = {(b["name"], b["level"], b["side"]) for b in at_bound(values)}
+    assert flags == {("matmul_efficiency", "by_architecture[volta]", "high"), ("cuda_context_gib", "default", "low")}
+    code, out, err = run_cli("efficiencies", "--json")
+    assert code == 0, err
+    from trainfit.catalog.efficiency import shipped_calibration
+
+    shipped = at_bound(shipped_calibration()["values"])
+    listed = [name for name, e in json.loads(out)["efficiencies"].items() if e.get("at_bound")]
+    assert sorted(listed) == sorted({b["name"] for b in shipped})
