@@ -50,6 +50,14 @@ _ZH: list[tuple[str, str]] = [
      "瓶颈：{b}；{t} tokens/s（每卡 {g}），MFU {m}%"),
     (rf"memory: (?P<u>{_N}) of (?P<a>{_N}) GiB per GPU \((?P<h>{_N}) GiB headroom\), micro-batch (?P<mb>{_N}) x "
      rf"grad-accum (?P<ga>{_N})", "显存：每张 GPU {u} / {a} GiB（余量 {h} GiB），micro-batch {mb} × 梯度累积 {ga}"),
+    (rf"memory: (?P<u>{_N}) of (?P<a>{_N}) GiB per GPU \((?P<h>{_N}) GiB headroom, (?P<r>{_N})% out-of-memory risk\), "
+     rf"micro-batch (?P<mb>{_N}) x grad-accum (?P<ga>{_N})",
+     "显存：每张 GPU {u} / {a} GiB（余量 {h} GiB，显存溢出风险 {r}%），micro-batch {mb} × 梯度累积 {ga}"),
+    (rf"memory: an option is kept when its out-of-memory risk is at most (?P<r>{_N})% \(--max-oom-risk\), .+",
+     "显存：显存溢出风险不超过 {r}%（--max-oom-risk）的方案才保留；风险取自峰值显存的留一来源交叉验证残差"
+     "（trainfit calibrate --cv source），按校准未见过的训练框架取较宽的区间"),
+    (r"does not fit in GPU memory", "显存放不下"),
+    (r"out-of-memory risk above --max-oom-risk", "显存溢出风险高于 --max-oom-risk"),
     (rf"communication: (?P<p>{_N})% of each step exposed", "通信：每步有 {p}% 未被计算掩盖"),
     (r"runner-up: (?P<d>.+) \((?P<m>.+) more\)", "次优：{d}（多 {m}）"),
     (r"caution: (?P<f>.+)", "注意：{f}"),
