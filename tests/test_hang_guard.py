@@ -269,3 +269,22 @@ def test_train_py_and_bench_without_torch_say_what_to_install(run_cli, tmp_path,
     code, _, err = run_cli("bench", "--model", "tiny-llama", "--device", "cpu", "--seq-len", "32", "--steps", "1",
                            "--warmup", "0", "--timeout", "120")
     assert code == 2 and "Traceback" not in err and "torch is not installed" in err and err.count("\n") == 1
+
+
+def test_a_rank_whose_launcher_died_before_it_started_stops(run_cli, tmp_path):
+    """The launcher is gone before the rank's watchdog even starts (the rank is already reparented to init): it
+    stops at once instead of running, or hanging, on its own."""
+    run = tmp_path / "run"
+    _generate(run_cli, run)
+    tag = "early-orphan-" + os.urandom(4).hex()
+    log = tmp_path / "rank.log"
+    argv = " ".join(_train_argv(run, "--max-steps", "100000"))
+    env = _env(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1", TORCHELASTIC_RUN_ID="test", TRAINFIT_ORPHAN_TEST=tag)
+    subprocess.run(["bash", "-c", f"cd {run} && {argv} > {log} 2>&1 & exit 0"], env=env, timeout=30, check=True)
+    try:
+        said = "the launcher that started this rank is gone"
+        _wait_for(lambda: log.exists() and said in log.read_text(), 90, "the orphaned rank's message")
+        _wait_for(lambda: not _ranks("TRAINFIT_ORPHAN_TEST", tag), 10, "the orphaned rank to stop")
+        assert "step" not in log.read_text()  # it stopped before training
+    finally:
+        _proc.stop_tagged("TRAINFIT_ORPHAN_TEST", tag, grace_s=2)

@@ -190,6 +190,9 @@ class Watchdog:
         self._stop.set()
 
     def _watch(self) -> None:
+        if self.launcher is not None and _launcher_gone_at_start(self.launcher):
+            # the launcher died before this rank got here: the rank was already reparented (to init or a subreaper)
+            self._die(5, "the launcher that started this rank is gone; stopping this rank")
         while not self._stop.wait(0.5):
             if self.launcher is not None and os.getppid() != self.launcher:
                 self._die(5, "the launcher that started this rank is gone; stopping this rank")
@@ -209,6 +212,24 @@ class Watchdog:
         if os.getpgid(0) == os.getpid():  # a group of our own (as torchrun starts ranks): take build children too
             _terminate_group_members(os.getpid())
         os._exit(code)
+
+
+_LAUNCHER_WORDS = (b"torchrun", b"torch.distributed", b"torch/distributed", b"accelerate", b"deepspeed", b"srun")
+
+
+def _launcher_gone_at_start(parent: int) -> bool:
+    """Whether the process this rank now reports as its parent cannot be the launcher that started it: torchrun's
+    ranks (TORCHELASTIC_RUN_ID set) are children of the torchrun agent, so a parent that is no launcher means the
+    agent died before this rank got here. Any other rank: only a parent of PID 1 that is not itself a launcher (in a
+    container `torchrun ...` may be PID 1) says so. When /proc cannot be read, nothing is concluded."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID") and parent != 1:
+        return False
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as fh:
+            cmdline = fh.read()
+    except OSError:
+        return False
+    return not any(word in cmdline for word in _LAUNCHER_WORDS)
 
 
 def _terminate_group_members(pgid: int) -> None:
