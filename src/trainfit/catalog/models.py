@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import CatalogError, SpecError, unknown_name
-from ..spec.model import ModelSpec
+from ..spec.model import ModelSpec, is_fast_path
 from ._io import model_files, norm_name
 
 
@@ -25,8 +25,25 @@ class ModelPreset:
     note: str
 
     def spec(self) -> ModelSpec:
-        return ModelSpec.from_hf_config(self.hf_config, name=self.name, source=self.source,
-                                        params_reported=self.params)
+        return spec_from_config(self.hf_config, name=self.name, source=self.source, params_reported=self.params)
+
+    @property
+    def fast_path(self) -> bool:
+        return is_fast_path(self.hf_config)
+
+
+def spec_from_config(cfg: dict, name: str = "", source: str = "", params_reported: int | None = None) -> ModelSpec:
+    """A config.json dict -> ModelSpec: a hand-written family when it is one (torch-free), else the generic reader
+    (the real transformers code on the meta device)."""
+    if not isinstance(cfg, dict):
+        raise SpecError(f"{source or 'the model config'} is not a JSON object")
+    if not cfg.get("model_type") and not isinstance(cfg.get("text_config"), dict):
+        raise SpecError(f"{source or 'the model config'} has no model_type: is it a Hugging Face config.json?")
+    if is_fast_path(cfg):
+        return ModelSpec.from_hf_config(cfg, name=name, source=source, params_reported=params_reported)
+    from .generic import read_model
+
+    return read_model(cfg, name=name, source=source, params_reported=params_reported)
 
 
 @lru_cache(maxsize=1)
@@ -85,7 +102,7 @@ def local_config(path: str) -> dict | None:
     try:
         with open(file, encoding="utf-8") as fh:
             return json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise SpecError(f"cannot read {file}: {exc}") from None
 
 
@@ -96,7 +113,7 @@ def _from_path(path: str) -> ModelSpec:
         raise SpecError(f"no config.json at {path!r}")
     name = os.path.basename(os.path.dirname(os.path.abspath(file))) if os.path.isdir(path) else \
         os.path.splitext(os.path.basename(file))[0]
-    return ModelSpec.from_hf_config(cfg, name=name, source=file)
+    return spec_from_config(cfg, name=name, source=file)
 
 
 def _hub_reachable(timeout: float = 3.0) -> str | None:
@@ -129,4 +146,4 @@ def _from_hub(hub_id: str) -> ModelSpec:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"cannot fetch config for {hub_id!r} from the Hugging Face Hub ({first[:200]}); "
                         "use a preset (`trainfit models`) or a local config.json") from None
-    return ModelSpec.from_hf_config(cfg, name=hub_id, source=f"huggingface.co/{hub_id}")
+    return spec_from_config(cfg, name=hub_id, source=f"huggingface.co/{hub_id}")

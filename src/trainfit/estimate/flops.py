@@ -41,8 +41,8 @@ def block_linear_flops_per_token(m: ModelSpec) -> float:
     total = 0.0
     for lin in layer_linears(m):
         active = m.experts_per_tok if lin.count > 1 else 1
-        total += 2.0 * lin.in_features * lin.out_features * active
-    if m.is_moe:
+        total += 2.0 * lin.in_features * lin.out_features * active * lin.share
+    if m.is_moe and m.structure is None:  # a read structure lists its router among the Linears
         total += 2.0 * m.hidden * m.num_experts  # router
     return total
 

@@ -392,7 +392,8 @@ def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime
     """bf16 copies autocast makes of fp32 matmul weights: (the blocks', the output head's). All fp32 weights under
     mixed precision with fp32 weights; only the fp32 LoRA adapters on a 16-bit base."""
     if r.amp_casts:
-        blocks = m.layers * sum(lin.in_features * lin.out_features * lin.count for lin in layer_linears(m))
+        blocks = m.layers * sum(lin.in_features * lin.out_features * lin.count * lin.share
+                                for lin in layer_linears(m))
         if t.method == Method.FREEZE:
             blocks = blocks * split.trainable_blocks / m.layers
         head_w = m.vocab * m.hidden if head == "lm" and t.task != Task.CLASSIFICATION else 0

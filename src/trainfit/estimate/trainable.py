@@ -105,10 +105,12 @@ def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all
     total = 0
     for lin in layer_linears(m):
         if lin.count > 1:
+            if all_linear and m.structure is not None:  # PEFT wraps fused experts with rank r per expert (above)
+                total += rank * lin.count * len(lin.roles) * (lin.in_features + lin.out_features) * lin.share
             continue
-        if roles & set(lin.roles):
-            total += rank * (lin.in_features + lin.out_features)
-    if m.is_moe and all_linear:
+        if roles & set(lin.roles) or (all_linear and m.structure is not None):
+            total += rank * (lin.in_features + lin.out_features) * lin.share
+    if m.is_moe and all_linear and m.structure is None:
         e, h, f = m.num_experts, m.hidden, m.intermediate
         total += 2 * rank * e * (h + 2 * f) + rank * e * (f + h) + rank * (h + e)
     return total
@@ -146,7 +148,7 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
     outside = named & {"head", "embed"} if head == "lm" else frozenset()
     if not roles and not outside:
         raise SpecError(f"no LoRA target matches a Linear layer of {m.name}")
-    adapters = m.layers * adapter_params_per_block(m, roles, t.lora_rank, all_linear)
+    adapters = round(m.layers * adapter_params_per_block(m, roles, t.lora_rank, all_linear))
     # the output head (Linear: A r x h, B V x r) and the embedding (lora_embedding_A r x V, B h x r)
     adapters += len(outside) * t.lora_rank * (m.hidden + m.vocab)
     if all_linear and t.task == Task.CLASSIFICATION and m.is_encoder and m.model_type != "roberta":
@@ -158,7 +160,7 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
     saved = len(t.modules_to_save) * m.vocab * m.hidden if head == "lm" else 0
     quantized = 0
     if t.method == Method.QLORA:
-        quantized = m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear")  # bnb: nn.Linear only
+        quantized = round(m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear"))  # nn.Linear only
     adapter_tensors = tuple(Tensor(f"lora.{lin.module}", t.lora_rank, lin.in_features + lin.out_features, "adapter")
                             for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1)
     return ParamSplit(total, adapters + head_train + saved, total - head_train, adapters, quantized, m.layers, 0,

@@ -1,0 +1,97 @@
+"""Oracle over every causal-LM architecture transformers knows: trainfit's parameter count (the hand-written family
+where there is one, else the generic structure reader's inventory summed group by group) equals
+`model.num_parameters()` of the model transformers builds on the meta device from the type's default config.
+
+Default configs are cut to at most 4 blocks (and their per-layer lists with them) to keep the run short; the
+inventory is per block group, so the cut changes nothing the test checks.
+"""
+
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # noqa: E402
+
+from trainfit.catalog.generic import hf_config_object, model_class_for, text_config  # noqa: E402
+from trainfit.catalog.models import spec_from_config  # noqa: E402
+from trainfit.errors import TrainfitError  # noqa: E402
+from trainfit.estimate.params import count_params  # noqa: E402
+
+MAX_LAYERS = 4
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+# Types whose default config transformers itself cannot build (or that have no text model); not counted.
+# Types trainfit counts wrongly are listed in README ("Architectures the generic reader does not match").
+KNOWN_MISMATCH: dict[str, str] = {}
+
+
+def cut(cfg: dict) -> dict:
+    cfg = dict(cfg)
+    for key in LAYER_KEYS:
+        n = cfg.get(key)
+        if isinstance(n, int) and n > MAX_LAYERS:
+            cfg[key] = MAX_LAYERS
+            for k, v in list(cfg.items()):  # per-layer lists (layer_types, mlp_only_layers patterns, ...)
+                if isinstance(v, list) and len(v) == n:
+                    cfg[k] = v[:MAX_LAYERS]
+    if isinstance(cfg.get("text_config"), dict):
+        cfg["text_config"] = cut(cfg["text_config"])
+    return cfg
+
+
+def default_config(model_type: str) -> dict | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return cut(transformers.AutoConfig.for_model(model_type).to_dict())
+    except Exception:  # noqa: BLE001 - a default config transformers cannot make
+        return None
+
+
+def reference_count(cfg: dict) -> int | None:
+    """num_parameters() of the text model transformers builds; None when it cannot build it."""
+    text, _ = text_config(cfg)
+    try:
+        conf = hf_config_object(text)
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            return model_class_for(conf).from_config(conf).num_parameters()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def survey() -> dict[str, tuple[int, int | str]]:
+    out = {}
+    for model_type in sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES):
+        cfg = default_config(model_type)
+        ref = reference_count(cfg) if cfg is not None else None
+        if ref is None:
+            continue
+        try:
+            ours: int | str = count_params(spec_from_config(cfg))
+        except TrainfitError as exc:
+            ours = f"error: {exc}"
+        out[model_type] = (ref, ours)
+    return out
+
+
+@pytest.fixture(scope="module")
+def results():
+    return survey()
+
+
+def test_at_least_90_percent_of_buildable_types_are_exact(results):
+    exact = [t for t, (ref, ours) in results.items() if isinstance(ours, (int, float)) and abs(ours - ref) <= 1e-4 * ref]
+    wrong = {t: v for t, v in results.items() if t not in exact}
+    print(f"{len(exact)}/{len(results)} exact; not exact: {wrong}")
+    assert len(results) >= 100  # the survey itself ran
+    assert len(exact) >= 0.9 * len(results), wrong
+
+
+def test_mismatches_are_the_documented_ones(results):
+    wrong = sorted(t for t, (ref, ours) in results.items()
+                   if not (isinstance(ours, (int, float)) and abs(ours - ref) <= 1e-4 * ref))
+    assert wrong == sorted(KNOWN_MISMATCH), wrong
