@@ -4,13 +4,16 @@ The model is built with `from_config` under `torch.device("meta")` (no memory, n
 read: every parameter tensor (tied weights once), the repeated blocks grouped by layout, each block's Linear layers
 by role, experts (fused 3-D tensors or lists of Linear modules), routers, norms, embeddings and the head. The
 hand-written families in spec/model.py stay the fast, torch-free path; this reader is the fallback and the oracle.
-Results are cached per config hash (in memory), so `plan` builds each model once.
+Results are cached per config hash: in memory (so `plan` builds each model once) and on disk
+($TRAINFIT_CACHE_DIR, default ~/.cache/trainfit/structures; one JSON file per config hash and transformers version),
+so the next run answers without importing torch.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import warnings
 from functools import lru_cache
@@ -18,7 +21,7 @@ from typing import Any
 
 from ..errors import MissingDependency, SpecError
 from ..spec.model import ModelSpec
-from ..spec.structure import BlockGroup, Linear, Structure, Tensor
+from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
 
 # config.json keys that only describe weights on disk or runtime behaviour (not the architecture)
 _DROP_KEYS = ("architectures", "auto_map", "quantization_config", "_name_or_path", "transformers_version",
@@ -51,13 +54,74 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
     """A ModelSpec for any model type transformers can build (torch + transformers imported here, lazily)."""
     text, note = text_config(cfg)
     model_type = str(text.get("model_type", "")).lower()
+    key = json.dumps({k: v for k, v in text.items() if k not in _DROP_KEYS}, sort_keys=True, default=str)
+    name = name or str(cfg.get("_name_or_path") or model_type)
+    cached = _disk_get(key)
+    if cached is not None:
+        return spec_from_dict(cached, name=name, source=source, params_reported=params_reported, hf_config=cfg)
     if _transformers() is None:
         raise MissingDependency(
             f"model_type {model_type!r} is not one of trainfit's built-in families; reading any other architecture "
             "needs torch and transformers (pip install 'trainfit[torch]'); see `trainfit models --families`")
-    key = json.dumps({k: v for k, v in text.items() if k not in _DROP_KEYS}, sort_keys=True, default=str)
-    return _read_cached(key, name or str(cfg.get("_name_or_path") or model_type), source, params_reported,
-                        note, json.dumps(cfg, sort_keys=True, default=str))
+    spec = _read_cached(key, name, source, params_reported, note, json.dumps(cfg, sort_keys=True, default=str))
+    _disk_put(key, spec)
+    return spec
+
+
+# ---- the disk cache -----------------------------------------------------------------------------------------------
+def _transformers_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "none"
+
+
+def _cache_file(key: str) -> str:
+    root = os.environ.get("TRAINFIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trainfit")
+    digest = hashlib.sha256((key + "|" + _transformers_version()).encode()).hexdigest()[:24]
+    return os.path.join(root, "structures", f"{digest}.json")
+
+
+def _disk_get(key: str) -> dict | None:
+    try:
+        with open(_cache_file(key), encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _disk_put(key: str, spec: ModelSpec) -> None:
+    file = _cache_file(key)
+    try:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        tmp = f"{file}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(spec_to_dict(spec), fh)
+        os.replace(tmp, file)
+    except OSError:  # a read-only home: no cache, same answer
+        pass
+
+
+_NOT_SAVED = ("name", "source", "params_reported", "structure", "extra")
+
+
+def spec_to_dict(spec: ModelSpec) -> dict:
+    """The read fields of a generic ModelSpec, JSON-ready (presets ship this; the disk cache stores it)."""
+    from dataclasses import fields
+
+    out = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name not in _NOT_SAVED}
+    out["structure"] = structure_to_dict(spec.structure)
+    out["extra"] = {k: v for k, v in spec.extra.items() if k != "hf_config"}
+    return out
+
+
+def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None, hf_config: dict) -> ModelSpec:
+    fields = {k: v for k, v in d.items() if k not in ("structure", "extra")}
+    return ModelSpec(name=name, source=source, params_reported=params_reported,
+                     structure=structure_from_dict(d["structure"]),
+                     extra={**d.get("extra", {}), "hf_config": hf_config}, **fields)
 
 
 @lru_cache(maxsize=64)
@@ -271,6 +335,7 @@ def read_structure(model, conf, chash: str, note: str = "") -> Structure:
     in_blocks: set[int] = set()
     groups: dict[tuple, list] = {}
     order: list[tuple] = []
+    pattern: list[int] = []
     for i, block in enumerate(blocks or []):
         tensors, linears = _read_block(block, conf, hidden, in_blocks)
         mixer, window = _mixer([n for n, _ in block.named_parameters()], conf, i)
@@ -279,11 +344,28 @@ def read_structure(model, conf, chash: str, note: str = "") -> Structure:
             groups[key] = [0]
             order.append(key)
         groups[key][0] += 1
+        pattern.append(order.index(key))
     out_groups = tuple(BlockGroup(groups[k][0], k[0], k[1], k[2], k[3],
                                   moe=any(x.count > 1 for x in k[1])) for k in order)
     glob = _read_globals(model, in_blocks)
     notes = (note,) if note else ()
-    return Structure(out_groups, glob, chash, type(model).__name__, notes)
+    return Structure(out_groups, glob, chash, type(model).__name__, notes, tuple(pattern))
+
+
+def with_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:
+    """A config cut (or grown) to `layers` blocks: per-layer lists (layer_types, ...) cut with it."""
+    text, _ = text_config(cfg)
+    text = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        n = text.get(key)
+        if isinstance(n, int) and not isinstance(n, bool):
+            text[key] = layers
+            for k, v in list(text.items()):
+                if isinstance(v, list) and len(v) == n and n >= layers:
+                    text[k] = v[:layers]
+            return text
+    text["num_hidden_layers"] = layers
+    return text
 
 
 def _read_globals(model, in_blocks: set[int]) -> tuple[Tensor, ...]:
@@ -299,10 +381,10 @@ def _read_globals(model, in_blocks: set[int]) -> tuple[Tensor, ...]:
             continue
         seen.add(id(p))
         shape = tuple(p.shape)
-        if head_w is not None and p is head_w:
-            role = "head"
-        elif id(p) in embeddings:
+        if id(p) in embeddings:  # a tied head is the embedding (counted once)
             role = "position" if "pos" in name.lower() else "embedding"
+        elif head_w is not None and p is head_w:
+            role = "head"
         elif "norm" in name.lower() or name.lower().endswith(("ln_f.weight", "ln_f.bias")):
             role = "norm"
         elif name.endswith("bias"):

@@ -40,7 +40,9 @@ def spec_from_config(cfg: dict, name: str = "", source: str = "", params_reporte
     if not cfg.get("model_type") and not isinstance(cfg.get("text_config"), dict):
         raise SpecError(f"{source or 'the model config'} has no model_type: is it a Hugging Face config.json?")
     if is_fast_path(cfg):
-        return ModelSpec.from_hf_config(cfg, name=name, source=source, params_reported=params_reported)
+        spec = ModelSpec.from_hf_config(cfg, name=name, source=source, params_reported=params_reported)
+        spec.extra["hf_config"] = cfg  # what trace builds (extra is not part of equality or the hash)
+        return spec
     from .generic import read_model
 
     return read_model(cfg, name=name, source=source, params_reported=params_reported)

@@ -382,9 +382,20 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             "activations/last_block": one_block,
             "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
             t.tokens_per_micro_batch}), totals),
+        # the tied embedding's backward, last of all: embedding_dense_backward writes a dense V x h gradient, and
+        # adding it to the gradient the output head left makes a third V x h tensor before the old one is freed
+        _phase("backward_embedding", (states, other, grads, {
+            "gradients/tied_embedding_backward": 2.0 * g_t * m.vocab * m.hidden if _tied_trained(m, t, s, head)
+            else 0.0}), totals),
         _phase("optimizer", (states, other, grads), totals),
     )
     return _finish(phases, gpu, eff, s, r, notes, paged)
+
+
+def _tied_trained(m: ModelSpec, t: TrainingSpec, s: Strategy, head: str) -> bool:
+    """A fully trained, tied input/output embedding with unsharded gradients (checked against the trace)."""
+    return (m.tie_embeddings and t.method == Method.FULL and head in ("lm", "mlm") and t.task != Task.CLASSIFICATION
+            and s.engine in ("single", "ddp") and not t.optimizer_in_backward)
 
 
 def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,

@@ -73,6 +73,18 @@ class Structure:
     config_hash: str
     model_class: str
     notes: tuple[str, ...] = ()
+    pattern: tuple[int, ...] = ()  # the group index of each block, bottom to top
+
+    def trace_depths(self) -> tuple[int, int] | None:
+        """Two depths whose difference is one repeat of the block pattern, with the pattern's head (e.g. the dense
+        first layers of a MoE) inside both: traces at these depths extrapolate to the full stack. None: trace all."""
+        seq, n = self.pattern, len(self.pattern)
+        for period in range(1, 9):
+            for head in range(0, n):
+                if all(seq[i] == seq[i - period] for i in range(head + period, n)):
+                    la, lb = max(2, head + period), max(2, head + period) + period
+                    return (la, lb) if lb < n else None
+        return None
 
     @property
     def layers(self) -> int:
@@ -100,3 +112,18 @@ def _shared(x, share: float):
     from dataclasses import replace
 
     return x if share == 1.0 else replace(x, share=share)
+
+
+def structure_to_dict(s: Structure) -> dict:
+    from dataclasses import asdict
+
+    return asdict(s)
+
+
+def structure_from_dict(d: dict) -> Structure:
+    """The inverse of structure_to_dict (JSON lists back to tuples)."""
+    groups = tuple(BlockGroup(g["count"], tuple(Tensor(**t) for t in g["tensors"]),
+                              tuple(Linear(**{**x, "roles": tuple(x["roles"])}) for x in g["linears"]),
+                              g["mixer"], g.get("window", 0), g.get("moe", False)) for g in d["groups"])
+    return Structure(groups, tuple(Tensor(**t) for t in d["globals"]), d["config_hash"], d["model_class"],
+                     tuple(d.get("notes", ())), tuple(d.get("pattern", ())))

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec.model import ModelSpec
+from ..spec.model import ModelSpec, is_fast_path
 from ..units import GiB
 from .tracer import CATEGORIES, Moment, TraceConfig, trace_step
 
@@ -97,19 +97,35 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
                      "prepare_model_for_kbit_training upcasts")
     if cfg.attention == "flash":
         notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
-    spec = ModelSpec.from_hf_config({**cfg.hf_config, "num_hidden_layers": cfg.layers})  # depth is set apart
-    if spec.attention_dropout > 0 or spec.hidden_dropout > 0:
+    if _has_dropout(cfg.hf_config):
         notes.append("dropout on the CPU keeps its mask in the activation dtype (CUDA keeps a 1-byte bool mask): "
                      "the trace counts up to 3 bytes more per dropped element than a GPU holds")
-    if full or layers <= 3:
+    la, lb = cfg.depths or (2, 3)
+    if full or layers <= lb:
         moments = _by_key(trace_step(_with_layers(cfg, layers)), layers)
         traced: tuple[int, ...] = (layers,)
     else:
-        a = _by_key(trace_step(_with_layers(cfg, 2)), 2)
-        b = _by_key(trace_step(_with_layers(cfg, 3)), 3)
-        moments = extrapolate(a, b, 2, 3, layers)
-        traced = (2, 3)
+        a = _by_key(trace_step(_with_layers(cfg, la)), la)
+        b = _by_key(trace_step(_with_layers(cfg, lb)), lb)
+        moments = extrapolate(a, b, la, lb, layers)
+        traced = (la, lb)
+    notes += _moe_notes(cfg)
     return TraceResult(layers, traced, moments, _peak_of(moments), time.perf_counter() - start, notes)
+
+
+def _has_dropout(hf: dict) -> bool:
+    if is_fast_path(hf):
+        spec = ModelSpec.from_hf_config({**hf, "num_hidden_layers": 1})
+        return spec.attention_dropout > 0 or spec.hidden_dropout > 0
+    text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else hf
+    return any(isinstance(text.get(k), (int, float)) and text.get(k) > 0
+               for k in ("attention_dropout", "hidden_dropout", "attn_pdrop", "resid_pdrop"))
+
+
+def _moe_notes(cfg: TraceConfig) -> list[str]:
+    from .tracer import ROUTING_NOTE
+
+    return [ROUTING_NOTE] if cfg.balanced_routing else []
 
 
 def _with_layers(cfg: TraceConfig, layers: int) -> TraceConfig:
@@ -124,10 +140,13 @@ def trace_config(est: Any) -> TraceConfig:
 
     m, t = est.model, est.training
     preset = all_models().get(m.name)
-    hf = preset.hf_config if preset else None
+    hf = preset.hf_config if preset else m.extra.get("hf_config")
     if hf is None:
-        raise ValueError("trace needs a model preset or config.json")
-    return TraceConfig(hf_config=hf, layers=m.layers, method=t.method.value, task=t.task.value, seq_len=t.seq_len,
+        from ..errors import SpecError
+
+        raise SpecError(f"trace needs the config.json of {m.name}: pass a preset, a config.json or a model directory")
+    depths = m.structure.trace_depths() if m.structure is not None else None
+    return TraceConfig(hf_config=hf, depths=depths, balanced_routing=m.is_moe, layers=m.layers, method=t.method.value, task=t.task.value, seq_len=t.seq_len,
                        micro_batch=t.micro_batch, precision=t.precision.value if t.precision.value != "fp8" else "bf16",
                        param_dtype=t.param_dtype, grad_ckpt=t.grad_ckpt.value, attention=t.attention.value,
                        lora_rank=t.lora_rank, lora_targets=t.lora_targets, num_labels=t.num_labels,
