@@ -7,6 +7,11 @@ os.environ.setdefault("TRAINFIT_LANG", "en")
 # A developer's own calibration (config directory) must not change what the tests see.
 os.environ.pop("TRAINFIT_CALIBRATION", None)
 os.environ["XDG_CONFIG_HOME"] = os.path.join(os.path.dirname(__file__), "snapshots", "no-config")
+# The generic reader's structure cache: a fresh one per test session (never the developer's ~/.cache)
+if "TRAINFIT_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["TRAINFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainfit-cache-")
 
 
 def pytest_configure(config):

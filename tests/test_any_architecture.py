@@ -95,3 +95,18 @@ def test_mismatches_are_the_documented_ones(results):
     wrong = sorted(t for t, (ref, ours) in results.items()
                    if not (isinstance(ours, (int, float)) and abs(ours - ref) <= 1e-4 * ref))
     assert wrong == sorted(KNOWN_MISMATCH), wrong
+
+
+def test_shipped_structures_equal_a_fresh_read():
+    """Presets outside the fast path ship the generic reader's result (so they need no torch): it must equal what
+    the reader gives today, and its count the one written in the preset."""
+    from trainfit.catalog import all_models
+    from trainfit.catalog.generic import read_model
+
+    shipped = [p for p in all_models().values() if p.structure is not None]
+    assert shipped
+    for preset in shipped:
+        fresh = read_model(preset.hf_config, name=preset.name)
+        assert preset.spec().structure.groups == fresh.structure.groups, preset.name
+        assert preset.spec().structure.globals == fresh.structure.globals, preset.name
+        assert count_params(preset.spec()) == count_params(fresh) == preset.params, preset.name

@@ -69,6 +69,7 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
+READER_VERSION = 1  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -80,7 +81,7 @@ def _transformers_version() -> str:
 
 def _cache_file(key: str) -> str:
     root = os.environ.get("TRAINFIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trainfit")
-    digest = hashlib.sha256((key + "|" + _transformers_version()).encode()).hexdigest()[:24]
+    digest = hashlib.sha256(f"{key}|{_transformers_version()}|{READER_VERSION}".encode()).hexdigest()[:24]
     return os.path.join(root, "structures", f"{digest}.json")
 
 
@@ -171,13 +172,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def model_class_for(conf):
-    """The causal-LM class for the config, else the masked-LM one, else the bare model."""
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+    """The causal-LM class for the config, else the masked-LM one (an encoder)."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
 
-    for auto in (AutoModelForCausalLM, AutoModelForMaskedLM, AutoModel):
+    for auto in (AutoModelForCausalLM, AutoModelForMaskedLM):
         if type(conf) in auto._model_mapping:
             return auto
-    raise SpecError(f"transformers has no text model class for model_type {conf.model_type!r}")
+    raise SpecError(f"model_type {conf.model_type!r} is not supported: transformers has no causal-LM or masked-LM "
+                    "class for it (trainfit estimates decoder language models and encoders; encoder-decoder, vision "
+                    "and audio models are out of scope)")
 
 
 def _build_meta(conf):

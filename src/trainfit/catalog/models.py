@@ -23,8 +23,14 @@ class ModelPreset:
     source_id: str
     source_date: str
     note: str
+    structure: dict | None = None  # the generic reader's result, shipped so the preset needs no torch
 
     def spec(self) -> ModelSpec:
+        if self.structure is not None and not self.fast_path:
+            from .generic import spec_from_dict
+
+            return spec_from_dict(self.structure, name=self.name, source=self.source,
+                                  params_reported=self.params, hf_config=self.hf_config)
         return spec_from_config(self.hf_config, name=self.name, source=self.source, params_reported=self.params)
 
     @property
@@ -57,7 +63,7 @@ def all_models() -> dict[str, ModelPreset]:
                 name=data["name"], aliases=tuple(data.get("aliases", ())), hf_id=data.get("hf_id", ""),
                 hf_config=data["hf_config"], params=data.get("params"), source=data.get("source", ""),
                 source_id=data.get("source_id", ""), source_date=data.get("source_date", ""),
-                note=data.get("note", ""))
+                note=data.get("note", ""), structure=data.get("structure"))
         except KeyError as exc:
             raise CatalogError(f"models/{filename}: missing {exc}") from None
         out[preset.name] = preset
