@@ -128,6 +128,7 @@ def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None,
 @lru_cache(maxsize=64)
 def _read_cached(key: str, name: str, source: str, params_reported: int | None, note: str, full: str) -> ModelSpec:
     text = json.loads(key)
+    _check_sizes(text)
     conf = hf_config_object(text)
     model = _build_meta(conf)
     try:
@@ -136,6 +137,16 @@ def _read_cached(key: str, name: str, source: str, params_reported: int | None, 
     except (TypeError, ValueError, AttributeError, KeyError, ZeroDivisionError) as exc:
         raise SpecError(f"cannot read the structure of this {conf.model_type} model "
                         f"({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+MAX_LAYERS = 1024  # far above any published model; a larger count is a typo and would take minutes to build
+
+
+def _check_sizes(text: dict[str, Any]) -> None:
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        value = text.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value <= MAX_LAYERS:
+            raise SpecError(f"{key} = {value} is not a plausible layer count (1 to {MAX_LAYERS})")
 
 
 def hf_config_object(text: dict[str, Any]):
@@ -156,7 +167,7 @@ def hf_config_object(text: dict[str, Any]):
                 f"{transformers.__version__}: a newer transformers may know it (pip install -U transformers), or "
                 "pass the config.json of a supported architecture") from None
         raise SpecError(f"transformers rejects this {model_type} config: {_first_line(exc)}") from None
-    except (TypeError, KeyError, AttributeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - config classes validate in their own ways; one line for all
         raise SpecError(f"transformers rejects this {model_type} config: {_first_line(exc)}") from None
 
 

@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except TrainfitError as exc:
         print(f"trainfit: error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # scripts reading stdout get the error as JSON too
+            import json
+
+            print(json.dumps({"error": str(exc), "kind": type(exc).__name__}))
         return 2
     except KeyboardInterrupt:
         print("trainfit: interrupted", file=sys.stderr)

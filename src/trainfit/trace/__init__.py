@@ -11,9 +11,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import SpecError
 from ..spec.model import ModelSpec, is_fast_path
 from ..units import GiB
 from .tracer import CATEGORIES, Moment, TraceConfig, trace_step
+
+class TraceUnsupported(SpecError):
+    """The model's code cannot run under FakeTensorMode."""
+
 
 # MemTracker category -> the parts of trainfit's memory breakdown
 PART_OF = {"Parameter": "weights", "Buffer": "weights", "Gradient": "gradients", "Optstate": "optimizer",
@@ -102,15 +107,33 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
                      "the trace counts up to 3 bytes more per dropped element than a GPU holds")
     la, lb = cfg.depths or (2, 3)
     if full or layers <= lb:
-        moments = _by_key(trace_step(_with_layers(cfg, layers)), layers)
+        moments = _by_key(_traced(_with_layers(cfg, layers)), layers)
         traced: tuple[int, ...] = (layers,)
     else:
-        a = _by_key(trace_step(_with_layers(cfg, la)), la)
-        b = _by_key(trace_step(_with_layers(cfg, lb)), lb)
+        a = _by_key(_traced(_with_layers(cfg, la)), la)
+        b = _by_key(_traced(_with_layers(cfg, lb)), lb)
         moments = extrapolate(a, b, la, lb, layers)
         traced = (la, lb)
     notes += _moe_notes(cfg)
     return TraceResult(layers, traced, moments, _peak_of(moments), time.perf_counter() - start, notes)
+
+
+def _traced(cfg: TraceConfig) -> dict[str, Moment]:
+    """trace_step, with any failure of the model's own code under fake tensors turned into one clear line."""
+    from ..errors import TrainfitError
+
+    try:
+        return trace_step(cfg)
+    except TrainfitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - third-party model code: custom kernels, data-dependent shapes
+        model_type = (cfg.hf_config.get("text_config") or cfg.hf_config).get("model_type", "this model") \
+            if isinstance(cfg.hf_config, dict) else "this model"
+        text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        raise TraceUnsupported(
+            f"the trace cannot run {model_type}'s code on fake tensors ({type(exc).__name__}: {text}); this "
+            "usually means a custom kernel or a data-dependent shape; the analytic estimate (trainfit estimate) "
+            "still applies, without this check") from None
 
 
 def _has_dropout(hf: dict) -> bool:
