@@ -69,7 +69,7 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
-READER_VERSION = 1  # bump when what the reader records changes: old cache files are then ignored
+READER_VERSION = 2  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -451,7 +451,8 @@ def spec_from_structure(conf, s: Structure, name: str, source: str, params_repor
     act = str(_text_attr(conf, "hidden_act", "hidden_activation", "activation_function", default="silu"))
     gated = any("gate" in x.roles for x in linears)
     norm_bias = any(t.role == "norm" and t.name.endswith("bias") for g in s.groups for t in g.tensors)
-    extra = {k: text[k] for k in ("rope_theta", "sliding_window", "pad_token_id") if k in text}
+    extra = {k: text[k] for k in ("rope_theta", "sliding_window", "pad_token_id", "v_head_dim", "kv_lora_rank",
+                                  "q_lora_rank") if k in text}
     extra["hf_config"] = full
     return ModelSpec(
         name=name, model_type=str(conf.model_type), kind="decoder", hidden=hidden, layers=s.layers, heads=heads,
