@@ -110,3 +110,28 @@ def test_shipped_structures_equal_a_fresh_read():
         assert preset.spec().structure.groups == fresh.structure.groups, preset.name
         assert preset.spec().structure.globals == fresh.structure.globals, preset.name
         assert count_params(preset.spec()) == count_params(fresh) == preset.params, preset.name
+
+
+@pytest.mark.parametrize("model_type,targets", [("deepseek_v3", "all-linear"), ("deepseek_v3", "gate_proj,up_proj,down_proj,o_proj"),
+                                                ("qwen3_moe", "all-linear"), ("qwen3_moe", "q_proj,v_proj,down_proj"),
+                                                ("gpt_oss", "all-linear"), ("qwen3_next", "all-linear"),
+                                                ("glm4_moe", "all-linear"), ("ernie4_5_moe", "q_proj,gate_proj,up_proj")])
+def test_lora_counts_equal_peft_for_read_structures(model_type, targets):
+    """Adapters PEFT adds (fused experts wrapped with rank r per expert, routers, MLA projections), counted on a cut
+    default config built on the meta device."""
+    from peft import LoraConfig, get_peft_model
+
+    from trainfit.api import training_spec
+    from trainfit.estimate.trainable import split_params
+
+    cfg = cut(transformers.AutoConfig.for_model(model_type).to_dict())
+    spec = spec_from_config(cfg)
+    conf = hf_config_object(text_config(cfg)[0])
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = model_class_for(conf).from_config(conf)
+        names = "all-linear" if targets == "all-linear" else targets.split(",")
+        peft = get_peft_model(model, LoraConfig(r=8, target_modules=names))
+    theirs = sum(p.numel() for n, p in peft.named_parameters() if "lora_" in n)
+    ours = split_params(spec, training_spec(method="lora", lora_rank=8, lora_targets=targets)).adapters
+    assert ours == theirs

@@ -69,7 +69,7 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
-READER_VERSION = 2  # bump when what the reader records changes: old cache files are then ignored
+READER_VERSION = 4  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -303,6 +303,8 @@ def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor,
                 "bias" if leaf == "bias" else "other")
             if routed and p.dim() == 2 and "bias" in leaf:  # fused expert biases (E, out)
                 _add(tensors, collapsed, (shape[0] * shape[1],), "bias", "")
+            elif experts and p.dim() == 2 and shape == (experts, hidden) and leaf == "weight" and not routed:
+                _add(tensors, collapsed, shape, "router", mod_collapsed)  # a router that is not an nn.Linear
             else:
                 _add(tensors, collapsed, shape, role, "")
     return tuple(tensors.values()), tuple(linears.values())
@@ -363,7 +365,20 @@ def read_structure(model, conf, chash: str, note: str = "") -> Structure:
                                   moe=any(x.count > 1 for x in k[1])) for k in order)
     glob = _read_globals(model, in_blocks)
     notes = (note,) if note else ()
-    return Structure(out_groups, glob, chash, type(model).__name__, notes, tuple(pattern))
+    return Structure(out_groups, glob, chash, type(model).__name__, notes, tuple(pattern),
+                     peft_target_map(conf.model_type))
+
+
+def peft_target_map(model_type: str) -> tuple[tuple[str, str], ...]:
+    """How PEFT renames LoRA target names for this MoE type under transformers 5 (private tables of PEFT and
+    transformers; empty when either is missing or they moved)."""
+    try:
+        from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
+        from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN
+    except Exception:  # noqa: BLE001 - optional, private API
+        return ()
+    base = _MODEL_TO_CONVERSION_PATTERN.get(model_type)
+    return tuple(sorted((_MOE_TARGET_MODULE_MAPPING.get(base) or {}).items())) if base else ()
 
 
 def with_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:

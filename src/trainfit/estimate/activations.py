@@ -61,6 +61,9 @@ class Trainable:
     norms: bool
     lora_rank: int = 0
     needs_input_grad: bool = True  # False for frozen blocks below every trainable one (no backward at all)
+    # LoRA on fused 3-D expert tensors (PEFT's ParamWrapper): elements per mean block of the expert weights PEFT
+    # merges with their adapters (baddbmm) for each forward; the merged copy is saved for the input gradient
+    merged_expert_elements: float = 0.0
 
 
 def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention) -> dict[str, float]:

@@ -74,6 +74,8 @@ class Structure:
     model_class: str
     notes: tuple[str, ...] = ()
     pattern: tuple[int, ...] = ()  # the group index of each block, bottom to top
+    # PEFT's renaming of v4 per-expert target names onto fused v5 parameters for this model type (old, new)
+    peft_target_map: tuple[tuple[str, str], ...] = ()
 
     def trace_depths(self) -> tuple[int, int] | None:
         """Two depths whose difference is one repeat of the block pattern, with the pattern's head (e.g. the dense
@@ -126,4 +128,5 @@ def structure_from_dict(d: dict) -> Structure:
                               tuple(Linear(**{**x, "roles": tuple(x["roles"])}) for x in g["linears"]),
                               g["mixer"], g.get("window", 0), g.get("moe", False)) for g in d["groups"])
     return Structure(groups, tuple(Tensor(**t) for t in d["globals"]), d["config_hash"], d["model_class"],
-                     tuple(d.get("notes", ())), tuple(d.get("pattern", ())))
+                     tuple(d.get("notes", ())), tuple(d.get("pattern", ())),
+                     tuple(tuple(x) for x in d.get("peft_target_map", ())))
