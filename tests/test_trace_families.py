@@ -54,7 +54,7 @@ def test_lora_on_attention_agrees_with_the_trace(model_type):
     assert abs(percent) <= 3.0, doc
 
 
-FULL = ["glm4_moe", "qwen3_moe", "ernie4_5_moe", "gpt_oss", "gemma3_text", "olmo2", "starcoder2", "opt"]
+FULL = ["deepseek_v3", "glm4_moe", "qwen3_moe", "ernie4_5_moe", "gpt_oss", "gemma3_text", "olmo2", "starcoder2", "opt"]
 
 
 @pytest.mark.parametrize("model_type", FULL)

@@ -169,7 +169,7 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     if host and inst is not None and inst.ram_gib and host > inst.ram_gib * GiB:
         warnings = (*warnings, f"CPU offload needs ~{host / GiB:,.0f} GiB of host RAM per node; "
                                f"{inst.instance_type} has {inst.ram_gib:g} GiB")
-    warnings = (*warnings, *_expert_warning(m, s, cluster))
+    warnings = (*warnings, *_expert_warning(m, s, cluster), *(m.structure.notes if m.structure is not None else ()))
     return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
 
 

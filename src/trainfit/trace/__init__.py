@@ -163,7 +163,7 @@ def trace_config(est: Any) -> TraceConfig:
 
     m, t = est.model, est.training
     preset = all_models().get(m.name)
-    hf = preset.hf_config if preset else m.extra.get("hf_config")
+    hf = m.extra.get("hf_config") or (preset.hf_config if preset else None)  # the spec's own config first
     if hf is None:
         from ..errors import SpecError
 
@@ -214,7 +214,7 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
         "requested_strategy": None if single is est else {
             "label": est.strategy.label(), "memory_gib": est.memory.gib(),
             "note": "the trace does not shard: compare the sharded terms analytically"},
-        "notes": result.notes + ([
+        "notes": result.notes + list(est.model.structure.notes if est.model.structure is not None else ()) + ([
             "the trace steps an ordinary optimizer after backward (no optimizer-in-backward, no paged states): its "
             "gradients and optimizer states are not those of the requested setup"]
             if est.training.optimizer_in_backward or est.training.paged_optimizer else []) + [
