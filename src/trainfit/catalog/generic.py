@@ -69,7 +69,7 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
-READER_VERSION = 4  # bump when what the reader records changes: old cache files are then ignored
+READER_VERSION = 6  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -442,6 +442,14 @@ def _text_attr(conf, *keys: str, default: Any = None) -> Any:
     return default
 
 
+def _hidden_norms(s: Structure, hidden: int) -> int:
+    """Norms over the hidden size per block (2 pre-norms; 4 for sandwich norms as in Gemma 2/3), the most common."""
+    counts = [sum(t.count for t in g.tensors if t.role == "norm" and t.rows == hidden and t.name.endswith("weight")
+                  and not any(q in t.name for q in ("q_norm", "k_norm", "q_layernorm", "k_layernorm")))
+              for g in s.groups]
+    return max(1, max(counts, default=2))
+
+
 def spec_from_structure(conf, s: Structure, name: str, source: str, params_reported: int | None,
                         text: dict[str, Any], full: dict[str, Any]) -> ModelSpec:
     """The scalar fields of the ModelSpec (the geometry the activation and FLOP formulas read) from the config."""
@@ -480,6 +488,7 @@ def spec_from_structure(conf, s: Structure, name: str, source: str, params_repor
         max_positions=int(_text_attr(conf, "max_position_embeddings", "n_positions", default=0) or 0),
         tie_embeddings=tie, norm_bias=norm_bias,
         qk_norm=any("q_norm" in t.name or "k_norm" in t.name for g in s.groups for t in g.tensors),
+        norms_per_layer=_hidden_norms(s, hidden),
         attention_dropout=float(_text_attr(conf, "attention_dropout", "attn_pdrop", default=0.0) or 0.0),
         hidden_dropout=float(_text_attr(conf, "hidden_dropout", "resid_pdrop", default=0.0) or 0.0),
         num_experts=experts, experts_per_tok=topk, params_reported=params_reported, source=source,

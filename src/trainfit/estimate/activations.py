@@ -77,6 +77,8 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
         norm_sites = 2
     for i in range(norm_sites):
         out.update(_norm_saved(m, r, tr, h, f"norm{i + 1}"))
+    if m.qk_norm:  # RMSNorm on q and k: each saves its fp32 input and a per-row rstd
+        out["attn/qk_norm_fp32"] = 4 * (m.q_dim + m.kv_dim)
     out.update(_linear_inputs(m, r, tr))
     out.update(_adapter_inputs(m, r, tr))
     out.update(_kbit_kept_inputs(m, r, tr))

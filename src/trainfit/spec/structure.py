@@ -77,16 +77,21 @@ class Structure:
     # PEFT's renaming of v4 per-expert target names onto fused v5 parameters for this model type (old, new)
     peft_target_map: tuple[tuple[str, str], ...] = ()
 
-    def trace_depths(self) -> tuple[int, int] | None:
+    def trace_depths(self) -> tuple[int, int]:
         """Two depths whose difference is one repeat of the block pattern, with the pattern's head (e.g. the dense
-        first layers of a MoE) inside both: traces at these depths extrapolate to the full stack. None: trace all."""
+        first layers of a MoE) inside both: traces at these depths extrapolate to the full stack (per repeat; a
+        last, partial repeat is extrapolated pro rata). The shallowest such pair; (n, n) when only the full depth
+        will do."""
         seq, n = self.pattern, len(self.pattern)
+        best = (n, n)
         for period in range(1, 9):
             for head in range(0, n):
                 if all(seq[i] == seq[i - period] for i in range(head + period, n)):
-                    la, lb = max(2, head + period), max(2, head + period) + period
-                    return (la, lb) if lb < n else None
-        return None
+                    la = max(2, head + period)
+                    if la + period < n and la + period < best[1]:
+                        best = (la, la + period)
+                    break  # a longer head with this period only traces deeper
+        return best
 
     @property
     def layers(self) -> int:

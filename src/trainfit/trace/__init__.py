@@ -106,7 +106,7 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
         notes.append("dropout on the CPU keeps its mask in the activation dtype (CUDA keeps a 1-byte bool mask): "
                      "the trace counts up to 3 bytes more per dropped element than a GPU holds")
     la, lb = cfg.depths or (2, 3)
-    if full or layers <= lb:
+    if full or layers <= lb or la == lb:
         moments = _by_key(_traced(_with_layers(cfg, layers)), layers)
         traced: tuple[int, ...] = (layers,)
     else:
