@@ -48,6 +48,11 @@ def pytest_sessionfinish(session, exitstatus):
     sys.stderr.write("processes started by the test suite were still alive at its end (now stopped):\n"
                      + "\n".join(lines) + "\n")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
+# The generic reader's structure cache: a fresh one per test session (never the developer's ~/.cache)
+if "TRAINFIT_CACHE_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["TRAINFIT_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainfit-cache-")
 
 
 def pytest_configure(config):

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 from .. import userjson
 from ..errors import CatalogError, SpecError, unknown_name
-from ..spec.model import ModelSpec
+from ..spec.model import ModelSpec, is_fast_path
 from ._io import model_files, norm_name
 
 
@@ -24,10 +24,35 @@ class ModelPreset:
     source_id: str
     source_date: str
     note: str
+    structure: dict | None = None  # the generic reader's result, shipped so the preset needs no torch
 
     def spec(self) -> ModelSpec:
-        return ModelSpec.from_hf_config(self.hf_config, name=self.name, source=self.source,
-                                        params_reported=self.params)
+        if self.structure is not None and not self.fast_path:
+            from .generic import spec_from_dict
+
+            return spec_from_dict(self.structure, name=self.name, source=self.source,
+                                  params_reported=self.params, hf_config=self.hf_config)
+        return spec_from_config(self.hf_config, name=self.name, source=self.source, params_reported=self.params)
+
+    @property
+    def fast_path(self) -> bool:
+        return is_fast_path(self.hf_config)
+
+
+def spec_from_config(cfg: dict, name: str = "", source: str = "", params_reported: int | None = None) -> ModelSpec:
+    """A config.json dict -> ModelSpec: a hand-written family when it is one (torch-free), else the generic reader
+    (the real transformers code on the meta device)."""
+    if not isinstance(cfg, dict):
+        raise SpecError(f"{source or 'the model config'} is not a JSON object")
+    if not cfg.get("model_type") and not isinstance(cfg.get("text_config"), dict):
+        raise SpecError(f"{source or 'the model config'} has no model_type: is it a Hugging Face config.json?")
+    if is_fast_path(cfg):
+        spec = ModelSpec.from_hf_config(cfg, name=name, source=source, params_reported=params_reported)
+        spec.extra["hf_config"] = cfg  # what trace builds (extra is not part of equality or the hash)
+        return spec
+    from .generic import read_model
+
+    return read_model(cfg, name=name, source=source, params_reported=params_reported)
 
 
 @lru_cache(maxsize=1)
@@ -39,7 +64,7 @@ def all_models() -> dict[str, ModelPreset]:
                 name=data["name"], aliases=tuple(data.get("aliases", ())), hf_id=data.get("hf_id", ""),
                 hf_config=data["hf_config"], params=data.get("params"), source=data.get("source", ""),
                 source_id=data.get("source_id", ""), source_date=data.get("source_date", ""),
-                note=data.get("note", ""))
+                note=data.get("note", ""), structure=data.get("structure"))
         except KeyError as exc:
             raise CatalogError(f"models/{filename}: missing {exc}") from None
         out[preset.name] = preset
@@ -122,7 +147,7 @@ def _from_path(path: str) -> ModelSpec:
         raise SpecError(f"no config.json at {path!r}")
     name = os.path.basename(os.path.dirname(os.path.abspath(file))) if os.path.isdir(path) else \
         os.path.splitext(os.path.basename(file))[0]
-    return ModelSpec.from_hf_config(cfg, name=name, source=file)
+    return spec_from_config(cfg, name=name, source=file)
 
 
 def _hub_reachable(timeout: float = 3.0) -> str | None:
@@ -155,4 +180,4 @@ def _from_hub(hub_id: str) -> ModelSpec:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SpecError(f"cannot fetch config for {hub_id!r} from the Hugging Face Hub ({first[:200]}); "
                         "use a preset (`trainfit models`) or a local config.json") from None
-    return ModelSpec.from_hf_config(cfg, name=hub_id, source=f"huggingface.co/{hub_id}")
+    return spec_from_config(cfg, name=hub_id, source=f"huggingface.co/{hub_id}")

@@ -10,6 +10,9 @@ from .common import add_output_flags, add_prices_flag, apply_prices, console, la
 def add_parsers(sub) -> None:
     p = sub.add_parser("models", help="model presets (architecture, parameters, source)")
     p.add_argument("name", nargs="?", help="show one preset in full")
+    p.add_argument("--families", action="store_true",
+                   help="which model types the fast (torch-free) path covers; every other goes through the generic "
+                        "reader")
     add_output_flags(p)
     p.set_defaults(run=run_models)
     p = sub.add_parser("gpus", help="GPU catalog: memory, bandwidth, dense TFLOPS, links, sources")
@@ -33,7 +36,9 @@ def run_models(args: argparse.Namespace) -> int:
     from ..catalog import all_models, get_model
     from ..estimate.params import count_params
 
-    lang_of(args)
+    lang = lang_of(args)
+    if args.families:
+        return _families(args, lang)
     if args.name:
         p = get_model(args.name)
         doc = {"name": p.name, "hf_id": p.hf_id, "aliases": list(p.aliases), "params": p.params,
@@ -47,6 +52,7 @@ def run_models(args: argparse.Namespace) -> int:
         rows.append({"name": p.name, "hf_id": p.hf_id, "model_type": s.model_type,
                      "params": count_params(s, "none" if s.is_encoder else "lm"), "layers": s.layers,
                      "hidden": s.hidden, "heads": s.heads, "kv_heads": s.kv_heads, "vocab": s.vocab,
+                     "path": "fast" if p.fast_path else "generic", "experts": s.num_experts,
                      "source": p.source, "source_date": p.source_date})
     if args.json:
         print_json({"models": rows})
@@ -54,12 +60,27 @@ def run_models(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title="trainfit models")
-    for col in ("name", "type", "params", "layers", "hidden", "heads/kv", "vocab", "source"):
+    for col in ("name", "type", "path", "params", "layers", "hidden", "heads/kv", "experts", "vocab", "source"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["name"], r["model_type"], f"{r['params'] / 1e9:.2f}B", str(r["layers"]), str(r["hidden"]),
-                      f"{r['heads']}/{r['kv_heads']}", str(r["vocab"]), r["source"][:60])
+        table.add_row(r["name"], r["model_type"], r["path"], f"{r['params'] / 1e9:.2f}B", str(r["layers"]),
+                      str(r["hidden"]), f"{r['heads']}/{r['kv_heads']}", str(r["experts"] or "-"), str(r["vocab"]),
+                      r["source"][:60])
     console().print(table)
+    return 0
+
+
+def _families(args: argparse.Namespace, lang: str) -> int:
+    from ..i18n import t
+    from ..spec.model import SUPPORTED_MODEL_TYPES
+
+    doc = {"fast_path": list(SUPPORTED_MODEL_TYPES), "generic_reader": t("families_generic", lang)}
+    if args.json:
+        print_json(doc)
+        return 0
+    c = console()
+    c.print(t("families_fast", lang) + " " + ", ".join(SUPPORTED_MODEL_TYPES))
+    c.print(doc["generic_reader"])
     return 0
 
 

@@ -12,6 +12,8 @@ EXAMPLES = """examples:
   trainfit trace --model llama-2-7b --method full --seq-len 2048 --micro-batch 1 --grad-ckpt full
   trainfit trace --model qwen2-7b --method lora --seq-len 4096 --json
   trainfit trace --model tiny-llama --method lora --full-depth      # every block, no extrapolation
+  trainfit trace --model ./my-model/config.json --method lora --seq-len 1024   # any architecture transformers knows
+  trainfit trace --model ./my-model --method full --seq-len 512 --json        # a model directory
 """
 
 

@@ -61,6 +61,9 @@ class Trainable:
     norms: bool
     lora_rank: int = 0
     needs_input_grad: bool = True  # False for frozen blocks below every trainable one (no backward at all)
+    # LoRA on fused 3-D expert tensors (PEFT's ParamWrapper): elements per mean block of the expert weights PEFT
+    # merges with their adapters (baddbmm) for each forward; the merged copy is saved for the input gradient
+    merged_expert_elements: float = 0.0
 
 
 def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention) -> dict[str, float]:
@@ -74,6 +77,8 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
         norm_sites = 2
     for i in range(norm_sites):
         out.update(_norm_saved(m, r, tr, h, f"norm{i + 1}"))
+    if m.qk_norm:  # RMSNorm on q and k: each saves its fp32 input and a per-row rstd
+        out["attn/qk_norm_fp32"] = 4 * (m.q_dim + m.kv_dim)
     out.update(_linear_inputs(m, r, tr))
     out.update(_adapter_inputs(m, r, tr))
     out.update(_kbit_kept_inputs(m, r, tr))

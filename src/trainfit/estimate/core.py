@@ -170,7 +170,23 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     if host and inst is not None and inst.ram_gib and host > inst.ram_gib * GiB:
         warnings = (*warnings, f"CPU offload needs ~{host / GiB:,.0f} GiB of host RAM per node; "
                                f"{inst.instance_type} has {inst.ram_gib:g} GiB")
+    warnings = (*warnings, *_expert_warning(m, s, cluster), *(m.structure.notes if m.structure is not None else ()))
     return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
+
+
+def _expert_warning(m: ModelSpec, s: Strategy, cluster: Cluster) -> tuple[str, ...]:
+    """Expert parallelism is not modelled: say so when the routed experts alone outgrow what one GPU holds."""
+    if not m.is_moe:
+        return ()
+    from .params import layer_tensors
+
+    experts = m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "expert")
+    per_gpu = 2.0 * experts / (s.gpus if s.shards_params else 1)  # 16-bit weights
+    if per_gpu <= cluster.gpu.memory_bytes:
+        return ()
+    return (f"the routed experts alone take {per_gpu / GiB:,.0f} GiB per GPU in 16 bit, more than a "
+            f"{cluster.gpu.memory_gb:g} GB GPU: expert parallelism (each GPU holding a share of the experts) is not "
+            "modelled; trainfit shards experts only with ZeRO-3 / FSDP",)
 
 
 def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,

@@ -41,15 +41,33 @@ def block_linear_flops_per_token(m: ModelSpec) -> float:
     total = 0.0
     for lin in layer_linears(m):
         active = m.experts_per_tok if lin.count > 1 else 1
-        total += 2.0 * lin.in_features * lin.out_features * active
-    if m.is_moe:
+        total += 2.0 * lin.in_features * lin.out_features * active * lin.share
+    if m.is_moe and m.structure is None:  # a read structure lists its router among the Linears
         total += 2.0 * m.hidden * m.num_experts  # router
     return total
 
 
 def attention_flops_per_token(m: ModelSpec, seq_len: int) -> float:
-    """QKᵀ and PV for one token against the whole sequence (PaLM convention: no causal halving)."""
-    return 4.0 * seq_len * m.q_dim
+    """QKᵀ and PV for one token against the whole sequence (PaLM convention: no causal halving), per mean block.
+
+    A read structure weighs its block kinds: a sliding-window layer attends to min(s, window) keys; an MLA layer's
+    QKᵀ runs over the q/k head dim (nope + rope) and PV over the value head dim; linear-attention and state-space
+    layers have no s² term (their recurrence is linear in s and not counted: their projections are among the
+    Linears)."""
+    if m.structure is None:
+        return 4.0 * seq_len * m.q_dim
+    total = 0.0
+    for g in m.structure.groups:
+        share = g.count / m.layers
+        if g.mixer in ("linear_attention", "mamba", "other"):
+            continue
+        keys = min(seq_len, g.window) if g.mixer == "sliding_attention" and g.window else seq_len
+        if g.mixer == "mla":
+            v_dim = int(m.extra.get("v_head_dim") or m.head_dim)
+            total += share * 2.0 * keys * m.heads * (m.head_dim + v_dim)
+        else:
+            total += share * 4.0 * keys * m.q_dim
+    return total
 
 
 def head_flops_per_token(m: ModelSpec, task: Task) -> float:

@@ -32,7 +32,7 @@ from ..spec.training import (Fsdp, GradCkpt, Method, Offload, Optimizer, Precisi
                              combination_problem)
 from ..units import GiB
 from .activations import Regime, apply_checkpointing, block_saved
-from .params import global_tensors, largest_module_params, layer_linears, layer_params
+from .params import global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
@@ -215,6 +215,10 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
     kept = apply_checkpointing(per_block, m, r, t.grad_ckpt)
     out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}
     one_block = sum(per_block.values()) * tokens
+    merged = split.block_trainable.merged_expert_elements
+    if merged:  # per block, not per token: PEFT's merged expert weights in the base dtype
+        out["activations/lora_merged_expert_weights"] = r.act * merged * active_blocks
+        one_block += r.act * merged
     # embeddings output / final norm / head input
     out["activations/final_norm_and_head_input"] = (4 + r.act) * m.hidden * tokens
     if t.grad_ckpt == GradCkpt.FULL:
@@ -382,9 +386,50 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             "activations/last_block": one_block,
             "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
             t.tokens_per_micro_batch}), totals),
+        # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
+        # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
+        # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
+        _phase("backward_top_block", (states, other, _top_block_items(m, t, s, r, acts_total, one_block,
+                                                                     block_casts, head_grad, g_t)), totals),
+        # the tied embedding's backward, last of all: embedding_dense_backward writes a dense V x h gradient, and
+        # adding it to the gradient the output head left makes a third V x h tensor before the old one is freed
+        _phase("backward_embedding", (states, other, grads, {
+            "gradients/tied_embedding_backward": 2.0 * g_t * m.vocab * m.hidden if _tied_trained(m, t, s, head)
+            else 0.0}), totals),
         _phase("optimizer", (states, other, grads), totals),
     )
     return _finish(phases, gpu, eff, s, r, notes, paged)
+
+
+def _top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, r: Regime, acts_total: float, one_block: float,
+                     block_casts: dict[str, float], head_grad: float, g_t: float) -> dict[str, float]:
+    """What the backward of the top block holds beyond the model states (full fine-tuning on one GPU / DDP)."""
+    if t.method != Method.FULL or s.engine not in ("single", "ddp") or t.optimizer_in_backward or t.grad_accum > 1:
+        return {}
+    top_params, largest = top_block_params(m)
+    lower = 1.0 - top_params / (m.layers * layer_params(m))
+    return {"activations/lower_blocks": max(0.0, acts_total - one_block),
+            "other/autocast_copies_lower_blocks": sum(block_casts.values()) * lower,
+            "gradients/output_head": head_grad, "gradients/top_block": top_params * g_t,
+            "gradients/weight_grad_16bit_temporaries": 2 * 2.0 * largest if r.amp_casts else 0.0}
+
+
+def top_block_params(m: ModelSpec) -> tuple[float, float]:
+    """(parameters of the top block, its largest weight tensor's elements); a read structure's last block group."""
+    if m.structure is not None and m.structure.pattern:
+        group = m.structure.groups[m.structure.pattern[-1]]
+        tensors = group.tensors
+        params = group.params
+    else:
+        tensors, params = layer_tensors(m), layer_params(m)
+    largest = max((x.rows * x.cols * x.count for x in tensors if x.role in ("linear", "expert")), default=0)
+    return params, largest
+
+
+def _tied_trained(m: ModelSpec, t: TrainingSpec, s: Strategy, head: str) -> bool:
+    """A fully trained, tied input/output embedding with unsharded gradients (checked against the trace)."""
+    return (m.tie_embeddings and t.method == Method.FULL and head in ("lm", "mlm") and t.task != Task.CLASSIFICATION
+            and s.engine in ("single", "ddp") and not t.optimizer_in_backward)
 
 
 def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
@@ -392,7 +437,8 @@ def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime
     """bf16 copies autocast makes of fp32 matmul weights: (the blocks', the output head's). All fp32 weights under
     mixed precision with fp32 weights; only the fp32 LoRA adapters on a 16-bit base."""
     if r.amp_casts:
-        blocks = m.layers * sum(lin.in_features * lin.out_features * lin.count for lin in layer_linears(m))
+        blocks = m.layers * sum(lin.in_features * lin.out_features * lin.count * lin.share
+                                for lin in layer_linears(m))
         if t.method == Method.FREEZE:
             blocks = blocks * split.trainable_blocks / m.layers
         head_w = m.vocab * m.hidden if head == "lm" and t.task != Task.CLASSIFICATION else 0

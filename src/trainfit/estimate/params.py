@@ -7,27 +7,10 @@ counts against the Hugging Face model built on the meta device for every preset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ..spec.model import ModelSpec
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """One parameter tensor (or `count` identical ones, e.g. MoE experts)."""
-
-    name: str  # e.g. "layers.self_attn.q_proj.weight"
-    rows: int  # out features (or numel for 1-D)
-    cols: int  # in features (1 for 1-D tensors)
-    role: str  # embedding | position | norm | bias | linear | expert | router | head
-    module: str = ""  # the Linear module name LoRA targets (e.g. "q_proj"), "" when not a Linear weight
-    per_layer: bool = True
-    count: int = 1  # identical copies (experts)
-
-    @property
-    def numel(self) -> int:
-        return self.rows * self.cols * self.count
+from ..spec.structure import Linear, Tensor  # noqa: F401 - the inventory types, re-exported
 
 
 # Canonical Linear roles and the names users (and PEFT configs) use for them.
@@ -37,21 +20,11 @@ ROLE_NAMES = {
 }
 
 
-@dataclass(frozen=True)
-class Linear:
-    """A Linear module in every layer: LoRA adds r * (in + out) parameters to it."""
-
-    module: str  # HF attribute name (q_proj, c_attn, query_key_value, W_pack, ...)
-    roles: tuple[str, ...]  # canonical roles it computes: ("q",) or ("q", "k", "v")
-    in_features: int
-    out_features: int
-    bias: bool
-    count: int = 1  # experts
-
-
 @lru_cache(maxsize=512)
 def layer_linears(m: ModelSpec) -> tuple[Linear, ...]:
-    """The Linear modules of one Transformer block, in execution order."""
+    """The Linear modules of one Transformer block, in execution order (the mean block of a read structure)."""
+    if m.structure is not None:
+        return m.structure.mean_linears()
     h, q, kv, f = m.hidden, m.q_dim, m.kv_dim, m.intermediate
     out: list[Linear] = []
     if m.fused_qkv:
@@ -100,12 +73,16 @@ def _down_name(m: ModelSpec) -> str:
 
 @lru_cache(maxsize=512)
 def layer_params(m: ModelSpec) -> int:
+    if m.structure is not None:  # the mean block (blocks may differ: dense-first MoE, hybrids)
+        return m.structure.block_params / m.layers
     return sum(t.numel for t in layer_tensors(m))
 
 
 @lru_cache(maxsize=512)
 def layer_tensors(m: ModelSpec) -> tuple[Tensor, ...]:
     """Parameter tensors of one Transformer block."""
+    if m.structure is not None:
+        return m.structure.mean_tensors()
     out: list[Tensor] = []
     for lin in layer_linears(m):
         role = "expert" if m.is_moe and lin.roles[0] in ("gate", "up", "down") else "linear"
@@ -125,6 +102,8 @@ def layer_tensors(m: ModelSpec) -> tuple[Tensor, ...]:
 @lru_cache(maxsize=512)
 def global_tensors(m: ModelSpec, head: str = "lm") -> tuple[Tensor, ...]:
     """Embeddings, final norm and the task head. head: lm | mlm | classification | none (bare model)."""
+    if m.structure is not None:
+        return _structure_globals(m, head)
     h, v = m.hidden, m.vocab
     out = [Tensor("embed_tokens.weight", v, h, "embedding", per_layer=False)]
     if m.position == "learned":
@@ -180,9 +159,23 @@ def _classifier_tensors(m: ModelSpec, labels: int = NUM_LABELS) -> list[Tensor]:
     return [Tensor("score.weight", labels, h, "head", "score", per_layer=False)]
 
 
+def _structure_globals(m: ModelSpec, head: str) -> tuple[Tensor, ...]:
+    """A read structure's tensors outside the blocks; its LM head swapped for the task's head."""
+    if head not in ("lm", "mlm", "classification", "none"):
+        raise ValueError(f"unknown head {head!r}")
+    rest = tuple(t for t in m.structure.globals if t.role != "head")
+    if head in ("lm", "mlm"):
+        return m.structure.globals
+    if head == "classification":  # AutoModelForSequenceClassification: score (labels x h), no bias
+        return rest + (Tensor("score.weight", NUM_LABELS, m.hidden, "head", "score", per_layer=False),)
+    return rest
+
+
 @lru_cache(maxsize=512)
 def count_params(m: ModelSpec, head: str = "lm") -> int:
     """Total parameters (tied weights counted once), as `model.num_parameters()` in transformers."""
+    if m.structure is not None:
+        return m.structure.block_params + sum(t.numel for t in global_tensors(m, head))
     return m.layers * layer_params(m) + sum(t.numel for t in global_tensors(m, head))
 
 
@@ -190,9 +183,9 @@ def active_params(m: ModelSpec, head: str = "lm") -> int:
     """Parameters touched per token: for MoE only `experts_per_tok` experts."""
     if not m.is_moe:
         return count_params(m, head)
-    per_layer = sum(t.numel if t.role != "expert" else t.numel // t.count * m.experts_per_tok
+    per_layer = sum(t.numel if t.role != "expert" else t.numel / t.count * m.experts_per_tok
                     for t in layer_tensors(m))
-    return m.layers * per_layer + sum(t.numel for t in global_tensors(m, head))
+    return round(m.layers * per_layer) + sum(t.numel for t in global_tensors(m, head))
 
 
 def matmul_params_per_token(m: ModelSpec, head: str = "lm") -> int:
@@ -205,18 +198,19 @@ def matmul_params_per_token(m: ModelSpec, head: str = "lm") -> int:
         if t.role == "linear" or t.role == "router":
             per_layer += t.numel
         elif t.role == "expert":
-            per_layer += t.numel // t.count * m.experts_per_tok
+            per_layer += t.numel / t.count * m.experts_per_tok
     head_mm = 0
     if head == "lm" and not m.is_encoder:
         head_mm = m.vocab * m.hidden
     elif head in ("mlm", "lm") and m.is_encoder:
         head_mm = m.vocab * m.hidden + m.hidden * m.hidden
-    return m.layers * per_layer + head_mm
+    return round(m.layers * per_layer) + head_mm
 
 
 def largest_layer_params(m: ModelSpec, head: str = "lm") -> int:
     """Largest unit ZeRO-3 / FSDP gathers at once: a block, or the embedding / output matrix."""
-    candidates = [layer_params(m)] + [t.numel for t in global_tensors(m, head)]
+    block = max(g.params for g in m.structure.groups) if m.structure is not None else layer_params(m)
+    candidates = [block] + [t.numel for t in global_tensors(m, head)]
     return max(candidates)
 
 

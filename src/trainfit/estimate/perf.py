@@ -80,7 +80,8 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         flops = 2.0 * tokens * lin.in_features * lin.out_features * k_active
         w_bytes = lin.in_features * lin.out_features * lin.count * b
         moved = tokens * (lin.in_features + lin.out_features) * b * k_active + w_bytes
-        out[f"linear/{lin.module}"] = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw)
+        seconds, bound = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw)
+        out[f"linear/{lin.module}"] = (seconds * lin.share, bound)  # share: the fraction of blocks holding it
     att_flops = attention_flops_per_token(m, t.seq_len) * tokens
     if t.attention == Attention.EAGER:
         s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * _eager_s2_bytes(m, r)
@@ -95,12 +96,12 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         elementwise += 4 * m.hidden * tokens * b * m.experts_per_tok  # token gather/scatter per expert
     out["elementwise"] = (elementwise / (bw * eff("memory_bandwidth_efficiency")), "memory")
     if t.method == Method.QLORA:  # bitsandbytes dequantizes each NF4 weight to 16 bit before its matmul
-        weights = sum(lin.in_features * lin.out_features * lin.count for lin in layer_linears(m))
+        weights = sum(lin.in_features * lin.out_features * lin.count * lin.share for lin in layer_linears(m))
         out["qlora/dequantize"] = (weights * (NF4_BYTES_PER_PARAM + 2.0) /
                                    (bw * eff("memory_bandwidth_efficiency")), "memory")
     if split.adapters:
         ada_bytes = split.adapters / m.layers * 4 + tokens * b * 2 * sum(
-            lin.in_features + lin.out_features for lin in layer_linears(m) if lin.count == 1) / 2
+            (lin.in_features + lin.out_features) * lin.share for lin in layer_linears(m) if lin.count == 1) / 2
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
     return out
 

@@ -95,13 +95,56 @@ class ParamSplit:
         return self.total + self.adapters + self.saved
 
 
-def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all_linear: bool = False) -> int:
+def generic_lora(m: ModelSpec, targets: tuple[str, ...], rank: int) -> tuple[float, float, frozenset[str]]:
+    """LoRA on a read structure, as PEFT 0.21 applies it to the transformers 5 module tree: (adapter parameters per
+    mean block, elements of fused expert tensors PEFT merges with their adapters per mean block, canonical roles of
+    the adapted Linear modules).
+
+    Targets match Linear modules by their last name (`all-linear`: every Linear in the blocks). For MoE types whose
+    v4 per-expert Linears became fused 3-D tensors, PEFT renames the old target names onto the fused parameters
+    (`Structure.peft_target_map`, read from PEFT: e.g. gate_proj/up_proj -> gate_up_proj with rank 2r, down_proj ->
+    down_proj, gate -> the router's weight) — so no Linear module with those names (dense-first MLPs, shared experts)
+    keeps an adapter. Each wrapped expert tensor gets rank x experts: A (rE x in), B (out x rE)."""
+    s = m.structure
+    mapping = dict(s.peft_target_map)
+    linears = layer_linears(m)
+    leaf = {lin.module: lin.module.rsplit(".", 1)[-1] for lin in linears}
+    if any(x.strip().lower() in ("all-linear", "all", "all_linear") for x in targets):
+        names = {leaf[lin.module] for lin in linears if lin.count == 1} | set(mapping)
+    else:
+        names = {x.strip() for x in targets}
+        aliases = {_ROLE_ALIASES.get(x.lower()) for x in names} | {r for x in names for r in _FUSED.get(x.lower(), ())}
+        names |= {leaf[lin.module] for lin in linears if lin.count == 1 and set(lin.roles) & aliases}
+    params = {mapping[n] for n in names if n in mapping}
+    modules = names - set(mapping)
+    total = merged = 0.0
+    roles: set[str] = set()
+    for lin in linears:
+        name = leaf[lin.module]
+        if lin.count > 1 and name in params:
+            fused = max(1, sum(1 for old, new in mapping.items() if new == name and old in names))
+            total += rank * fused * lin.count * (lin.in_features + lin.out_features) * lin.share
+            merged += lin.in_features * lin.out_features * lin.count * lin.share
+        elif lin.count == 1 and name in modules:
+            total += rank * (lin.in_features + lin.out_features) * lin.share
+            roles |= set(lin.roles)
+    routers = {new for new in params if new.endswith(".weight")}  # a router module's weight (not an nn.Linear)
+    for x in layer_tensors(m):
+        if x.role == "router" and any(x.name.endswith(r) for r in routers):
+            total += rank * (x.rows + x.cols) * x.share
+    return total, merged, frozenset(roles)
+
+
+def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all_linear: bool = False,
+                             named: tuple[str, ...] = ()) -> int:
     """LoRA parameters added to one block.
 
     Fused MoE experts (transformers 5 stores them as 3-D tensors) are wrapped by PEFT 0.21 under `all-linear`
     with rank r per expert: gate_up gets A (2rE x h) and B (2f x 2rE), down gets A (rE x f) and B (h x rE); the
     router (a Linear, h -> E) gets an ordinary adapter. `tests/test_params_oracle.py` checks this against PEFT.
     """
+    if m.structure is not None:
+        return generic_lora(m, named, rank)[0]
     total = 0
     for lin in layer_linears(m):
         if lin.count > 1:
@@ -140,13 +183,24 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
         trainable = k * block + head_params
         return ParamSplit(total, trainable, total - trainable, 0, 0, k, m.layers - k, layer_tensors(m) + head_tensors,
                           Trainable(ALL_ROLES, frozenset(), True))
-    named = lora_roles(t.lora_targets)
     all_linear = any(x.lower() in ("all-linear", "all", "all_linear") for x in t.lora_targets)
-    roles = frozenset(r for r in named if any(r in lin.roles and lin.count == 1 for lin in layer_linears(m)))
-    outside = named & {"head", "embed"} if head == "lm" else frozenset()
-    if not roles and not outside:
-        raise SpecError(f"no LoRA target matches a Linear layer of {m.name}")
-    adapters = m.layers * adapter_params_per_block(m, roles, t.lora_rank, all_linear)
+    merged = 0.0
+    if m.structure is not None:
+        named = frozenset(OUTSIDE_BLOCKS[x.strip().lower()] for x in t.lora_targets
+                          if x.strip().lower() in OUTSIDE_BLOCKS)
+        per_block, merged, roles = generic_lora(m, t.lora_targets, t.lora_rank)
+        outside = named if head == "lm" else frozenset()
+        if not per_block and not outside:
+            raise SpecError(f"no LoRA target matches a Linear layer of {m.name} (targets name Linear modules, e.g. "
+                            f"{', '.join(sorted({x.module.rsplit('.', 1)[-1] for x in layer_linears(m)})[:6])})")
+    else:
+        named = lora_roles(t.lora_targets)
+        roles = frozenset(r for r in named if any(r in lin.roles and lin.count == 1 for lin in layer_linears(m)))
+        outside = named & {"head", "embed"} if head == "lm" else frozenset()
+        if not roles and not outside:
+            raise SpecError(f"no LoRA target matches a Linear layer of {m.name}")
+        per_block = adapter_params_per_block(m, roles, t.lora_rank, all_linear)
+    adapters = round(m.layers * per_block)
     # the output head (Linear: A r x h, B V x r) and the embedding (lora_embedding_A r x V, B h x r)
     adapters += len(outside) * t.lora_rank * (m.hidden + m.vocab)
     if all_linear and t.task == Task.CLASSIFICATION and m.is_encoder and m.model_type != "roberta":
@@ -158,12 +212,13 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
     saved = len(t.modules_to_save) * m.vocab * m.hidden if head == "lm" else 0
     quantized = 0
     if t.method == Method.QLORA:
-        quantized = m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear")  # bnb: nn.Linear only
+        quantized = round(m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear"))  # nn.Linear only
     adapter_tensors = tuple(Tensor(f"lora.{lin.module}", t.lora_rank, lin.in_features + lin.out_features, "adapter")
                             for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1)
     return ParamSplit(total, adapters + head_train + saved, total - head_train, adapters, quantized, m.layers, 0,
                       adapter_tensors + (peft_head if t.task == Task.CLASSIFICATION else ()),
-                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank), saved)
+                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank, merged_expert_elements=merged),
+                      saved)
 
 
 def adafactor_state_bytes(m: ModelSpec, split: ParamSplit, trainable_blocks: int) -> float:

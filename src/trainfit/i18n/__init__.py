@@ -157,6 +157,14 @@ _MESSAGES: dict[str, dict[str, str]] = {
                            "zh": "每 10 亿 tokens 小时数按估算吞吐计算，不含启动和检查点时间"},
     "flag_note_short": {"en": "* GPU model inferred or price unverified (see --json)",
                         "zh": "* GPU 型号为推断或价格未核实（见 --json）"},
+    "families_fast": {"en": "Fast path (hand-written, no torch needed):",
+                      "zh": "快速路径（手写结构，无需 torch）："},
+    "families_generic": {
+        "en": "Every other model_type that transformers knows (causal or masked LM) goes through the generic reader: "
+              "the model is built on the meta device and its structure read (needs torch + transformers; cached per "
+              "config hash under ~/.cache/trainfit).",
+        "zh": "其余 transformers 支持的 model_type（因果或掩码语言模型）都走通用读取器：在 meta 设备上构建模型并读取其结构"
+              "（需要 torch 与 transformers；按配置哈希缓存在 ~/.cache/trainfit）。"},
 }
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import SpecError
+from .structure import Structure
 
 # Per model_type: the layout that config.json does not spell out. Sources: each model's modeling_*.py in
 # Hugging Face transformers (module structure), read for transformers 5.x.
@@ -56,6 +57,12 @@ _LAYOUTS: dict[str, dict[str, Any]] = {
 
 SUPPORTED_MODEL_TYPES = tuple(sorted(_LAYOUTS))
 
+
+def is_fast_path(cfg: Any) -> bool:
+    """Whether a config.json dict is one of the hand-written, torch-free families (else: the generic reader)."""
+    return isinstance(cfg, dict) and str(cfg.get("model_type", "")).lower() in _LAYOUTS and \
+        not isinstance(cfg.get("text_config"), dict)
+
 # transformers' config defaults for the learned position table (GPT2Config.n_positions, BertConfig, RobertaConfig)
 _DEFAULT_POSITIONS = {"gpt2": 1024, "bert": 512, "roberta": 514}
 
@@ -98,13 +105,16 @@ class ModelSpec:
     experts_per_tok: int = 0
     params_reported: int | None = None
     source: str = ""
+    # the exact module structure, read from the real HF code by catalog/generic.py (None: a hand-written family)
+    structure: Structure | None = field(default=None, repr=False)
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __hash__(self) -> int:  # hashed often as a memo key: compute once
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.name, self.model_type, self.hidden, self.layers, self.heads, self.kv_heads,
-                           self.head_dim, self.intermediate, self.vocab, self.num_experts, self.tie_embeddings))
+                           self.head_dim, self.intermediate, self.vocab, self.num_experts, self.tie_embeddings,
+                           self.structure.config_hash if self.structure else None))
             object.__setattr__(self, "_hash", cached)
         return cached
 
@@ -124,6 +134,11 @@ class ModelSpec:
     @property
     def is_encoder(self) -> bool:
         return self.kind == "encoder"
+
+    @property
+    def is_generic(self) -> bool:
+        """Read by the generic structure reader (any transformers architecture), not a hand-written family."""
+        return self.structure is not None
 
 
     def with_name(self, name: str) -> "ModelSpec":

@@ -11,9 +11,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..spec.model import ModelSpec
+from ..errors import SpecError
+from ..spec.model import ModelSpec, is_fast_path
 from ..units import GiB
 from .tracer import CATEGORIES, Moment, TraceConfig, trace_step
+
+class TraceUnsupported(SpecError):
+    """The model's code cannot run under FakeTensorMode."""
+
 
 # MemTracker category -> the parts of trainfit's memory breakdown
 PART_OF = {"Parameter": "weights", "Buffer": "weights", "Gradient": "gradients", "Optstate": "optimizer",
@@ -97,19 +102,53 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
                      "prepare_model_for_kbit_training upcasts")
     if cfg.attention == "flash":
         notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
-    spec = ModelSpec.from_hf_config({**cfg.hf_config, "num_hidden_layers": cfg.layers})  # depth is set apart
-    if spec.attention_dropout > 0 or spec.hidden_dropout > 0:
+    if _has_dropout(cfg.hf_config):
         notes.append("dropout on the CPU keeps its mask in the activation dtype (CUDA keeps a 1-byte bool mask): "
                      "the trace counts up to 3 bytes more per dropped element than a GPU holds")
-    if full or layers <= 3:
-        moments = _by_key(trace_step(_with_layers(cfg, layers)), layers)
+    la, lb = cfg.depths or (2, 3)
+    if full or layers <= lb or la == lb:
+        moments = _by_key(_traced(_with_layers(cfg, layers)), layers)
         traced: tuple[int, ...] = (layers,)
     else:
-        a = _by_key(trace_step(_with_layers(cfg, 2)), 2)
-        b = _by_key(trace_step(_with_layers(cfg, 3)), 3)
-        moments = extrapolate(a, b, 2, 3, layers)
-        traced = (2, 3)
+        a = _by_key(_traced(_with_layers(cfg, la)), la)
+        b = _by_key(_traced(_with_layers(cfg, lb)), lb)
+        moments = extrapolate(a, b, la, lb, layers)
+        traced = (la, lb)
+    notes += _moe_notes(cfg)
     return TraceResult(layers, traced, moments, _peak_of(moments), time.perf_counter() - start, notes)
+
+
+def _traced(cfg: TraceConfig) -> dict[str, Moment]:
+    """trace_step, with any failure of the model's own code under fake tensors turned into one clear line."""
+    from ..errors import TrainfitError
+
+    try:
+        return trace_step(cfg)
+    except TrainfitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - third-party model code: custom kernels, data-dependent shapes
+        model_type = (cfg.hf_config.get("text_config") or cfg.hf_config).get("model_type", "this model") \
+            if isinstance(cfg.hf_config, dict) else "this model"
+        text = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        raise TraceUnsupported(
+            f"the trace cannot run {model_type}'s code on fake tensors ({type(exc).__name__}: {text}); this "
+            "usually means a custom kernel or a data-dependent shape; the analytic estimate (trainfit estimate) "
+            "still applies, without this check") from None
+
+
+def _has_dropout(hf: dict) -> bool:
+    if is_fast_path(hf):
+        spec = ModelSpec.from_hf_config({**hf, "num_hidden_layers": 1})
+        return spec.attention_dropout > 0 or spec.hidden_dropout > 0
+    text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else hf
+    return any(isinstance(text.get(k), (int, float)) and text.get(k) > 0
+               for k in ("attention_dropout", "hidden_dropout", "attn_pdrop", "resid_pdrop"))
+
+
+def _moe_notes(cfg: TraceConfig) -> list[str]:
+    from .tracer import ROUTING_NOTE
+
+    return [ROUTING_NOTE] if cfg.balanced_routing else []
 
 
 def _with_layers(cfg: TraceConfig, layers: int) -> TraceConfig:
@@ -124,10 +163,13 @@ def trace_config(est: Any) -> TraceConfig:
 
     m, t = est.model, est.training
     preset = all_models().get(m.name)
-    hf = preset.hf_config if preset else None
+    hf = m.extra.get("hf_config") or (preset.hf_config if preset else None)  # the spec's own config first
     if hf is None:
-        raise ValueError("trace needs a model preset or config.json")
-    return TraceConfig(hf_config=hf, layers=m.layers, method=t.method.value, task=t.task.value, seq_len=t.seq_len,
+        from ..errors import SpecError
+
+        raise SpecError(f"trace needs the config.json of {m.name}: pass a preset, a config.json or a model directory")
+    depths = m.structure.trace_depths() if m.structure is not None else None
+    return TraceConfig(hf_config=hf, depths=depths, balanced_routing=m.is_moe, layers=m.layers, method=t.method.value, task=t.task.value, seq_len=t.seq_len,
                        micro_batch=t.micro_batch, precision=t.precision.value if t.precision.value != "fp8" else "bf16",
                        param_dtype=t.param_dtype, grad_ckpt=t.grad_ckpt.value, attention=t.attention.value,
                        lora_rank=t.lora_rank, lora_targets=t.lora_targets, num_labels=t.num_labels,
@@ -172,7 +214,7 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
         "requested_strategy": None if single is est else {
             "label": est.strategy.label(), "memory_gib": est.memory.gib(),
             "note": "the trace does not shard: compare the sharded terms analytically"},
-        "notes": result.notes + ([
+        "notes": result.notes + list(est.model.structure.notes if est.model.structure is not None else ()) + ([
             "the trace steps an ordinary optimizer after backward (no optimizer-in-backward, no paged states): its "
             "gradients and optimizer states are not those of the requested setup"]
             if est.training.optimizer_in_backward or est.training.paged_optimizer else []) + [

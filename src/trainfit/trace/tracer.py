@@ -19,6 +19,47 @@ from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
+ROUTING_NOTE = ("MoE routing is data (fake tensors have none): the experts were traced with balanced routing, "
+                "each expert taking the expected share of the tokens x top-k rows (the same tensors transformers' "
+                "grouped_mm experts hold, whatever the routing); the router itself runs as written")
+_BALANCED = "trainfit_balanced"
+
+
+def _balanced_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """A fused-experts forward for transformers' ExpertsInterface whose shapes do not depend on the routing: the
+    tokens x top-k rows are split evenly over the experts (the expected share under a balanced router; padded to
+    ceil(rows / experts) per expert) and multiplied by all experts' weights in one batched matmul, so each 3-D
+    weight gets one gradient, as with transformers' default grouped_mm kernel."""
+    import torch
+    import torch.nn.functional as F
+
+    k, tokens, hidden = top_k_index.size(-1), hidden_states.size(0), hidden_states.size(-1)
+    rows = hidden_states.repeat_interleave(k, dim=0)
+    experts, total = self.num_experts, rows.size(0)
+    per = -(-total // experts)
+    x = F.pad(rows, (0, 0, 0, per * experts - total)).view(experts, per, hidden)
+    first = "gate_up_proj" if self.has_gate else "up_proj"
+    for name in (first, "down_proj"):
+        w = getattr(self, name)
+        x = torch.bmm(x, w if self.is_transposed else w.transpose(1, 2))
+        if self.has_bias:
+            x = x + getattr(self, f"{name}_bias").unsqueeze(1)
+        if name == first:
+            x = self._apply_gate(x) if self.has_gate else self.act_fn(x)
+    if getattr(self, "has_post_expert_norm", False):
+        x = self.post_expert_norm(x)
+    out = x.reshape(experts * per, -1)[:total] * top_k_weights.reshape(-1, 1).to(x.dtype)
+    return out.view(tokens, k, hidden).sum(dim=1).to(hidden_states.dtype)
+
+
+def _register_balanced() -> bool:
+    try:
+        from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+    except ImportError:
+        return False
+    ALL_EXPERTS_FUNCTIONS.register(_BALANCED, _balanced_experts_forward)
+    return True
+
 CATEGORIES = ("Parameter", "Buffer", "Gradient", "Activation", "Temp", "Optstate", "Other")
 
 
@@ -93,6 +134,8 @@ class TraceConfig:
     freeze_trainable_layers: int
     optimizer: str
     modules_to_save: tuple[str, ...] = ()
+    depths: tuple[int, int] | None = None  # the two traced depths (default 2 and 3); see Structure.trace_depths
+    balanced_routing: bool = False  # MoE: route the expected top-k share of tokens to each expert (see _balanced)
 
 
 def _build(cfg: TraceConfig):
@@ -100,13 +143,21 @@ def _build(cfg: TraceConfig):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSequenceClassification
 
+    from ..catalog.generic import hf_config_object, model_class_for, with_layers
+
     classification = cfg.task == "classification"
-    hf = dict(cfg.hf_config, num_hidden_layers=cfg.layers)
-    hf.pop("architectures", None)
-    extra = {"num_labels": cfg.num_labels} if classification else {}
-    conf = AutoConfig.for_model(**hf, **extra)
+    hf = with_layers(cfg.hf_config, cfg.layers)
+    if classification:
+        hf["num_labels"] = cfg.num_labels
+    conf = hf_config_object(hf)
     conf._attn_implementation = "eager" if cfg.attention == "eager" else "sdpa"
-    cls = AutoModelForSequenceClassification if classification else AutoModelForCausalLM
+    cls = AutoModelForSequenceClassification if classification else model_class_for(conf)
+    concrete = cls._model_mapping[type(conf)] if type(conf) in cls._model_mapping else None
+    if cfg.balanced_routing and concrete is not None and concrete._can_set_experts_implementation() and \
+            _register_balanced():
+        conf._experts_implementation = _BALANCED  # no data-dependent loop over experts (see ROUTING_NOTE)
+    if concrete is not None and not getattr(concrete, "_supports_sdpa", True):
+        conf._attn_implementation = "eager"  # the model has only its eager attention (e.g. BLOOM, gpt-oss)
     low = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[cfg.precision]
     peft_method = cfg.method in ("lora", "qlora")
     dtype = low if peft_method or cfg.param_dtype == "bf16" else torch.float32

@@ -1,0 +1,495 @@
+"""The generic structure reader: any config.json transformers knows -> ModelSpec with its exact Structure.
+
+The model is built with `from_config` under `torch.device("meta")` (no memory, no weights) and its module tree is
+read: every parameter tensor (tied weights once), the repeated blocks grouped by layout, each block's Linear layers
+by role, experts (fused 3-D tensors or lists of Linear modules), routers, norms, embeddings and the head. The
+hand-written families in spec/model.py stay the fast, torch-free path; this reader is the fallback and the oracle.
+Results are cached per config hash: in memory (so `plan` builds each model once) and on disk
+($TRAINFIT_CACHE_DIR, default ~/.cache/trainfit/structures; one JSON file per config hash and transformers version),
+so the next run answers without importing torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import warnings
+from functools import lru_cache
+from typing import Any
+
+from ..errors import MissingDependency, SpecError
+from ..spec.model import ModelSpec
+from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
+
+# config.json keys that only describe weights on disk or runtime behaviour (not the architecture)
+_DROP_KEYS = ("architectures", "auto_map", "quantization_config", "_name_or_path", "transformers_version",
+              "torch_dtype", "dtype")
+
+
+def text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The text model of a config: multimodal configs (Gemma 3 4B+, Llama 4, Qwen3.5) carry it as text_config."""
+    sub = cfg.get("text_config")
+    if isinstance(sub, dict) and sub.get("model_type"):
+        return dict(sub), f"{cfg.get('model_type')}: the text model only ({sub['model_type']}); the vision tower " \
+                          "is not counted"
+    return dict(cfg), ""
+
+
+def config_hash(cfg: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _transformers():
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return None
+    return transformers
+
+
+def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_reported: int | None = None) -> ModelSpec:
+    """A ModelSpec for any model type transformers can build (torch + transformers imported here, lazily)."""
+    text, note = text_config(cfg)
+    model_type = str(text.get("model_type", "")).lower()
+    key = json.dumps({k: v for k, v in text.items() if k not in _DROP_KEYS}, sort_keys=True, default=str)
+    name = name or str(cfg.get("_name_or_path") or model_type)
+    cached = _disk_get(key)
+    if cached is not None:
+        return spec_from_dict(cached, name=name, source=source, params_reported=params_reported, hf_config=cfg)
+    if _transformers() is None:
+        raise MissingDependency(
+            f"model_type {model_type!r} is not one of trainfit's built-in families; reading any other architecture "
+            "needs torch and transformers (pip install 'trainfit[torch]'); see `trainfit models --families`")
+    spec = _read_cached(key, name, source, params_reported, note, json.dumps(cfg, sort_keys=True, default=str))
+    _disk_put(key, spec)
+    return spec
+
+
+# ---- the disk cache -----------------------------------------------------------------------------------------------
+READER_VERSION = 6  # bump when what the reader records changes: old cache files are then ignored
+def _transformers_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "none"
+
+
+def _cache_file(key: str) -> str:
+    root = os.environ.get("TRAINFIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "trainfit")
+    digest = hashlib.sha256(f"{key}|{_transformers_version()}|{READER_VERSION}".encode()).hexdigest()[:24]
+    return os.path.join(root, "structures", f"{digest}.json")
+
+
+def _disk_get(key: str) -> dict | None:
+    try:
+        with open(_cache_file(key), encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _disk_put(key: str, spec: ModelSpec) -> None:
+    file = _cache_file(key)
+    try:
+        os.makedirs(os.path.dirname(file), exist_ok=True)
+        tmp = f"{file}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(spec_to_dict(spec), fh)
+        os.replace(tmp, file)
+    except OSError:  # a read-only home: no cache, same answer
+        pass
+
+
+_NOT_SAVED = ("name", "source", "params_reported", "structure", "extra")
+
+
+def spec_to_dict(spec: ModelSpec) -> dict:
+    """The read fields of a generic ModelSpec, JSON-ready (presets ship this; the disk cache stores it)."""
+    from dataclasses import fields
+
+    out = {f.name: getattr(spec, f.name) for f in fields(spec) if f.name not in _NOT_SAVED}
+    out["structure"] = structure_to_dict(spec.structure)
+    out["extra"] = {k: v for k, v in spec.extra.items() if k != "hf_config"}
+    return out
+
+
+def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None, hf_config: dict) -> ModelSpec:
+    fields = {k: v for k, v in d.items() if k not in ("structure", "extra")}
+    return ModelSpec(name=name, source=source, params_reported=params_reported,
+                     structure=structure_from_dict(d["structure"]),
+                     extra={**d.get("extra", {}), "hf_config": hf_config}, **fields)
+
+
+@lru_cache(maxsize=64)
+def _read_cached(key: str, name: str, source: str, params_reported: int | None, note: str, full: str) -> ModelSpec:
+    text = json.loads(key)
+    _check_sizes(text)
+    conf = hf_config_object(text)
+    model = _build_meta(conf)
+    try:
+        structure = read_structure(model, conf, config_hash(text), note)
+        return spec_from_structure(conf, structure, name, source, params_reported, text, json.loads(full))
+    except (TypeError, ValueError, AttributeError, KeyError, ZeroDivisionError) as exc:
+        raise SpecError(f"cannot read the structure of this {conf.model_type} model "
+                        f"({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+MAX_LAYERS = 1024  # far above any published model; a larger count is a typo and would take minutes to build
+
+
+def _check_sizes(text: dict[str, Any]) -> None:
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        value = text.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value <= MAX_LAYERS:
+            raise SpecError(f"{key} = {value} is not a plausible layer count (1 to {MAX_LAYERS})")
+
+
+def hf_config_object(text: dict[str, Any]):
+    from transformers import AutoConfig
+
+    model_type = str(text.get("model_type", "")).lower()
+    args = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return AutoConfig.for_model(**args)
+    except ValueError as exc:
+        if "Unrecognized model" in str(exc) or "model_type" in str(exc) or model_type not in _known_types():
+            import transformers
+
+            raise SpecError(
+                f"model_type {model_type!r} is known neither to trainfit's built-in families nor to transformers "
+                f"{transformers.__version__}: a newer transformers may know it (pip install -U transformers), or "
+                "pass the config.json of a supported architecture") from None
+        raise SpecError(f"transformers rejects this {model_type} config: {_first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - config classes validate in their own ways; one line for all
+        raise SpecError(f"transformers rejects this {model_type} config: {_first_line(exc)}") from None
+
+
+def _known_types() -> set[str]:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return set(CONFIG_MAPPING_NAMES)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
+
+
+def model_class_for(conf):
+    """The causal-LM class for the config, else the masked-LM one (an encoder)."""
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM
+
+    for auto in (AutoModelForCausalLM, AutoModelForMaskedLM):
+        if type(conf) in auto._model_mapping:
+            return auto
+    raise SpecError(f"model_type {conf.model_type!r} is not supported: transformers has no causal-LM or masked-LM "
+                    "class for it (trainfit estimates decoder language models and encoders; encoder-decoder, vision "
+                    "and audio models are out of scope)")
+
+
+def _build_meta(conf):
+    import torch
+
+    auto = model_class_for(conf)
+    try:
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            return auto.from_config(conf)
+    except Exception as exc:  # noqa: BLE001 - any failure of third-party model code becomes one line
+        raise SpecError(f"transformers cannot build {conf.model_type} from this config "
+                        f"({type(exc).__name__}: {_first_line(exc)})") from None
+
+
+# ---- reading the module tree --------------------------------------------------------------------------------------
+def _blocks(model) -> tuple[str, Any]:
+    """The repeated blocks: the top-level ModuleList with the most parameters."""
+    import torch
+
+    best, best_n = ("", None), -1
+    for name, mod in model.named_modules():
+        if not isinstance(mod, torch.nn.ModuleList) or len(mod) < 1:
+            continue
+        if any(name.startswith(other + ".") for other, _ in [best] if other):
+            continue
+        n = sum(p.numel() for p in mod.parameters())
+        if n > best_n:
+            best, best_n = (name, mod), n
+    return best
+
+
+_EXPERT_INDEX = re.compile(r"\.(experts|local_experts)\.\d+\.")
+
+# last component of a Linear module's name -> canonical roles
+_LINEAR_ROLES = {
+    "q_proj": ("q",), "query": ("q",), "wq": ("q",), "q": ("q",), "k_proj": ("k",), "key": ("k",), "wk": ("k",),
+    "k": ("k",), "v_proj": ("v",), "value": ("v",), "wv": ("v",), "v": ("v",), "o_proj": ("o",), "wo": ("o",),
+    "out_proj": ("o",), "o": ("o",), "qkv_proj": ("q", "k", "v"), "c_attn": ("q", "k", "v"),
+    "query_key_value": ("q", "k", "v"), "w_pack": ("q", "k", "v"), "wqkv": ("q", "k", "v"),
+    "gate_proj": ("gate",), "w1": ("gate",), "up_proj": ("up",), "w3": ("up",), "fc1": ("up",), "c_fc": ("up",),
+    "fc_in": ("up",), "dense_h_to_4h": ("up",), "down_proj": ("down",), "w2": ("down",), "fc2": ("down",),
+    "fc_out": ("down",), "dense_4h_to_h": ("down",), "gate_up_proj": ("gate", "up"),
+    "q_a_proj": ("q_a",), "q_b_proj": ("q_b",), "kv_a_proj_with_mqa": ("kv_a",), "kv_b_proj": ("kv_b",),
+}
+
+
+def _linear_roles(path: str, out_features: int, experts: int) -> tuple[str, ...]:
+    parts = path.lower().split(".")
+    last = parts[-1]
+    in_attention = any("attn" in p or "attention" in p for p in parts[:-1])
+    in_mixer = any(p in ("linear_attn", "mamba", "mixer", "ssm", "conv") or "linear_attn" in p for p in parts[:-1])
+    if in_mixer:
+        return ("mixer",)
+    if experts and last in ("gate", "router", "router_proj", "w_gate", "gate_proj") and out_features == experts \
+            and not any("expert" in p for p in parts):
+        return ("router",)
+    if last in ("c_proj", "dense"):
+        return ("o",) if in_attention else ("down",)
+    return _LINEAR_ROLES.get(last, ("other",))
+
+
+def _num_experts(conf) -> int:
+    for key in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts"):
+        v = _text_attr(conf, key)
+        if isinstance(v, int) and v > 1:
+            return v
+    return 0
+
+
+def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor, ...], tuple[Linear, ...]]:
+    """One block's tensors and Linear layers; parameters already seen in an earlier block (a block shared across
+    the stack, as in Zamba) are counted once, in the first block holding them."""
+    import torch
+
+    experts = _num_experts(conf)
+    if isinstance(block, torch.nn.Linear):  # a stack of plain Linear modules
+        block = torch.nn.ModuleDict({"linear": block})
+    linear_of: dict[str, Any] = {n: m for n, m in block.named_modules() if isinstance(m, torch.nn.Linear)}
+    tensors: dict[str, Tensor] = {}
+    linears: dict[str, Linear] = {}
+    for pname, p in block.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        mod_name, _, leaf = pname.rpartition(".")
+        collapsed = _EXPERT_INDEX.sub(r".\1.*.", "." + pname)[1:]
+        mod_collapsed = collapsed.rpartition(".")[0]
+        shape = tuple(p.shape)
+        routed = ".*." in collapsed or (p.dim() == 3 and "expert" in pname.lower())
+        kind = "shared" if "shared" in pname.lower() else ("routed" if routed else "")
+        if mod_name in linear_of and leaf == "weight":
+            lin = linear_of[mod_name]
+            roles = _linear_roles(mod_name, lin.out_features, experts)
+            prev = linears.get(mod_collapsed)
+            linears[mod_collapsed] = Linear(mod_collapsed, roles, lin.in_features, lin.out_features,
+                                            lin.bias is not None, (prev.count + 1) if prev else 1, kind=kind)
+            role = "router" if roles == ("router",) else ("expert" if routed else "linear")
+            _add(tensors, collapsed, shape, role, mod_collapsed)
+        elif p.dim() == 3:  # fused experts: (E, out, in) or (E, in, out)
+            e, a, b = shape
+            base = pname.rsplit(".", 1)[-1]
+            in_f, out_f = _orient(base, a, b, hidden)
+            roles = _LINEAR_ROLES.get(base.lower(), ("other",))
+            linears[collapsed] = Linear(collapsed, roles, in_f, out_f, False, e, kind=kind or "routed")
+            tensors[collapsed] = Tensor(collapsed, out_f, in_f, "expert", collapsed, count=e)
+        else:
+            role = "norm" if "norm" in pname.lower() or "ln" in pname.lower().split(".")[-2:-1] else (
+                "bias" if leaf == "bias" else "other")
+            if routed and p.dim() == 2 and "bias" in leaf:  # fused expert biases (E, out)
+                _add(tensors, collapsed, (shape[0] * shape[1],), "bias", "")
+            elif experts and p.dim() == 2 and shape == (experts, hidden) and leaf == "weight" and not routed:
+                _add(tensors, collapsed, shape, "router", mod_collapsed)  # a router that is not an nn.Linear
+            else:
+                _add(tensors, collapsed, shape, role, "")
+    return tuple(tensors.values()), tuple(linears.values())
+
+
+def _add(tensors: dict[str, Tensor], name: str, shape: tuple[int, ...], role: str, module: str) -> None:
+    rows = shape[0] if shape else 1
+    cols = 1
+    for d in shape[1:]:
+        cols *= d
+    prev = tensors.get(name)
+    tensors[name] = Tensor(name, rows, cols, role, module, count=(prev.count + 1) if prev else 1)
+
+
+def _orient(base: str, a: int, b: int, hidden: int) -> tuple[int, int]:
+    """(in, out) of a fused expert tensor (E, a, b): transformers 5 mostly stores (out, in); gpt-oss (in, out)."""
+    if "down" in base.lower():
+        return (b, a) if a == hidden else (a, b)
+    return (b, a) if b == hidden else (a, b)
+
+
+def _mixer(block_names: list[str], conf, index: int) -> tuple[str, int]:
+    layer_types = _text_attr(conf, "layer_types")
+    lt = layer_types[index] if isinstance(layer_types, (list, tuple)) and index < len(layer_types) else ""
+    window = _text_attr(conf, "sliding_window", default=0)
+    window = int(window) if isinstance(window, (int, float)) and not isinstance(window, bool) else 0
+    names = " ".join(block_names).lower()
+    if "kv_a_proj" in names or "kv_b_proj" in names:
+        return "mla", 0
+    if "linear_attn" in names or "linear_attention" in str(lt):
+        return "linear_attention", 0
+    if any(k in names for k in ("mamba", "mixer.a_log", "ssm", ".a_log")):
+        return "mamba", 0
+    if lt == "sliding_attention" and window:
+        return "sliding_attention", window
+    if not any(k in names for k in ("attn", "attention")):
+        return "other", 0
+    return "attention", 0
+
+
+def read_structure(model, conf, chash: str, note: str = "") -> Structure:
+    blocks_name, blocks = _blocks(model)
+    hidden = int(_text_attr(conf, "hidden_size", "n_embd", "d_model", default=0) or 0)
+    in_blocks: set[int] = set()
+    groups: dict[tuple, list] = {}
+    order: list[tuple] = []
+    pattern: list[int] = []
+    for i, block in enumerate(blocks or []):
+        tensors, linears = _read_block(block, conf, hidden, in_blocks)
+        mixer, window = _mixer([n for n, _ in block.named_parameters()], conf, i)
+        key = (tensors, linears, mixer, window)
+        if key not in groups:
+            groups[key] = [0]
+            order.append(key)
+        groups[key][0] += 1
+        pattern.append(order.index(key))
+    out_groups = tuple(BlockGroup(groups[k][0], k[0], k[1], k[2], k[3],
+                                  moe=any(x.count > 1 for x in k[1])) for k in order)
+    glob = _read_globals(model, in_blocks)
+    notes = (note,) if note else ()
+    return Structure(out_groups, glob, chash, type(model).__name__, notes, tuple(pattern),
+                     peft_target_map(conf.model_type))
+
+
+def peft_target_map(model_type: str) -> tuple[tuple[str, str], ...]:
+    """How PEFT renames LoRA target names for this MoE type under transformers 5 (private tables of PEFT and
+    transformers; empty when either is missing or they moved)."""
+    try:
+        from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
+        from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN
+    except Exception:  # noqa: BLE001 - optional, private API
+        return ()
+    base = _MODEL_TO_CONVERSION_PATTERN.get(model_type)
+    return tuple(sorted((_MOE_TARGET_MODULE_MAPPING.get(base) or {}).items())) if base else ()
+
+
+def with_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:
+    """A config cut (or grown) to `layers` blocks: per-layer lists (layer_types, ...) cut with it."""
+    text, _ = text_config(cfg)
+    text = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
+        n = text.get(key)
+        if isinstance(n, int) and not isinstance(n, bool):
+            text[key] = layers
+            for k, v in list(text.items()):
+                if isinstance(v, list) and len(v) == n and n >= layers:
+                    text[k] = v[:layers]
+            return text
+    text["num_hidden_layers"] = layers
+    return text
+
+
+def _read_globals(model, in_blocks: set[int]) -> tuple[Tensor, ...]:
+    import torch
+
+    out: list[Tensor] = []
+    seen: set[int] = set(in_blocks)
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    head_w = getattr(head, "weight", None) if head is not None else None
+    for name, p in model.named_parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        shape = tuple(p.shape)
+        if id(p) in embeddings:  # a tied head is the embedding (counted once)
+            role = "position" if "pos" in name.lower() else "embedding"
+        elif head_w is not None and p is head_w:
+            role = "head"
+        elif "norm" in name.lower() or name.lower().endswith(("ln_f.weight", "ln_f.bias")):
+            role = "norm"
+        elif name.endswith("bias"):
+            role = "bias"
+        else:
+            role = "other"
+        rows = shape[0] if shape else 1
+        cols = 1
+        for d in shape[1:]:
+            cols *= d
+        out.append(Tensor(name, rows, cols, role, "lm_head" if role == "head" else "", per_layer=False))
+    return tuple(out)
+
+
+def _text_attr(conf, *keys: str, default: Any = None) -> Any:
+    """The first config attribute set; per-layer lists give their largest value."""
+    for k in keys:
+        try:
+            v = getattr(conf, k, None)
+        except Exception:  # noqa: BLE001 - per-layer attributes refuse a global read in some configs
+            continue
+        if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) for x in v):
+            v = max(v)
+        if v is not None:
+            return v
+    return default
+
+
+def _hidden_norms(s: Structure, hidden: int) -> int:
+    """Norms over the hidden size per block (2 pre-norms; 4 for sandwich norms as in Gemma 2/3), the most common."""
+    counts = [sum(t.count for t in g.tensors if t.role == "norm" and t.rows == hidden and t.name.endswith("weight")
+                  and not any(q in t.name for q in ("q_norm", "k_norm", "q_layernorm", "k_layernorm")))
+              for g in s.groups]
+    return max(1, max(counts, default=2))
+
+
+def spec_from_structure(conf, s: Structure, name: str, source: str, params_reported: int | None,
+                        text: dict[str, Any], full: dict[str, Any]) -> ModelSpec:
+    """The scalar fields of the ModelSpec (the geometry the activation and FLOP formulas read) from the config."""
+    hidden = int(_text_attr(conf, "hidden_size", "n_embd", "d_model", default=0) or 0)
+    heads = int(_text_attr(conf, "num_attention_heads", "n_head", "num_heads", "n_heads", default=1) or 1)
+    kv_heads = int(_text_attr(conf, "num_key_value_heads", "num_kv_heads", default=heads) or heads)
+    head_dim = int(_text_attr(conf, "head_dim", default=0) or 0) or (hidden // heads if heads else 0)
+    if _text_attr(conf, "qk_nope_head_dim") is not None:  # MLA: q/k are nope + rope dims, v its own
+        head_dim = int(conf.qk_nope_head_dim) + int(conf.qk_rope_head_dim)
+        kv_heads = heads
+    experts = _num_experts(conf)
+    inter = int(_text_attr(conf, "moe_intermediate_size", "expert_intermediate_size", default=0) or 0) if experts \
+        else 0
+    inter = inter or int(_text_attr(conf, "intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim",
+                                    default=4 * hidden) or 4 * hidden)
+    topk = int(_text_attr(conf, "num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token",
+                          default=0) or 0) if experts else 0
+    embed = next((t for t in s.globals if t.role == "embedding"), None)
+    vocab = int(_text_attr(conf, "vocab_size", default=embed.rows if embed else 0) or 0)
+    linears = s.mean_linears()
+    tie = not any(t.role == "head" for t in s.globals)
+    act = str(_text_attr(conf, "hidden_act", "hidden_activation", "activation_function", default="silu"))
+    gated = any("gate" in x.roles for x in linears)
+    norm_bias = any(t.role == "norm" and t.name.endswith("bias") for g in s.groups for t in g.tensors)
+    extra = {k: text[k] for k in ("rope_theta", "sliding_window", "pad_token_id", "v_head_dim", "kv_lora_rank",
+                                  "q_lora_rank") if k in text}
+    extra["hf_config"] = full
+    return ModelSpec(
+        name=name, model_type=str(conf.model_type), kind="decoder", hidden=hidden, layers=s.layers, heads=heads,
+        kv_heads=kv_heads if kv_heads and heads % kv_heads == 0 else heads, head_dim=head_dim, intermediate=inter,
+        vocab=vocab, gated_mlp=gated, activation=act, norm="layernorm" if norm_bias else "rmsnorm",
+        qkv_bias=any(x.bias for x in linears if set(x.roles) & {"q", "k", "v"}),
+        o_bias=any(x.bias for x in linears if "o" in x.roles),
+        mlp_bias=any(x.bias for x in linears if set(x.roles) & {"gate", "up", "down"}),
+        position="learned" if any(t.role == "position" for t in s.globals) else "rope",
+        max_positions=int(_text_attr(conf, "max_position_embeddings", "n_positions", default=0) or 0),
+        tie_embeddings=tie, norm_bias=norm_bias,
+        qk_norm=any("q_norm" in t.name or "k_norm" in t.name for g in s.groups for t in g.tensors),
+        norms_per_layer=_hidden_norms(s, hidden),
+        attention_dropout=float(_text_attr(conf, "attention_dropout", "attn_pdrop", default=0.0) or 0.0),
+        hidden_dropout=float(_text_attr(conf, "hidden_dropout", "resid_pdrop", default=0.0) or 0.0),
+        num_experts=experts, experts_per_tok=topk, params_reported=params_reported, source=source,
+        structure=s, extra=extra)
