@@ -21,7 +21,8 @@ _CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gp
                 "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot"}
 _STRATEGY_KEYS = {"method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
                   "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
-                  "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine"}
+                  "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine",
+                  "optimizer_impl"}
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Se
                                   "offload", "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum",
                                   "global_batch", "lora_rank", "lora_targets", "modules_to_save",
                                   "optimizer_in_backward", "paged_optimizer", "engine")}
+    strategy["optimizer_impl"] = c.get("optimizer_impl", "fused")
     if strategy["optimizer_in_backward"] and strategy["engine"] != "single":
         raise SpecError("optimizer-in-backward: the generated setup runs it on one GPU only (gradients are stepped "
                         "before any all-reduce could run)")
