@@ -15,8 +15,8 @@ from .errors import SpecError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import check_network_gbps, cluster_for
 from .spec.model import ModelSpec
-from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
-                            TrainingSpec, default_seq_len, parse_saved_modules, parse_targets)
+from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision, Strategy,
+                            Task, TrainingSpec, default_seq_len, parse_saved_modules, parse_targets)
 
 
 def training_spec(method: str = "full", task: str | None = None, seq_len: int | None = None, micro_batch: int = 1,
@@ -24,7 +24,7 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int | 
                   optimizer: str = "adamw", grad_ckpt: str = "none", attention: str = "sdpa", lora_rank: int = 16,
                   lora_targets: Any = None, num_labels: int = 2, model: ModelSpec | None = None,
                   modules_to_save: Any = None, optimizer_in_backward: bool = False,
-                  paged_optimizer: bool = False) -> TrainingSpec:
+                  paged_optimizer: bool = False, optimizer_impl: str = "fused") -> TrainingSpec:
     if task is None:
         task = "classification" if model is not None and model.is_encoder else "sft"
     if seq_len is None:
@@ -36,7 +36,7 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int | 
         grad_ckpt=GradCkpt.parse(grad_ckpt, "grad-ckpt"), attention=Attention.parse(attention, "attention"),
         lora_rank=lora_rank, lora_targets=parse_targets(lora_targets), num_labels=num_labels,
         modules_to_save=parse_saved_modules(modules_to_save), optimizer_in_backward=optimizer_in_backward,
-        paged_optimizer=paged_optimizer)
+        paged_optimizer=paged_optimizer, optimizer_impl=OptimizerImpl.parse(optimizer_impl, "optimizer implementation"))
 
 
 def strategy_spec(gpus: int = 1, nodes: int = 1, zero: int | None = None, fsdp: str | None = None,
@@ -80,7 +80,8 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
              precision: str = "bf16", param_dtype: str = "fp32", optimizer: str = "adamw", zero: int | None = None,
              fsdp: str | None = None, offload: str = "none", grad_ckpt: str = "none", attention: str = "sdpa",
              lora_rank: int = 16, lora_targets: Any = None, num_labels: int = 2, modules_to_save: Any = None,
-             optimizer_in_backward: bool = False, paged_optimizer: bool = False, instance: str | None = None, network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
+             optimizer_in_backward: bool = False, paged_optimizer: bool = False, optimizer_impl: str = "fused",
+             instance: str | None = None, network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
              calibration: str | None = None, efficiencies: Efficiencies | None = None) -> Estimate:
     """Estimate memory per GPU, step time and throughput of one training configuration."""
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
@@ -96,7 +97,8 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
         raise SpecError("give --gpu or --instance")
     t = training_spec(method, task, seq_len, micro_batch, grad_accum, precision, param_dtype, optimizer, grad_ckpt,
                       attention, lora_rank, lora_targets, num_labels, model=spec, modules_to_save=modules_to_save,
-                      optimizer_in_backward=optimizer_in_backward, paged_optimizer=paged_optimizer)
+                      optimizer_in_backward=optimizer_in_backward, paged_optimizer=paged_optimizer,
+                      optimizer_impl=optimizer_impl)
     s = strategy_spec(gpus, nodes, zero, fsdp, offload)
     if network_gbps is not None:
         check_network_gbps(network_gbps)

@@ -63,6 +63,9 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
                         " needs --grad-accum 1)")
     g.add_argument("--paged-optimizer", action="store_true",
                    help="bitsandbytes paged optimizer states (CUDA managed memory, paged out to host under pressure)")
+    g.add_argument("--optimizer-impl", default="fused", choices=("fused", "foreach", "forloop"),
+                   help="how torch runs AdamW/SGD: fused (Hugging Face Trainer's default, train.py), foreach "
+                        "(torch's own default on CUDA: one more state's worth of memory in the step) or forloop")
     g.add_argument("--num-labels", type=int, default=2, help="classes for --task classification")
 
 
@@ -109,7 +112,7 @@ def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
                 optimizer=args.optimizer, grad_ckpt=args.grad_ckpt, attention=args.attention,
                 lora_rank=args.lora_rank, lora_targets=args.lora_targets, num_labels=args.num_labels,
                 modules_to_save=args.modules_to_save, optimizer_in_backward=args.optimizer_in_backward,
-                paged_optimizer=args.paged_optimizer)
+                paged_optimizer=args.paged_optimizer, optimizer_impl=getattr(args, "optimizer_impl", "fused"))
 
 
 def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:

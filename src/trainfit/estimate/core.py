@@ -212,6 +212,13 @@ def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[st
         out.append(f"classification head with {t.num_labels} labels")
     if t.task == Task.DPO:
         out.append("DPO: micro-batch counts preference pairs (chosen + rejected = 2 sequences)")
+    if t.optimizer.value in ("adamw", "sgd") and s.engine != "deepspeed":
+        out.append(f"optimizer_impl {t.optimizer_impl.value}: torch {t.optimizer.value} run as "
+                   + {"fused": "one fused kernel (Hugging Face Trainer's default adamw_torch_fused, train.py)",
+                      "foreach": "multi-tensor foreach ops (torch's own default on CUDA): one more state's worth "
+                                 "of memory during the step",
+                      "forloop": "a loop over tensors: intermediates of the largest tensor during the step"}[
+                       t.optimizer_impl.value])
     if s.engine in ("single", "ddp") and t.method == Method.FULL and t.precision != Precision.FP32:
         out.append("full fine-tuning without DeepSpeed/FSDP keeps fp32 weights under autocast"
                    if t.param_dtype == "fp32" else "pure bf16: weights, gradients and AdamW states in bf16")

@@ -28,10 +28,10 @@ from ..catalog.efficiency import EfficiencyView
 from ..errors import SpecError
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
-from ..spec.training import (Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task, TrainingSpec,
-                             combination_problem)
+from ..spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision,
+                             Strategy, Task, TrainingSpec, combination_problem)
 from ..units import GiB
-from .activations import Regime, apply_checkpointing, block_saved
+from .activations import Regime, apply_checkpointing, block_saved, softmax_bytes
 from .params import global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head
 
@@ -262,6 +262,35 @@ def _optimizer_state_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_b
     return adafactor_state_bytes(m, split, split.trainable_blocks)
 
 
+def _largest_trainable_tensor(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> int:
+    sizes = [x.rows * x.cols for x in split.trainable_tensors]
+    if split.saved:
+        sizes.append(m.vocab * m.hidden)
+    return max(sizes, default=0)
+
+
+def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_bytes: float, psi: float) -> float:
+    """Intermediates the optimizer's step allocates beside its states (one GPU, torch optimizers), checked against
+    traced steps (benchmarks/conformance.py):
+      AdamW foreach   `torch._foreach_sqrt(exp_avg_sqs)` over the whole group: one more state's worth (torch/optim/
+                      adam.py `_multi_tensor_adam`);
+      AdamW for-loop  `(exp_avg_sq.sqrt() / bias_correction2_sqrt)` for one tensor at a time: two of the largest;
+      AdamW fused     none; SGD (momentum updated in place) none;
+      Adafactor       (transformers' Adafactor) per tensor: `grad**2 + eps` and the factored estimate built from the
+                      row/column factors, both fp32, plus fp32 copies of a 16-bit gradient and weight: 8 or 16 bytes
+                      per element of the largest tensor."""
+    state = 4.0 if w_bytes == 4.0 else w_bytes
+    if t.optimizer == Optimizer.ADAMW:
+        if t.optimizer_impl == OptimizerImpl.FOREACH:
+            return state * psi
+        if t.optimizer_impl == OptimizerImpl.FORLOOP:
+            return 2 * state * _largest_trainable_tensor(m, t, split)
+        return 0.0
+    if t.optimizer == Optimizer.ADAFACTOR:
+        return (8.0 if w_bytes == 4.0 else 16.0) * _largest_trainable_tensor(m, t, split)
+    return 0.0
+
+
 def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
                     eff: EfficiencyView) -> MemoryResult:
     n = s.gpus
@@ -294,6 +323,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     # ---- trainable weights, gradients, optimizer --------------------------------------------------------------
     opt_bytes = _optimizer_state_bytes(m, t, split, w_t, s.engine == "deepspeed")
     grads: dict[str, float] = {}
+    step_buffers: dict[str, float] = {}  # the optimizer step's own intermediates (one GPU, torch optimizers)
     # PEFT's modules_to_save copies keep the base model's dtype (checked against PEFT 0.21 in tests; fp32 after the
     # QLoRA upcast), and so do their gradients and torch's optimizer states; the originals stay among the frozen
     saved = split.saved
@@ -320,6 +350,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _add(states, "weights/trainable", psi * w_t)
         _add(states, "optimizer/states", opt_bytes)
         _add(grads, "gradients/trainable", psi * g_t)
+        if not t.optimizer_in_backward:
+            _add(step_buffers, "optimizer/step_transient", optimizer_step_transient(m, t, split, w_t, psi))
         if s.engine == "ddp":  # the Reducer allocates its flat gradient buckets when DDP wraps the model
             _add(states, "gradients/ddp_buckets", psi * g_t)
     problem = combination_problem(t, s)
@@ -385,7 +417,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _phase("backward_end", (states, other, grads, {
             "activations/last_block": one_block,
             "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
-            t.tokens_per_micro_batch}), totals),
+            t.tokens_per_micro_batch,
+            "activations/eager_softmax_backward": eager_softmax_backward(m, t, r)}), totals),
         # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
         # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
@@ -396,7 +429,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _phase("backward_embedding", (states, other, grads, {
             "gradients/tied_embedding_backward": 2.0 * g_t * m.vocab * m.hidden if _tied_trained(m, t, s, head)
             else 0.0}), totals),
-        _phase("optimizer", (states, other, grads), totals),
+        _phase("optimizer", (states, other, grads, step_buffers), totals),
     )
     return _finish(phases, gpu, eff, s, r, notes, paged)
 
@@ -430,6 +463,16 @@ def _tied_trained(m: ModelSpec, t: TrainingSpec, s: Strategy, head: str) -> bool
     """A fully trained, tied input/output embedding with unsharded gradients (checked against the trace)."""
     return (m.tie_embeddings and t.method == Method.FULL and head in ("lm", "mlm") and t.task != Task.CLASSIFICATION
             and s.engine in ("single", "ddp") and not t.optimizer_in_backward)
+
+
+def eager_softmax_backward(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
+    """Eager attention's softmax backward: the incoming gradient of the probabilities and the softmax's input
+    gradient are both alive in the softmax dtype (fp32 in Llama-family code) while the 16-bit probabilities and
+    their gradient are gone: one more softmax-sized tensor, heads x seq² per sequence, beyond the saved ones
+    (traced: benchmarks/conformance.py)."""
+    if t.attention != Attention.EAGER:
+        return 0.0
+    return float(softmax_bytes(m, r) * m.heads * t.seq_len * t.tokens_per_micro_batch)
 
 
 def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,

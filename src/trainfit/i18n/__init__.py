@@ -71,6 +71,8 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "phase_backward_head": {"en": "backward_head", "zh": "输出头反向"},
     "phase_backward_end": {"en": "backward_end", "zh": "反向结束"},
     "phase_optimizer": {"en": "optimizer", "zh": "优化器更新"},
+    "phase_backward_top_block": {"en": "backward_top_block", "zh": "最上层块反向"},
+    "phase_backward_embedding": {"en": "backward_embedding", "zh": "嵌入层反向"},
     "flag_note": {"en": "GPU model inferred by third parties or price unverified (see --json)",
                   "zh": "GPU 型号为第三方推断或价格未核实（见 --json）"},
     "unverified": {"en": "unverified", "zh": "未核实"},

@@ -22,7 +22,8 @@ def config_dict(est: Estimate) -> dict[str, Any]:
         "gpus": s.gpus, "method": t.method.value, "task": t.task.value, "seq_len": t.seq_len,
         "micro_batch": t.micro_batch, "grad_accum": t.grad_accum,
         "global_batch": t.micro_batch * t.grad_accum * s.gpus, "precision": t.precision.value,
-        "param_dtype": t.param_dtype, "optimizer": t.optimizer.value, "zero_stage": s.zero_stage,
+        "param_dtype": t.param_dtype, "optimizer": t.optimizer.value,
+        "optimizer_impl": t.optimizer_impl.value, "zero_stage": s.zero_stage,
         "fsdp": s.fsdp.value if s.fsdp.value != "none" else None, "offload": s.offload.value,
         "grad_ckpt": t.grad_ckpt.value, "attention": t.attention.value,
         "lora_rank": t.lora_rank if t.is_peft else None, "lora_targets": list(t.lora_targets) if t.is_peft else None,
@@ -40,7 +41,7 @@ def config_dict(est: Estimate) -> dict[str, Any]:
 STRATEGY_FIELDS = ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
                    "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
                    "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine",
-                   "num_labels", "freeze_trainable_layers")
+                   "num_labels", "freeze_trainable_layers", "optimizer_impl")
 
 
 def strategy_of(est: Estimate) -> dict[str, Any]:

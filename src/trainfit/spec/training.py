@@ -58,6 +58,18 @@ class Optimizer(_Choice):
     LAMB = "lamb"
 
 
+class OptimizerImpl(_Choice):
+    """How torch runs AdamW / SGD: one fused kernel (no intermediates), foreach (multi-tensor ops over the whole
+    parameter group, with intermediates the size of a whole state: `torch._foreach_sqrt(exp_avg_sqs)` in
+    torch/optim/adam.py `_multi_tensor_adam`), or a for-loop over tensors (intermediates of one tensor).
+    torch's own default on CUDA is foreach (`_default_to_fused_or_foreach`); Hugging Face Trainer (transformers 5,
+    torch >= 2.8: `optim="adamw_torch_fused"`) and trainfit's train.py use fused."""
+
+    FUSED = "fused"
+    FOREACH = "foreach"
+    FORLOOP = "forloop"
+
+
 class Attention(_Choice):
     FLASH = "flash"
     SDPA = "sdpa"
@@ -151,6 +163,7 @@ class TrainingSpec:
     precision: Precision = Precision.BF16
     param_dtype: str = "fp32"  # storage dtype of trainable weights: fp32 (mixed precision) | bf16 (pure)
     optimizer: Optimizer = Optimizer.ADAMW
+    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED  # torch AdamW / SGD kernel (see OptimizerImpl)
     grad_ckpt: GradCkpt = GradCkpt.NONE
     attention: Attention = Attention.SDPA
     lora_rank: int = 16
@@ -188,7 +201,7 @@ class TrainingSpec:
                                    self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
                                    self.lora_rank, self.lora_targets, self.num_labels, self.modules_to_save,
                                    self.optimizer_in_backward, self.paged_optimizer, self.kbit_fp32_upcast,
-                                   self.kbit_keeps_inputs))
+                                   self.kbit_keeps_inputs, self.optimizer_impl))
 
     @property
     def is_peft(self) -> bool:

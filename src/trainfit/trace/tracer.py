@@ -136,6 +136,7 @@ class TraceConfig:
     modules_to_save: tuple[str, ...] = ()
     depths: tuple[int, int] | None = None  # the two traced depths (default 2 and 3); see Structure.trace_depths
     balanced_routing: bool = False  # MoE: route the expected top-k share of tokens to each expert (see _balanced)
+    optimizer_impl: str = "fused"  # torch AdamW/SGD: foreach | fused | forloop
 
 
 def _build(cfg: TraceConfig):
@@ -223,14 +224,13 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
         tracker.track_external(model, opt)
         batch = _batch(cfg, model)
         _phase_hooks(tracker, model, opt)
-        with tracker:
+        with tracker, as_a_gpu_run():
             for step in range(2):
                 if step == 1:  # the steady state: optimizer states now exist
                     tracker.moments.clear()
                     tracker.reset_mod_stats()
                 tracker.phase = "forward"
-                with torch.autocast("cpu", dtype=low, enabled=cfg.precision != "fp32"):
-                    loss = model(**batch).loss
+                loss = forward_loss(model, batch, low, cfg.precision != "fp32")
                 tracker.phase = "backward:head"
                 loss.backward()
                 del loss
@@ -239,6 +239,44 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
                 opt.zero_grad(set_to_none=True)
                 tracker.phase = "idle"
     return dict(tracker.moments)
+
+
+def forward_loss(model, batch: dict[str, Any], low, autocast: bool):
+    """The loss of one forward as a training loop runs it: no KV cache, and the model's outputs (logits) dropped as
+    soon as the loss is taken (HF Trainer's compute_loss keeps only the loss)."""
+    import torch
+
+    with torch.autocast("cpu", dtype=low, enabled=autocast):
+        outputs = model(**batch, use_cache=False)
+        loss = outputs.loss
+    del outputs
+    return loss
+
+
+class as_a_gpu_run:
+    """Make transformers take the attention path a real run takes on unpacked, unpadded batches.
+
+    transformers decides between SDPA's `is_causal` (no mask; GQA through `enable_gqa`) and an explicit causal mask
+    (with K/V repeated to every head) by reading the batch: `masking_utils.find_packed_sequence_indices` looks at the
+    position ids for packed sequences. Under FakeTensorMode it cannot read values (`is_tracing` is true for fake
+    tensors), so it assumes a packed batch and builds the mask. The traced batch is one unpacked sequence per row,
+    which is what a real run finds: say so explicitly.
+    """
+
+    def __enter__(self):
+        from transformers import masking_utils
+
+        self._module = masking_utils
+        self._saved = masking_utils.find_packed_sequence_indices
+        masking_utils.find_packed_sequence_indices = _not_packed
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._module.find_packed_sequence_indices = self._saved
+
+
+def _not_packed(position_ids):  # noqa: ARG001 - the traced batches are never packed
+    return None
 
 
 def _materialize(model) -> None:
@@ -271,12 +309,20 @@ def _init_buffers(model) -> None:
 
 
 def _optimizer(cfg: TraceConfig, params):
+    """The optimizer and implementation of the spec: torch's AdamW / SGD as foreach (multi-tensor), fused or
+    for-loop; transformers' Adafactor (factored second moments, as Trainer's `adafactor`)."""
     import torch
 
+    impl = {"foreach": {"foreach": True}, "fused": {"fused": True}, "forloop": {"foreach": False}}[cfg.optimizer_impl]
     if cfg.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=1e-4, momentum=0.9)
-    # fused AdamW, as train.py uses on GPUs (no foreach temporaries)
-    return torch.optim.AdamW(params, lr=1e-4, fused=True)
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.9, **impl)
+    if cfg.optimizer == "sgd-nomomentum":
+        return torch.optim.SGD(params, lr=1e-4, momentum=0.0, **impl)
+    if cfg.optimizer == "adafactor":
+        from transformers.optimization import Adafactor
+
+        return Adafactor(params, lr=1e-4, scale_parameter=False, relative_step=False, warmup_init=False)
+    return torch.optim.AdamW(params, lr=1e-4, **impl)
 
 
 def _batch(cfg: TraceConfig, model) -> dict[str, Any]:

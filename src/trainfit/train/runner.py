@@ -887,8 +887,10 @@ def _optimizer_for(params: list, cfg: dict):
         raise SetupError(f"no paged version of optimizer {name!r}")
     if name == "adamw":
         cuda = any(p.is_cuda for p in params)
+        impl = opt.get("impl", "fused")  # the implementation the estimate assumed (optimizer_impl)
+        kernel = ({"fused": True} if cuda else {}) if impl == "fused" else {"foreach": impl == "foreach"}
         return torch.optim.AdamW(params, lr=lr, betas=tuple(opt.get("betas", (0.9, 0.95))), weight_decay=wd,
-                                 fused=cuda or None)
+                                 **kernel)
     if name == "adamw-8bit":
         import bitsandbytes as bnb
 
