@@ -18,7 +18,9 @@ _CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gp
                 "price_per_hour", "price_currency", "price_billing", "region", "price_date", "price_unverified",
                 "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why",
                 # price provenance and spot interruptions (optional; older plan files lack them)
-                "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot"}
+                "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot",
+                # out-of-memory risk and the 80% bands of hours and cost (optional)
+                "oom_risk", "uncertainty"}
 
 
 @dataclass(frozen=True)

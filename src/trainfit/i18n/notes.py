@@ -31,6 +31,16 @@ _ZH: list[tuple[str, str]] = [
      "不用 DeepSpeed/FSDP 的全参微调在 autocast 下保留 fp32 权重"),
     (rf"sequence length (?P<n>{_N}) \(the model's positions; default (?P<d>{_N})\)",
      "序列长度 {n}（模型的位置数；默认 {d}）"),
+    (r"optimizer_impl fused: torch (?P<o>\w+) run as one fused kernel .+",
+     "optimizer_impl fused：torch {o} 以一个融合算子运行（Hugging Face Trainer 的默认 adamw_torch_fused，train.py 同）"),
+    (r"optimizer_impl foreach: torch (?P<o>\w+) run as multi-tensor foreach ops .+",
+     "optimizer_impl foreach：torch {o} 以多张量 foreach 运算运行（CUDA 上 torch 自身的默认）：更新时多占一份状态大小的显存"),
+    (r"optimizer_impl forloop: torch (?P<o>\w+) run as a loop over tensors.+",
+     "optimizer_impl forloop：torch {o} 逐张量循环运行：更新时多占最大张量的中间结果"),
+    (r"pure bf16: weights, gradients and AdamW states in bf16", "纯 bf16：权重、梯度和 AdamW 状态均为 bf16"),
+    (rf"the routed experts alone take (?P<g>{_N}) GiB per GPU in 16 bit, more than a (?P<m>{_N}) GB GPU: .+",
+     "仅路由专家权重就需每张 GPU {g} GiB（16 位），超过 {m} GB 的 GPU：未建模专家并行（每张 GPU 持有部分专家）；"
+     "trainfit 只在 ZeRO-3 / FSDP 下切分专家"),
     # estimate: warnings
     (r"QLoRA with ZeRO-3/FSDP needs bnb_4bit_quant_storage set to the compute dtype \(bitsandbytes >= 0\.43\); "
      r"generated configs set it", "ZeRO-3/FSDP 下的 QLoRA 需要把 bnb_4bit_quant_storage 设为计算精度（bitsandbytes >= 0.43）；"
