@@ -38,7 +38,14 @@ browser:
 	      echo "make: could not install chromium with apt: the browser tests will skip"; \
 	  else echo "make: no chromium and no root/apt to install it: the browser tests will skip"; fi
 
-test: $(VENV)/.test-installed browser
+# SkyPilot's parser checks the generated skypilot.yaml; it pins click (and so an old transformers), so it gets a
+# virtual environment of its own.
+$(VENV)/sky/.installed: | $(BIN)/python
+	$(PY) -m venv $(VENV)/sky
+	$(VENV)/sky/bin/pip install -q skypilot==0.14.1
+	touch $@
+
+test: $(VENV)/.test-installed $(VENV)/sky/.installed browser
 	session=$$($(BIN)/python -c 'import uuid; print(uuid.uuid4().hex)'); \
 	TRAINFIT_TEST_SESSION=$$session $(BIN)/python -m pytest; status=$$?; \
 	$(BIN)/python tests/leftovers.py $$session || status=1; exit $$status
