@@ -10,7 +10,7 @@ from .common import (add_job_flags, add_report_flags, check_reports, write_repor
 HELP = "A10 vs A100 vs H100 ...: fits, tokens/s, hours and CNY per billion tokens for one workload"
 EXAMPLES = """examples:
   trainfit compare --model llama-2-7b --method lora
-  trainfit compare --model qwen2-7b --method full --gpus 8 --zero 3 --gpus-list a10,a100-sxm4-80gb,h20,h100-sxm
+  trainfit compare --model qwen2-7b --method full --gpus 8 --zero 3 --gpu a10,a100-sxm4-80gb,h20,h100-sxm
 """
 
 
