@@ -10,80 +10,22 @@ from __future__ import annotations
 from typing import Any
 
 from .catalog import get_gpu, get_instance, resolve_model
-from .catalog.efficiency import Efficiencies
+from .catalog.efficiency import Efficiencies, load_efficiencies, user_calibration_path  # noqa: F401
 from .errors import SpecError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import check_network_gbps, cluster_for
 from .spec.model import ModelSpec
-from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision, Strategy,
-                            Task, TrainingSpec, default_seq_len, parse_saved_modules, parse_targets)
+from .spec.job import API, through
+from .spec.training import job_specs, strategy_spec, training_spec  # noqa: F401
 
 
-def training_spec(method: str = "full", task: str | None = None, seq_len: int | None = None, micro_batch: int = 1,
-                  grad_accum: int = 1, precision: str = "bf16", param_dtype: str = "fp32",
-                  optimizer: str = "adamw", grad_ckpt: str = "none", attention: str = "sdpa", lora_rank: int = 16,
-                  lora_targets: Any = None, num_labels: int = 2, model: ModelSpec | None = None,
-                  modules_to_save: Any = None, optimizer_in_backward: bool = False,
-                  paged_optimizer: bool = False, optimizer_impl: str = "fused") -> TrainingSpec:
-    if task is None:
-        task = "classification" if model is not None and model.is_encoder else "sft"
-    if seq_len is None:
-        seq_len, _ = default_seq_len(model.max_positions if model is not None else None)
-    return TrainingSpec(
-        method=Method.parse(method, "method"), task=Task.parse(task, "task"), seq_len=seq_len,
-        micro_batch=micro_batch, grad_accum=grad_accum, precision=Precision.parse(precision, "precision"),
-        param_dtype=param_dtype, optimizer=Optimizer.parse(optimizer, "optimizer"),
-        grad_ckpt=GradCkpt.parse(grad_ckpt, "grad-ckpt"), attention=Attention.parse(attention, "attention"),
-        lora_rank=lora_rank, lora_targets=parse_targets(lora_targets), num_labels=num_labels,
-        modules_to_save=parse_saved_modules(modules_to_save), optimizer_in_backward=optimizer_in_backward,
-        paged_optimizer=paged_optimizer, optimizer_impl=OptimizerImpl.parse(optimizer_impl, "optimizer implementation"))
+def estimate(model: str | ModelSpec, gpu: str | None = None, *, instance: str | None = None,
+             network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
+             calibration: str | None = None, efficiencies: Efficiencies | None = None, **job: Any) -> Estimate:
+    """Estimate memory per GPU, step time and throughput of one training configuration.
 
-
-def strategy_spec(gpus: int = 1, nodes: int = 1, zero: int | None = None, fsdp: str | None = None,
-                  offload: str = "none") -> Strategy:
-    return Strategy(gpus_per_node=gpus, nodes=nodes, zero_stage=int(zero or 0), fsdp=Fsdp.parse(fsdp),
-                    offload=Offload.parse(offload, "offload"))
-
-
-def user_calibration_path() -> str | None:
-    """A user's calibration from the environment or the config directory, when there is one.
-
-    $TRAINFIT_CALIBRATION names a file; otherwise $XDG_CONFIG_HOME/trainfit/calibration.yaml (default
-    ~/.config/trainfit/calibration.yaml) is used when it exists.
-    """
-    import os
-
-    env = os.environ.get("TRAINFIT_CALIBRATION")
-    if env:
-        return env
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    path = os.path.join(base, "trainfit", "calibration.yaml")
-    return path if os.path.isfile(path) else None
-
-
-def load_efficiencies(overrides: dict[str, Any] | None = None, calibration: str | None = None) -> Efficiencies:
-    """Shipped efficiencies and calibration, then a user's calibration (--calibration FILE, or the config
-    directory), then explicit overrides."""
-    eff = Efficiencies.default()
-    calibration = calibration or user_calibration_path()
-    if calibration:
-        from .calibrate import load_calibration  # reads a YAML file: only when asked for
-
-        eff = eff.with_overrides(load_calibration(calibration), origin=f"calibration:{calibration}")
-    if overrides:
-        eff = eff.with_overrides(overrides, origin="--set")
-    return eff
-
-
-def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1, method: str = "full",
-             task: str | None = None, seq_len: int | None = None, micro_batch: int = 1, grad_accum: int = 1,
-             precision: str = "bf16", param_dtype: str = "fp32", optimizer: str = "adamw", zero: int | None = None,
-             fsdp: str | None = None, offload: str = "none", grad_ckpt: str = "none", attention: str = "sdpa",
-             lora_rank: int = 16, lora_targets: Any = None, num_labels: int = 2, modules_to_save: Any = None,
-             optimizer_in_backward: bool = False, paged_optimizer: bool = False, optimizer_impl: str = "fused",
-             instance: str | None = None, network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
-             calibration: str | None = None, efficiencies: Efficiencies | None = None) -> Estimate:
-    """Estimate memory per GPU, step time and throughput of one training configuration."""
+    `job` holds the job's fields as keywords (method="lora", seq_len=4096, gpus=2, zero=3, ...): every field
+    declared in trainfit/spec/job.py; `trainfit.job_fields()` lists them."""
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
     inst = get_instance(instance) if instance else None
     gpu_spec = get_gpu(gpu) if gpu else None
@@ -95,14 +37,34 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
         gpu_spec = get_gpu(inst.gpu)
     if gpu_spec is None:
         raise SpecError("give --gpu or --instance")
-    t = training_spec(method, task, seq_len, micro_batch, grad_accum, precision, param_dtype, optimizer, grad_ckpt,
-                      attention, lora_rank, lora_targets, num_labels, model=spec, modules_to_save=modules_to_save,
-                      optimizer_in_backward=optimizer_in_backward, paged_optimizer=paged_optimizer,
-                      optimizer_impl=optimizer_impl)
-    s = strategy_spec(gpus, nodes, zero, fsdp, offload)
+    t, s = job_specs(spec, **job)
     if network_gbps is not None:
         check_network_gbps(network_gbps)
     eff = efficiencies or load_efficiencies(overrides, calibration)
-    default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if nodes > 1 else None
-    cluster = cluster_for(gpu_spec, gpus, nodes, inst, network_gbps, default_net)
+    default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if s.nodes > 1 else None
+    cluster = cluster_for(gpu_spec, s.gpus_per_node, s.nodes, inst, network_gbps, default_net)
     return run_estimate(spec, t, s, cluster, eff)
+
+
+def job_fields(lang: str = "en") -> list[dict[str, Any]]:
+    """The declared job fields: name, API keyword, CLI flag, default, range, choices and help."""
+    from .spec.job import FIELDS
+
+    return [{"name": f.name, "part": f.part, "keyword": f.keyword, "flag": f.cli_flag, "default": f.to_json(f.default),
+             "low": f.low, "high": f.high, "unit": f.unit, "choices": list(f.choice_names() or []) or None,
+             "doors": sorted(f.doors), "help": f.help_text(lang)} for f in FIELDS]
+
+
+def _with_job_signature(fn):
+    """Show the declared job keywords in help() and inspect.signature()."""
+    import inspect
+
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind != p.VAR_KEYWORD]
+    params += [inspect.Parameter(f.keyword, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+               for f in through(API) if f.keyword not in sig.parameters]
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
+
+
+_with_job_signature(estimate)

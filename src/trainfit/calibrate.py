@@ -264,20 +264,7 @@ def _sha256(path: str) -> str:
         return hashlib.sha256(fh.read()).hexdigest()
 
 
-def load_calibration(path: str) -> dict:
-    """The `values` of a calibration file (efficiency.yaml schema) as overrides."""
-    import yaml
-
-    from .errors import SpecError
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = yaml.safe_load(fh)
-    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:  # ValueError: not UTF-8 text
-        raise SpecError(f"cannot read calibration {path}: {exc}".splitlines()[0]) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
-        raise SpecError(f"{path}: not a calibration file (no 'values')")
-    return doc["values"]
+from .catalog.efficiency import load_calibration  # noqa: E402,F401  (the file is read in the catalog layer)
 
 
 HEADER = ("# trainfit calibration: fitted efficiencies (the `values`, efficiency.yaml schema) and how they were made.\n"

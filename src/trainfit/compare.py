@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .advise import alternatives
-from .api import load_efficiencies, strategy_spec, training_spec
+from .catalog.efficiency import load_efficiencies
+from .spec.training import job_specs
 from .catalog import get_gpu, instances_for_gpu, resolve_model
 from .catalog.efficiency import Efficiencies
 from .catalog.instances import cheapest_price
@@ -166,13 +167,11 @@ def compare_one(model, gpu: GpuSpec, t: TrainingSpec, s: Strategy, eff: Efficien
     return CompareRow(gpu, est, changes, would_fit=would)
 
 
-def compare(model: str, gpus_list: list[str] | None = None, *, gpus: int = 1, nodes: int = 1, zero: int | None = None,
-            fsdp: str | None = None, offload: str = "none", overrides: dict | None = None,
-            calibration: str | None = None, efficiencies: Efficiencies | None = None,
-            **workload: Any) -> list[CompareRow]:
+def compare(model: str, gpus_list: list[str] | None = None, *, overrides: dict | None = None,
+            calibration: str | None = None, efficiencies: Efficiencies | None = None, **job: Any) -> list[CompareRow]:
+    """One job on several GPUs; `job` holds the declared job fields as keywords (spec/job.py)."""
     spec = resolve_model(model)
-    t = training_spec(model=spec, **workload)
-    s = strategy_spec(gpus, nodes, zero, fsdp, offload)
+    t, s = job_specs(spec, **job)
     eff = efficiencies or load_efficiencies(overrides, calibration)
     rows = []
     for name in gpus_list or DEFAULT_GPUS:

@@ -7,10 +7,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from .api import load_efficiencies
+from .catalog.efficiency import load_efficiencies
 from .catalog import resolve_model
 from .catalog.efficiency import Efficiencies
 from .search.run import Candidate, RiskyOption, SearchResult, headroom_gib, search
+from .search.reasons import Reason, Rejection
 from .search.space import Offer, offers
 from .search.workload import Workload, resolve_workload
 from .spec.model import ModelSpec
@@ -112,9 +113,9 @@ def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_
     for c in result.fitting:
         deadline_ok, budget_ok = _meets(c, req)
         if not deadline_ok:
-            rejected["too slow for the deadline"] += 1
+            rejected[Rejection.of(Reason.TOO_SLOW)] += 1
         elif not budget_ok:
-            rejected["over budget"] += 1
+            rejected[Rejection.of(Reason.OVER_BUDGET)] += 1
         else:
             feasible.append(c)
     ranked = best_per_layout(feasible, req.objective)

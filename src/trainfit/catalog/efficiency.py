@@ -195,3 +195,46 @@ class EfficiencyView:
         if "default" in entry:
             return float(entry["default"]), "default"
         raise KeyError(f"no value for {sub!r} and no default")
+
+
+def load_calibration(path: str) -> dict:
+    """The `values` of a calibration file (efficiency.yaml schema) as overrides."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = yaml.safe_load(fh)
+    except (OSError, ValueError, RecursionError, yaml.YAMLError) as exc:  # ValueError: not UTF-8 text
+        raise SpecError(f"cannot read calibration {path}: {exc}".splitlines()[0]) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
+        raise SpecError(f"{path}: not a calibration file (no 'values')")
+    return doc["values"]
+
+
+def user_calibration_path() -> str | None:
+    """A user's calibration from the environment or the config directory, when there is one.
+
+    $TRAINFIT_CALIBRATION names a file; otherwise $XDG_CONFIG_HOME/trainfit/calibration.yaml (default
+    ~/.config/trainfit/calibration.yaml) is used when it exists.
+    """
+    import os
+
+    env = os.environ.get("TRAINFIT_CALIBRATION")
+    if env:
+        return env
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    path = os.path.join(base, "trainfit", "calibration.yaml")
+    return path if os.path.isfile(path) else None
+
+
+def load_efficiencies(overrides: dict | None = None, calibration: str | None = None) -> Efficiencies:
+    """Shipped efficiencies and calibration, then a user's calibration (--calibration FILE, or the config
+    directory), then explicit overrides."""
+    eff = Efficiencies.default()
+    calibration = calibration or user_calibration_path()
+    if calibration:
+        eff = eff.with_overrides(load_calibration(calibration), origin=f"calibration:{calibration}")
+    if overrides:
+        eff = eff.with_overrides(overrides, origin="--set")
+    return eff
+

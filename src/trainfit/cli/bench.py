@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         return estimate(args.model, gpu, efficiencies=eff, **dict(work, micro_batch=micro_batch), **strat)
 
     attempts = None
-    micro_batch = args.micro_batch
+    from ..spec.job import BY_NAME
+
+    micro_batch = BY_NAME["micro_batch"].convert(work["micro_batch"]) if work.get("micro_batch") else 1
     if args.find_max_batch:
         micro_batch, attempts = find_max_batch(estimate_for, args.model, device, args.model_path,
                                                log=None if args.json else console().print, **bounds)

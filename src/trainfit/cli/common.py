@@ -36,46 +36,36 @@ def add_model_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
                    help="preset name (trainfit models), a config.json / model directory, or a Hugging Face id")
 
 
-def add_workload_flags(p: argparse.ArgumentParser) -> None:
-    """The workload flags of `estimate` (also used by compare, plan, generate, trace, bench)."""
-    g = p.add_argument_group("workload")
-    g.add_argument("--method", default="full", help="full | lora | qlora | freeze (default full)")
-    g.add_argument("--task", default=None,
-                   help="sft | pretrain | dpo | classification (default sft; classification for encoders)")
-    g.add_argument("--seq-len", type=int, default=None,
-                   help="tokens per sequence (default 2048, or the model's positions when fewer, e.g. 512 for BERT)")
-    g.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per step (DPO: pairs)")
-    g.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
-    g.add_argument("--precision", default="bf16", help="bf16 | fp16 | fp32 | fp8 (default bf16)")
-    g.add_argument("--param-dtype", default="fp32",
-                   help="storage dtype of trained weights without DeepSpeed: fp32 (mixed precision) | bf16 (pure)")
-    g.add_argument("--optimizer", default="adamw", help="adamw | adamw-8bit | adafactor | sgd | lamb")
-    g.add_argument("--grad-ckpt", default="none", help="activation checkpointing: none | selective | full")
-    g.add_argument("--attention", default="sdpa", help="flash | sdpa | eager (default sdpa)")
-    g.add_argument("--lora-rank", type=int, default=16, help="LoRA rank (default 16)")
-    g.add_argument("--lora-targets", default="all-linear",
-                   help="all-linear or a comma list such as q_proj,v_proj (default all-linear)")
-    g.add_argument("--modules-to-save", default=None, metavar="NAMES",
-                   help="LoRA: modules trained in full beside the adapters, e.g. embed_tokens,lm_head "
-                        "(PEFT modules_to_save)")
-    g.add_argument("--optimizer-in-backward", action="store_true",
-                   help="step each parameter as soon as its gradient is ready, freeing it (torchtune optimizer_in_bwd;"
-                        " needs --grad-accum 1)")
-    g.add_argument("--paged-optimizer", action="store_true",
-                   help="bitsandbytes paged optimizer states (CUDA managed memory, paged out to host under pressure)")
-    g.add_argument("--optimizer-impl", default="fused", choices=("fused", "foreach", "forloop"),
-                   help="how torch runs AdamW/SGD: fused (Hugging Face Trainer's default, train.py), foreach "
-                        "(torch's own default on CUDA: one more state's worth of memory in the step) or forloop")
-    g.add_argument("--num-labels", type=int, default=2, help="classes for --task classification")
+def help_lang() -> str:
+    """The language of --help texts: --lang on the command line, else the locale's."""
+    argv = sys.argv
+    if "--lang" in argv[:-1]:
+        lang = argv[argv.index("--lang") + 1]
+        if lang in LANGS:
+            return lang
+    return default_lang()
 
 
-def add_strategy_flags(p: argparse.ArgumentParser, gpus_default: int = 1) -> None:
-    g = p.add_argument_group("parallelism")
-    g.add_argument("--gpus", type=int, default=gpus_default, help="GPUs per node (default 1)")
-    g.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
-    g.add_argument("--zero", type=int, default=None, help="DeepSpeed ZeRO stage 0-3")
-    g.add_argument("--fsdp", default=None, help="PyTorch FSDP: full_shard | shard_grad_op")
-    g.add_argument("--offload", default="none", help="none | optimizer | all (DeepSpeed ZeRO / FSDP)")
+def _add_field_flags(group, part: str, door: str = "cli") -> None:
+    from ..spec.job import fields_of
+
+    lang = help_lang()
+    for f in fields_of(part, door):
+        if f.kind is bool:
+            group.add_argument(f.cli_flag, dest=f.name, action="store_true", default=None, help=f.help_text(lang))
+        else:
+            group.add_argument(f.cli_flag, dest=f.name, default=None, metavar=f.metavar or ("N" if f.kind in (int, float) else "NAME"),
+                               help=f.help_text(lang))
+
+
+def add_workload_flags(p: argparse.ArgumentParser, door: str = "cli") -> None:
+    """The workload flags of a job (estimate, compare, trace, bench, generate; `plan` with door="request"), one per
+    declared field of spec/job.py."""
+    _add_field_flags(p.add_argument_group("workload"), "training", door)
+
+
+def add_strategy_flags(p: argparse.ArgumentParser) -> None:
+    _add_field_flags(p.add_argument_group("parallelism"), "strategy")
 
 
 def add_efficiency_flags(p: argparse.ArgumentParser) -> None:
@@ -106,17 +96,23 @@ def parse_sets(items: list[str]) -> dict[str, float]:
     return out
 
 
+def job_kwargs(args: argparse.Namespace, door: str = "cli") -> dict[str, Any]:
+    """The declared job fields the command line gave (None = not given), as API keywords."""
+    from ..spec.job import through
+
+    return {f.keyword: getattr(args, f.name, None) for f in through(door)}
+
+
 def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(method=args.method, task=args.task, seq_len=args.seq_len, micro_batch=args.micro_batch,
-                grad_accum=args.grad_accum, precision=args.precision, param_dtype=args.param_dtype,
-                optimizer=args.optimizer, grad_ckpt=args.grad_ckpt, attention=args.attention,
-                lora_rank=args.lora_rank, lora_targets=args.lora_targets, num_labels=args.num_labels,
-                modules_to_save=args.modules_to_save, optimizer_in_backward=args.optimizer_in_backward,
-                paged_optimizer=args.paged_optimizer, optimizer_impl=getattr(args, "optimizer_impl", "fused"))
+    from ..spec.job import fields_of
+
+    return {f.keyword: getattr(args, f.name, None) for f in fields_of("training", "cli")}
 
 
 def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(gpus=args.gpus, nodes=args.nodes, zero=args.zero, fsdp=args.fsdp, offload=args.offload)
+    from ..spec.job import fields_of
+
+    return {f.keyword: getattr(args, f.name, None) for f in fields_of("strategy", "cli")}
 
 
 def lang_of(args: argparse.Namespace) -> str:

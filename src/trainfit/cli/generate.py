@@ -120,7 +120,7 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
     try:
         if not args.model:
             raise ServingError("sv_e_where")
-        est = serve(args.model, gpu=args.gpu, instance=args.instance, gpus=args.gpus if args.gpus != 1 else None,
+        est = serve(args.model, gpu=args.gpu, instance=args.instance, gpus=_field("gpus_per_node", args.gpus_per_node, None),
                     engine=args.engine, engine_version=args.engine_version, weights=args.weights,
                     kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                     max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
@@ -130,7 +130,7 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
 
             raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
         path = args.model_path or DEFAULT_MODEL_PATH
-        rank = args.lora_rank if args.adapter else None
+        rank = _field("lora_rank", args.lora_rank, 16) if args.adapter else None
         files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)
     except TrainfitError as exc:
         text = exc.message(lang) if hasattr(exc, "message") else str(exc)
@@ -147,3 +147,11 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
         console().print(f"wrote {args.out}: {', '.join(files)}")
         console().print(" ".join(command), soft_wrap=True)
     return 0
+
+
+def _field(name: str, value, default):
+    """A declared job field's value from the command line (checked), or `default` when not given."""
+    from ..spec.job import BY_NAME
+
+    return BY_NAME[name].convert(value) if value is not None else default
+

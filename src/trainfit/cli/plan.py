@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
+from .common import (add_workload_flags, job_kwargs, add_efficiency_flags, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
                      parse_sets, print_json)
 
 HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
@@ -15,10 +15,11 @@ EXAMPLES = """examples:
   trainfit plan request.yaml            # the same keys in a YAML or TOML file (dataset-tokens: 200M, ...)
 """
 
-# CLI flag -> request key (None values are "not given" and leave the file's or the default value)
-FLAGS = ("model", "task", "method", "dataset_tokens", "samples", "avg_len", "epochs", "seq_len", "global_batch",
-         "global_batch_tokens", "precision", "optimizer", "attention", "lora_rank", "lora_targets", "deadline",
-         "budget", "currency", "usd_cny", "provider", "region", "gpu", "max_nodes", "pricing", "objective", "top")
+# CLI flag -> request key (None values are "not given" and leave the file's or the default value); the job's own
+# fields (task, seq-len, precision, ...) come from the declaration in spec/job.py (add_workload_flags).
+FLAGS = ("model", "method", "dataset_tokens", "samples", "avg_len", "epochs", "global_batch", "global_batch_tokens",
+         "deadline", "budget", "currency", "usd_cny", "provider", "region", "gpu", "max_nodes", "pricing", "objective",
+         "top")
 
 
 def add_parser(sub) -> None:
@@ -26,22 +27,15 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("request_file", nargs="?", help="YAML/TOML request file (flags override its values)")
     p.add_argument("--model", "-m", help="preset, config.json / model directory, or Hugging Face id")
-    p.add_argument("--task", help="sft | pretrain | dpo | classification")
     p.add_argument("--method", help="full | lora | qlora | freeze | auto (default auto: let the search choose)")
     g = p.add_argument_group("data")
     g.add_argument("--dataset-tokens", help="dataset size in tokens (200M, 1.5B)")
     g.add_argument("--samples", help="number of samples (50k), with --avg-len")
     g.add_argument("--avg-len", help="average tokens per sample")
     g.add_argument("--epochs", help="epochs (default 1)")
-    g.add_argument("--seq-len", help="sequence length (default 2048, capped by the model)")
     g.add_argument("--global-batch", help="sequences per optimizer step (default 64 for fine-tuning)")
     g.add_argument("--global-batch-tokens", help="tokens per optimizer step (instead of --global-batch)")
-    g = p.add_argument_group("training")
-    g.add_argument("--precision", help="bf16 | fp16 | fp32 | fp8 (default bf16; fp16 on GPUs without bf16)")
-    g.add_argument("--optimizer", help="adamw | adamw-8bit | adafactor | sgd")
-    g.add_argument("--attention", help="flash | sdpa | eager")
-    g.add_argument("--lora-rank", help="LoRA rank (default 16)")
-    g.add_argument("--lora-targets", help="all-linear or q_proj,v_proj,...")
+    add_workload_flags(p, door="request")
     g = p.add_argument_group("constraints")
     g.add_argument("--deadline", help="wall-clock limit: 48h, 7d, 90m")
     g.add_argument("--budget", help="spend limit in --currency")
@@ -72,6 +66,9 @@ def build_request(args: argparse.Namespace):
     data = load_request_file(args.request_file) if args.request_file else {}
     for name in FLAGS:
         value = getattr(args, name, None)
+        if value is not None:
+            data[name] = value
+    for name, value in job_kwargs(args, door="request").items():
         if value is not None:
             data[name] = value
     return request_from_mapping(data, where=args.request_file or "request")

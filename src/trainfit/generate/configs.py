@@ -139,33 +139,32 @@ def model_weights(setup: Setup, source: str = "hf", path: str | None = None) -> 
 
 def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: dict[str, str],
                  weights: dict[str, Any] | None = None) -> dict[str, Any]:
+    """train_config.json: the plan's job (every declared field that passes the config door of spec/job.py, at its
+    dotted path) and what train.py needs beside it (model, data, hyper-parameters the plan does not decide)."""
+    from ..spec.job import CONFIG, put_config, through
+
     st, w, m = setup.strategy, setup.workload, setup.model
     hf = m["hf_config"]
     weights = weights or {"source": "hf", "path": None, "modelscope_id": None}
+    rank = st.get("lora_rank") or 16
     out: dict[str, Any] = {
         "config_version": 1,
         "model": {"name": m["name"], "hf_id": m.get("hf_id"), "path": weights["path"], "source": weights["source"],
                   "modelscope_id": weights["modelscope_id"], "hf_config": hf,
                   "vocab_size": int(hf.get("padded_vocab_size") or hf.get("vocab_size")), "random_init": False},
-        "task": w["task"], "method": st["method"], "precision": st["precision"],
-        "param_dtype": st.get("param_dtype", "fp32"), "seq_len": int(st["seq_len"]),
-        "micro_batch": int(st["micro_batch"]), "grad_accum": int(st["grad_accum"]),
         "global_batch": int(st["global_batch"]), "processed_tokens": w.get("processed_tokens"), "max_steps": None,
-        "engine": st["engine"] if st["engine"] != "single" else "single", "zero_stage": st.get("zero_stage"),
-        "grad_ckpt": st["grad_ckpt"], "attention": st["attention"],
-        "lora": {"rank": st.get("lora_rank") or 16, "alpha": LORA_ALPHA_PER_RANK * (st.get("lora_rank") or 16),
-                 "dropout": 0.0, "targets": st.get("lora_targets") or ["all-linear"],
-                 "modules_to_save": st.get("modules_to_save") or []},
-        "freeze_trainable_layers": int(st.get("freeze_trainable_layers") or 2),
-        "num_labels": int(st.get("num_labels") or 2), "dpo_beta": 0.1,
-        "optimizer": {"name": st["optimizer"], "lr": LEARNING_RATE[st["method"]], "betas": [0.9, 0.95],
-                      "weight_decay": 0.0, "warmup_ratio": 0.03, "max_grad_norm": 1.0,
-                      "in_backward": bool(st.get("optimizer_in_backward")), "paged": bool(st.get("paged_optimizer")),
-                      "impl": st.get("optimizer_impl", "fused")},
+        "engine": st["engine"],
+        "lora": {"alpha": LORA_ALPHA_PER_RANK * rank, "dropout": 0.0},
+        "freeze_trainable_layers": int(st.get("freeze_trainable_layers") or 2), "dpo_beta": 0.1,
+        "optimizer": {"lr": LEARNING_RATE[st["method"]], "betas": [0.9, 0.95], "weight_decay": 0.0,
+                      "warmup_ratio": 0.03, "max_grad_norm": 1.0},
         "data": data, "output_dir": output_dir, "save_steps": save_steps_for(setup),
         "expected": {k: setup.choice.get(k) for k in ("gpu", "gpus_per_node", "nodes", "memory_gib", "tokens_per_s",
                                                      "tokens_per_s_per_gpu", "hours", "cost", "currency",
                                                      "bottleneck")},
     }
+    for f in through(CONFIG):
+        value = st.get(f.name, w.get(f.name))
+        put_config(out, f.config_path, f.to_json(f.default) if value is None else value)
     out.update(engine_files)
     return out

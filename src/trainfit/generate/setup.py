@@ -67,9 +67,47 @@ def load_plan(path: str) -> Setup:
     from ..report.estimate import STRATEGY_FIELDS
 
     _unknown(set(doc["choice"]["strategy"]), set(STRATEGY_FIELDS), f"{path} choice.strategy")
+    _check_values(doc["choice"], path)
     if not doc["model"].get("hf_config"):
         raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
     return Setup(model=doc["model"], workload=doc["workload"], choice=doc["choice"])
+
+
+def _check_values(choice: dict, path: str) -> None:
+    """The job's values in a plan.json, checked as every other door checks them (spec/job.py): a hand-edited
+    micro-batch 0, ZeRO stage 7, 3.5 GPUs per node or an unknown GPU is one clear error, not a broken setup."""
+    from ..catalog import get_gpu
+    from ..spec.job import BY_NAME, PLAN, through
+    from ..spec.training import Strategy, TrainingSpec
+
+    strategy = choice["strategy"]
+    training, spread = {}, {}
+    for f in through(PLAN):
+        value = strategy.get(f.name)
+        if value is None:
+            continue
+        try:
+            (training if f.part == "training" else spread)[f.name] = f.convert(value)
+        except SpecError as exc:
+            raise SpecError(f"{path} choice.strategy.{f.name}: {exc}") from None
+    for name in ("gpus_per_node", "nodes"):
+        if choice.get(name) is None:
+            raise SpecError(f"{path} choice: missing {name!r}")
+        try:
+            spread[name] = BY_NAME[name].convert(choice[name])
+        except SpecError as exc:
+            raise SpecError(f"{path} choice.{name}: {exc}") from None
+    try:
+        TrainingSpec(**training)
+        Strategy(**spread)
+    except SpecError as exc:
+        raise SpecError(f"{path} choice.strategy: {exc}") from None
+    if not isinstance(choice.get("gpu"), str):
+        raise SpecError(f"{path} choice.gpu: a GPU name is needed")
+    get_gpu(choice["gpu"])
+    batch = strategy.get("global_batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
 
 
 def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Setup:

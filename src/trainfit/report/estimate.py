@@ -16,32 +16,33 @@ def _r(x: float, nd: int = 3) -> float:
 
 
 def config_dict(est: Estimate) -> dict[str, Any]:
+    """The job as JSON: every declared field of the workload and the strategy (spec/job.py), and what follows from
+    them (GPUs, global batch, engine, instance)."""
+    from ..spec.job import API, json_values
+
     t, s = est.training, est.strategy
-    return {
-        "model": est.model.name, "gpu": est.gpu.id, "gpus_per_node": s.gpus_per_node, "nodes": s.nodes,
-        "gpus": s.gpus, "method": t.method.value, "task": t.task.value, "seq_len": t.seq_len,
-        "micro_batch": t.micro_batch, "grad_accum": t.grad_accum,
-        "global_batch": t.micro_batch * t.grad_accum * s.gpus, "precision": t.precision.value,
-        "param_dtype": t.param_dtype, "optimizer": t.optimizer.value,
-        "optimizer_impl": t.optimizer_impl.value, "zero_stage": s.zero_stage,
-        "fsdp": s.fsdp.value if s.fsdp.value != "none" else None, "offload": s.offload.value,
-        "grad_ckpt": t.grad_ckpt.value, "attention": t.attention.value,
-        "lora_rank": t.lora_rank if t.is_peft else None, "lora_targets": list(t.lora_targets) if t.is_peft else None,
-        "modules_to_save": list(t.modules_to_save) if t.is_peft else None,
-        "optimizer_in_backward": t.optimizer_in_backward, "paged_optimizer": t.paged_optimizer,
-        "num_labels": t.num_labels if t.task.value == "classification" else None,
+    out: dict[str, Any] = {"model": est.model.name, "gpu": est.gpu.id, "gpus": s.gpus,
+                           "global_batch": t.micro_batch * t.grad_accum * s.gpus}
+    out.update(json_values(s, "strategy", API))
+    out.update(json_values(t, "training", API))
+    out.update({
         "freeze_trainable_layers": int(est.table.shared_view(est.gpu)("freeze_trainable_layers"))
         if t.method.value == "freeze" else None,
         "engine": s.engine, "instance": est.cluster.instance.key if est.cluster.instance else None,
-    }
+    })
+    return out
 
 
-# The fields of a job that a plan.json carries in choice.strategy and `generate` turns into train_config.json:
-# one list, read by both (config_dict is their one source).
-STRATEGY_FIELDS = ("method", "task", "precision", "param_dtype", "optimizer", "zero_stage", "fsdp", "offload",
-                   "grad_ckpt", "attention", "seq_len", "micro_batch", "grad_accum", "global_batch", "lora_rank",
-                   "lora_targets", "modules_to_save", "optimizer_in_backward", "paged_optimizer", "engine",
-                   "num_labels", "freeze_trainable_layers", "optimizer_impl")
+def _strategy_fields() -> tuple[str, ...]:
+    from ..spec.job import PLAN, through
+
+    return tuple(f.name for f in through(PLAN)) + DERIVED_STRATEGY_FIELDS
+
+
+# The fields of a job that a plan.json carries in choice.strategy and `generate` turns into train_config.json: the
+# declared fields that pass the plan.json door (spec/job.py), and what the estimate derives from them.
+DERIVED_STRATEGY_FIELDS = ("global_batch", "engine", "freeze_trainable_layers")
+STRATEGY_FIELDS = _strategy_fields()
 
 
 def strategy_of(est: Estimate) -> dict[str, Any]:

@@ -9,8 +9,7 @@ from functools import lru_cache
 from ..errors import SpecError
 from ..spec.model import ModelSpec
 from ..spec.request import PlanRequest
-from ..spec.training import (Attention, GradCkpt, Method, Optimizer, Precision, Task, TrainingSpec, default_seq_len,
-                             parse_targets)
+from ..spec.training import GradCkpt, Method, Task, TrainingSpec, default_seq_len
 
 DEFAULT_GLOBAL_BATCH = 64  # sequences per optimizer step for fine-tuning (sft, dpo, classification)
 DEFAULT_PRETRAIN_BATCH_TOKENS = 2**20  # ~1M tokens per step for pre-training
@@ -31,12 +30,9 @@ class Workload:
 
 @lru_cache(maxsize=65536)
 def _training(w: Workload, method: Method, ckpt: GradCkpt, micro_batch: int, grad_accum: int) -> TrainingSpec:
-    r = w.request
-    return TrainingSpec(method=method, task=w.task, seq_len=w.seq_len, micro_batch=micro_batch,
-                        grad_accum=grad_accum, precision=Precision.parse(r.precision, "precision"),
-                        optimizer=Optimizer.parse(r.optimizer, "optimizer"), grad_ckpt=ckpt,
-                        attention=Attention.parse(r.attention, "attention"), lora_rank=r.lora_rank,
-                        lora_targets=parse_targets(r.lora_targets))
+    """The request's job fields (spec/job.py), with what the search decides and what the workload resolved."""
+    return TrainingSpec(**dict(w.request.job, method=method, task=w.task, seq_len=w.seq_len, micro_batch=micro_batch,
+                               grad_accum=grad_accum, grad_ckpt=ckpt))
 
 
 def _pow2_at_least(x: float) -> int:

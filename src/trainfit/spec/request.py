@@ -24,20 +24,13 @@ CURRENCIES = ("CNY", "USD")
 @dataclass(frozen=True)
 class PlanRequest:
     model: str
-    task: str | None = None  # sft | pretrain | dpo | classification (default: sft, classification for encoders)
     method: str = "auto"
     dataset_tokens: float | None = None
     samples: float | None = None
     avg_len: float | None = None
     epochs: float = 1.0
-    seq_len: int | None = None  # default: 2048 capped by the model; classification: fits avg_len
     global_batch: int | None = None  # sequences per optimizer step (DPO: pairs)
     global_batch_tokens: int | None = None
-    precision: str = "bf16"
-    optimizer: str = "adamw"
-    attention: str = "sdpa"
-    lora_rank: int = 16
-    lora_targets: str = "all-linear"
     deadline: float | None = None  # seconds
     budget: float | None = None
     currency: str | None = None
@@ -49,6 +42,25 @@ class PlanRequest:
     pricing: str = "payg"
     objective: str = "cheapest"
     top: int = 5
+    # The job's fields that the user gives and the search keeps (spec/job.py, the request door: task, seq_len,
+    # precision, optimizer, LoRA rank and targets, ...), as (name, value) pairs of converted values.
+    job: tuple[tuple[str, Any], ...] = ()
+
+    def job_value(self, name: str) -> Any:
+        return dict(self.job).get(name)
+
+    @property
+    def task(self) -> Any:  # default: sft, classification for encoders
+        return self.job_value("task")
+
+    @property
+    def seq_len(self) -> int | None:  # default: 2048 capped by the model; classification: fits avg_len
+        return self.job_value("seq_len")
+
+    @property
+    def attention(self) -> str:
+        value = self.job_value("attention")
+        return value.value if value is not None else "sdpa"
 
     def __post_init__(self) -> None:
         _one_of("method", self.method, METHODS)
@@ -71,11 +83,11 @@ class PlanRequest:
             raise SpecError(f"--epochs {self.epochs:g} is absurd (at most 1000)")
         if self.dataset_tokens is not None and self.dataset_tokens > 1e15:
             raise SpecError("--dataset-tokens above 10^15 is absurd")
-        for name, high in (("max_nodes", 512), ("top", 100), ("lora_rank", 65536)):
+        for name, high in (("max_nodes", 512), ("top", 100)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
                 raise SpecError(f"--{name.replace('_', '-')} must be an integer in [1, {high}], got {value!r}")
-        for name in ("seq_len", "global_batch", "global_batch_tokens"):
+        for name in ("global_batch", "global_batch_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
@@ -102,7 +114,7 @@ def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
 
 
 _COUNT_FIELDS = ("dataset_tokens", "samples", "budget")
-_INT_FIELDS = ("seq_len", "global_batch", "global_batch_tokens", "max_nodes", "top", "lora_rank")
+_INT_FIELDS = ("global_batch", "global_batch_tokens", "max_nodes", "top")
 _FLOAT_FIELDS = ("avg_len", "epochs", "usd_cny")
 
 
@@ -132,21 +144,35 @@ def _convert(name: str, value: Any) -> Any:
 
 
 def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRequest:
-    """Build a PlanRequest from a dict (request file or CLI); keys may use '-' or '_'."""
-    known = {f.name for f in fields(PlanRequest)}
+    """Build a PlanRequest from a dict (request file or CLI); keys may use '-' or '_'. The job's fields are the
+    declared ones that pass the request door (spec/job.py)."""
+    from .job import REQUEST, through
+
+    job_fields = {f.name: f for f in through(REQUEST)}
+    known = {f.name for f in fields(PlanRequest)} - {"job"}
     values: dict[str, Any] = {}
+    job: dict[str, Any] = {}
     for key, value in data.items():
         name = str(key).replace("-", "_")
+        if name in job_fields:
+            if value is not None:
+                try:
+                    job[name] = job_fields[name].convert(value)
+                except SpecError as exc:
+                    raise SpecError(f"{where}: {exc}") from None
+            continue
         if name not in known:
-            raise SpecError(f"{where}: unknown key {key!r}{did_you_mean(name, known)}")
+            raise SpecError(f"{where}: unknown key {key!r}{did_you_mean(name, known | set(job_fields))}")
         values[name] = _convert(name, value)
     if "model" not in values or not values["model"]:
         raise SpecError(f"{where}: 'model' is required")
     for name, value in values.items():
-        if name in ("model", "method", "task", "objective", "provider", "region", "pricing", "currency", "precision",
-                    "grad_ckpt", "attention", "optimizer") and value is not None and not isinstance(value, str):
+        if name in ("model", "method", "objective", "provider", "region", "pricing", "currency") \
+                and value is not None and not isinstance(value, str):
             raise SpecError(f"{where}: {name!r} must be a name (text), got {type(value).__name__} {value!r}")
-    return PlanRequest(**{k: v for k, v in values.items() if v is not None or k == "model"})
+    order = list(job_fields)
+    return PlanRequest(**{k: v for k, v in values.items() if v is not None or k == "model"},
+                       job=tuple(sorted(job.items(), key=lambda kv: order.index(kv[0]))))
 
 
 def load_request_file(path: str) -> dict[str, Any]:

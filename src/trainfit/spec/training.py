@@ -1,207 +1,80 @@
 """What is trained and how: TrainingSpec (the workload) and Strategy (how it is spread over GPUs).
 
-Closed choices are enums; ordered ones (ZeRO stage, checkpointing, offload) compare by level so property tests
-and the search can reason about "more sharding" or "more recomputation".
+Both dataclasses are made from the one declaration of a job's fields (spec/job.py): their fields, defaults, type and
+range checks and hash come from there; this module adds the rules between fields and the derived properties. The
+closed choices (enums) live in spec/choices.py and are re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from enum import Enum
 
 from ..errors import SpecError
+from .choices import (ALL_LINEAR, SAVED_MODULE_NAMES, Attention, Fsdp, GradCkpt, Method, Offload,  # noqa: F401
+                      Optimizer, OptimizerImpl, Precision, Task, _Choice, _Ordered, parse_saved_modules,
+                      parse_targets)
+from typing import TYPE_CHECKING, Any
+
+from .job import API, fields_of, split_keywords
+
+if TYPE_CHECKING:
+    from .model import ModelSpec
 
 
-class _Choice(str, Enum):
-    @classmethod
-    def parse(cls, value: "str | _Choice", what: str | None = None):
-        if isinstance(value, cls):
-            return value
-        text = str(value).strip().lower().replace("_", "-")
-        for member in cls:
-            if text in (member.value, member.name.lower().replace("_", "-")):
-                return member
-        choices = ", ".join(m.value for m in cls)
-        raise SpecError(f"invalid {what or cls.__name__.lower()} {value!r} (choose from: {choices})")
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Method(_Choice):
-    FULL = "full"
-    LORA = "lora"
-    QLORA = "qlora"
-    FREEZE = "freeze"
-
-
-class Task(_Choice):
-    SFT = "sft"
-    PRETRAIN = "pretrain"
-    DPO = "dpo"
-    CLASSIFICATION = "classification"
-
-
-class Precision(_Choice):
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP32 = "fp32"
-    FP8 = "fp8"
-
-
-class Optimizer(_Choice):
-    ADAMW = "adamw"
-    ADAMW_8BIT = "adamw-8bit"
-    ADAFACTOR = "adafactor"
-    SGD = "sgd"
-    LAMB = "lamb"
-
-
-class OptimizerImpl(_Choice):
-    """How torch runs AdamW / SGD: one fused kernel (no intermediates), foreach (multi-tensor ops over the whole
-    parameter group, with intermediates the size of a whole state: `torch._foreach_sqrt(exp_avg_sqs)` in
-    torch/optim/adam.py `_multi_tensor_adam`), or a for-loop over tensors (intermediates of one tensor).
-    torch's own default on CUDA is foreach (`_default_to_fused_or_foreach`); Hugging Face Trainer (transformers 5,
-    torch >= 2.8: `optim="adamw_torch_fused"`) and trainfit's train.py use fused."""
-
-    FUSED = "fused"
-    FOREACH = "foreach"
-    FORLOOP = "forloop"
-
-
-class Attention(_Choice):
-    FLASH = "flash"
-    SDPA = "sdpa"
-    EAGER = "eager"
-
-
-class _Ordered(_Choice):
-    @property
-    def level(self) -> int:
-        return list(type(self)).index(self)
-
-
-class GradCkpt(_Ordered):
-    NONE = "none"
-    SELECTIVE = "selective"
-    FULL = "full"
-
-
-class Offload(_Ordered):
-    NONE = "none"
-    OPTIMIZER = "optimizer"
-    ALL = "all"
-
-
-class Fsdp(_Choice):
-    NONE = "none"
-    SHARD_GRAD_OP = "shard_grad_op"
-    FULL_SHARD = "full_shard"
-
-    @classmethod
-    def parse(cls, value, what=None):
-        if value is None:
-            return cls.NONE
-        text = str(value).strip().lower().replace("-", "_")
-        for member in cls:
-            if text == member.value:
-                return member
-        raise SpecError(f"invalid fsdp {value!r} (choose from: shard_grad_op, full_shard)")
-
-
-ALL_LINEAR = ("all-linear",)
-
-
-def _cached_hash(obj, fields: tuple) -> int:
-    """Frozen specs are hashed very often as memo keys by the search: hash their fields once."""
+def _cached_hash(obj) -> int:
+    """Frozen specs are hashed very often as memo keys by the search: hash their declared fields once."""
     value = obj.__dict__.get("_hash")
     if value is None:
-        value = hash(fields)
+        value = hash(tuple(getattr(obj, f.name) for f in fields_of(obj._PART)))
         object.__setattr__(obj, "_hash", value)
     return value
 
 
-# Modules PEFT can train in full beside the adapters (LoraConfig.modules_to_save), by canonical name
-SAVED_MODULE_NAMES = {"lm_head": "lm_head", "output": "lm_head", "embed_tokens": "embed_tokens",
-                      "wte": "embed_tokens", "word_embeddings": "embed_tokens", "embed": "embed_tokens"}
+def _declared(base: type, part: str) -> type:
+    """`base` with the declared fields of `part` as frozen dataclass fields (defaults from the declaration)."""
+    name = base.__name__.lstrip("_")
+    ns: dict = {"__annotations__": {}, "__module__": base.__module__, "__qualname__": name, "__doc__": base.__doc__}
+    for f in fields_of(part):
+        ns["__annotations__"][f.name] = "object"
+        ns[f.name] = f.default
+    for name, value in getattr(base, "_EXTRA", {}).items():
+        ns["__annotations__"][name] = "object"
+        ns[name] = value
+    cls = type(name, (base,), ns)
+    return dataclass(frozen=True, eq=True)(cls)
 
 
-def parse_saved_modules(names: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
-    """'embed_tokens,lm_head' or a list -> canonical names of modules trained in full beside LoRA (sorted)."""
-    if not names:
-        return ()
-    items = [x.strip() for x in names.split(",")] if isinstance(names, str) else [str(x).strip() for x in names]
-    out = set()
-    for item in (x for x in items if x):
-        key = SAVED_MODULE_NAMES.get(item.lower())
-        if key is None:
-            raise SpecError(f"unknown module to save {item!r} (choose from: embed_tokens, lm_head)")
-        out.add(key)
-    return tuple(sorted(out))
-
-
-def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
-    """'q_proj,v_proj' or a list -> a tuple of LoRA target names; None -> all-linear."""
-    if targets is None:
-        return ALL_LINEAR
-    items = tuple(x.strip() for x in targets.split(",") if x.strip()) if isinstance(targets, str) else tuple(targets)
-    if not items:
-        raise SpecError("--lora-targets is empty")
-    return items
-
-
-@dataclass(frozen=True)
-class TrainingSpec:
-    """The workload of one optimizer step on one data-parallel rank."""
-
-    method: Method = Method.FULL
-    task: Task = Task.SFT
-    seq_len: int = 2048
-    micro_batch: int = 1  # sequences per GPU per forward/backward (DPO: preference pairs)
-    grad_accum: int = 1
-    precision: Precision = Precision.BF16
-    param_dtype: str = "fp32"  # storage dtype of trainable weights: fp32 (mixed precision) | bf16 (pure)
-    optimizer: Optimizer = Optimizer.ADAMW
-    optimizer_impl: OptimizerImpl = OptimizerImpl.FUSED  # torch AdamW / SGD kernel (see OptimizerImpl)
-    grad_ckpt: GradCkpt = GradCkpt.NONE
-    attention: Attention = Attention.SDPA
-    lora_rank: int = 16
-    lora_targets: tuple[str, ...] = ALL_LINEAR
-    num_labels: int = 2
-    modules_to_save: tuple[str, ...] = ()  # LoRA: embed_tokens / lm_head trained in full (PEFT modules_to_save)
-    optimizer_in_backward: bool = False  # each parameter steps as soon as its gradient is ready (torchtune)
-    paged_optimizer: bool = False  # optimizer states in CUDA managed memory (bitsandbytes Paged*)
-    # QLoRA through PEFT's prepare_model_for_kbit_training: every parameter that is not 4-bit (embeddings, norms,
-    # the output head) is cast to fp32. Stacks that do not call it (torchtune, LitGPT, Unsloth) and GPTQ bases keep
-    # them 16-bit.
-    kbit_fp32_upcast: bool = True
-    # QLoRA on bitsandbytes before 0.43.2: its 4-bit matmul (MatMul4Bit) kept every Linear's input alive for
-    # backward although a frozen weight needs none (fixed by bitsandbytes PR #1270, July 2024). LitGPT pinned
-    # bitsandbytes 0.41-0.42 through 2024.
-    kbit_keeps_inputs: bool = False
+class _Spec:
+    _PART = ""
 
     def __post_init__(self) -> None:
-        for name, low, high in (("seq_len", 1, 2_097_152), ("micro_batch", 1, 65_536), ("grad_accum", 1, 65_536),
-                                ("lora_rank", 1, 65_536), ("num_labels", 1, 1_000_000)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise SpecError(f"{name.replace('_', '-')} must be an integer in [{low}, {high}], got {value!r}")
-        if self.param_dtype not in ("fp32", "bf16"):
-            raise SpecError(f"param-dtype must be fp32 or bf16, got {self.param_dtype!r}")
+        for f in fields_of(self._PART):
+            f.check(getattr(self, f.name))
+        self._rules()
+
+    def _rules(self) -> None:
+        pass
+
+    def __hash__(self) -> int:
+        return _cached_hash(self)
+
+    def with_(self, **changes):
+        return replace(self, **changes)
+
+
+class _TrainingSpec(_Spec):
+    """The workload of one optimizer step on one data-parallel rank (fields: spec/job.py)."""
+
+    _PART = "training"
+
+    def _rules(self) -> None:
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
         if self.optimizer_in_backward and self.precision == Precision.FP16:
             raise SpecError("optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16")
         if self.paged_optimizer and self.optimizer not in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.LAMB):
             raise SpecError(f"paged optimizers are AdamW, 8-bit AdamW or LAMB, not {self.optimizer.value}")
-
-    def __hash__(self) -> int:
-        return _cached_hash(self, (self.method, self.task, self.seq_len, self.micro_batch, self.grad_accum,
-                                   self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
-                                   self.lora_rank, self.lora_targets, self.num_labels, self.modules_to_save,
-                                   self.optimizer_in_backward, self.paged_optimizer, self.kbit_fp32_upcast,
-                                   self.kbit_keeps_inputs, self.optimizer_impl))
 
     @property
     def is_peft(self) -> bool:
@@ -216,9 +89,6 @@ class TrainingSpec:
     def tokens_per_micro_batch(self) -> int:
         return self.sequences_per_micro_batch * self.seq_len
 
-    def with_(self, **changes) -> "TrainingSpec":
-        return replace(self, **changes)
-
     @cached_property
     def for_memory(self) -> "TrainingSpec":
         """Memory depends on gradient accumulation only through "are gradients held across micro-batches"."""
@@ -230,24 +100,16 @@ class TrainingSpec:
         return self if self.grad_accum == 1 else replace(self, grad_accum=1)
 
 
-@dataclass(frozen=True)
-class Strategy:
-    """How the step is spread: data-parallel GPUs, ZeRO stage or FSDP, offload."""
+TrainingSpec = _declared(_TrainingSpec, "training")
 
-    gpus_per_node: int = 1
-    nodes: int = 1
-    zero_stage: int = 0  # DeepSpeed ZeRO 0-3 (0 with one GPU = plain PyTorch, with several = DDP)
-    fsdp: Fsdp = Fsdp.NONE
-    offload: Offload = Offload.NONE
-    notes: tuple[str, ...] = field(default=(), compare=False)
 
-    def __post_init__(self) -> None:
-        for name, high in (("gpus_per_node", 64), ("nodes", 4096)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-                raise SpecError(f"{name.replace('_', '-')} must be an integer in [1, {high}], got {value!r}")
-        if self.zero_stage not in (0, 1, 2, 3):
-            raise SpecError(f"zero stage must be 0, 1, 2 or 3, got {self.zero_stage!r}")
+class _Strategy(_Spec):
+    """How the step is spread: data-parallel GPUs, ZeRO stage or FSDP, offload (fields: spec/job.py)."""
+
+    _PART = "strategy"
+    _EXTRA = {"notes": field(default=(), compare=False)}
+
+    def _rules(self) -> None:
         if self.zero_stage and self.fsdp != Fsdp.NONE:
             raise SpecError("choose either --zero or --fsdp, not both")
         if self.offload != Offload.NONE and self.zero_stage == 0 and self.fsdp == Fsdp.NONE:
@@ -255,9 +117,6 @@ class Strategy:
         if self.offload == Offload.ALL and not (self.zero_stage == 3 or self.fsdp == Fsdp.FULL_SHARD):
             raise SpecError("--offload all (parameters too) needs --zero 3 or --fsdp full_shard; "
                             "use --offload optimizer with ZeRO-1/2")
-
-    def __hash__(self) -> int:
-        return _cached_hash(self, (self.gpus_per_node, self.nodes, self.zero_stage, self.fsdp, self.offload))
 
     @property
     def gpus(self) -> int:
@@ -295,8 +154,8 @@ class Strategy:
             parts.append(f"offload {self.offload.value}")
         return ", ".join(parts)
 
-    def with_(self, **changes) -> "Strategy":
-        return replace(self, **changes)
+
+Strategy = _declared(_Strategy, "strategy")
 
 
 def combination_problem(t: TrainingSpec, s: Strategy) -> str | None:
@@ -320,3 +179,40 @@ def default_seq_len(max_positions: int | None) -> tuple[int, str | None]:
     if max_positions and max_positions < DEFAULT_SEQ_LEN:
         return max_positions, f"sequence length {max_positions} (the model's positions; default {DEFAULT_SEQ_LEN})"
     return DEFAULT_SEQ_LEN, None
+
+
+def resolve_job_defaults(values: dict, model=None) -> tuple[dict, list[str]]:
+    """The defaults of a job that depend on the model, resolved in one place (CLI, API, plan and generate come here):
+    the task (classification for encoders, else sft) and the sequence length (2048, capped at the model's
+    positions). Returns the completed values and notes on what was resolved."""
+    out, notes = dict(values), []
+    if out.get("task") is None:
+        out["task"] = Task.CLASSIFICATION if model is not None and model.is_encoder else Task.SFT
+    if out.get("seq_len") is None:
+        out["seq_len"], note = default_seq_len(model.max_positions if model is not None else None)
+        if note:
+            notes.append(note)
+    return out, notes
+
+
+def training_spec(model: "ModelSpec | None" = None, **job: Any) -> "TrainingSpec":
+    """A TrainingSpec from the declared job fields (spec/job.py) given as keywords, text or values; defaults that
+    depend on the model (task, sequence length) resolved against `model`."""
+    training, strategy = split_keywords(job, API)
+    if strategy:
+        raise SpecError(f"training_spec: {', '.join(strategy)} describe the strategy, not the workload")
+    return TrainingSpec(**resolve_job_defaults(training, model)[0])
+
+
+def strategy_spec(**job: Any) -> "Strategy":
+    """A Strategy from the declared strategy fields as keywords (gpus, nodes, zero, fsdp, offload)."""
+    training, strategy = split_keywords(job, API)
+    if training:
+        raise SpecError(f"strategy_spec: {', '.join(training)} describe the workload, not the strategy")
+    return Strategy(**strategy)
+
+
+def job_specs(model: "ModelSpec | None", **job: Any) -> "tuple[TrainingSpec, Strategy]":
+    """Both specs from one set of job keywords (the CLI's and the API's)."""
+    training, strategy = split_keywords(job, API)
+    return TrainingSpec(**resolve_job_defaults(training, model)[0]), Strategy(**strategy)

@@ -1,0 +1,140 @@
+"""The closed choices of a training job (enums) and the parsers of its list-valued fields.
+
+Closed choices are enums; ordered ones (ZeRO stage, checkpointing, offload) compare by level so property tests
+and the search can reason about "more sharding" or "more recomputation".
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from ..errors import SpecError
+
+
+class _Choice(str, Enum):
+    @classmethod
+    def parse(cls, value: "str | _Choice", what: str | None = None):
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower().replace("_", "-")
+        for member in cls:
+            if text in (member.value, member.name.lower().replace("_", "-")):
+                return member
+        choices = ", ".join(m.value for m in cls)
+        raise SpecError(f"invalid {what or cls.__name__.lower()} {value!r} (choose from: {choices})")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Method(_Choice):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+    FREEZE = "freeze"
+
+
+class Task(_Choice):
+    SFT = "sft"
+    PRETRAIN = "pretrain"
+    DPO = "dpo"
+    CLASSIFICATION = "classification"
+
+
+class Precision(_Choice):
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP32 = "fp32"
+    FP8 = "fp8"
+
+
+class Optimizer(_Choice):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw-8bit"
+    ADAFACTOR = "adafactor"
+    SGD = "sgd"
+    LAMB = "lamb"
+
+
+class OptimizerImpl(_Choice):
+    """How torch runs AdamW / SGD: one fused kernel (no intermediates), foreach (multi-tensor ops over the whole
+    parameter group, with intermediates the size of a whole state: `torch._foreach_sqrt(exp_avg_sqs)` in
+    torch/optim/adam.py `_multi_tensor_adam`), or a for-loop over tensors (intermediates of one tensor).
+    torch's own default on CUDA is foreach (`_default_to_fused_or_foreach`); Hugging Face Trainer (transformers 5,
+    torch >= 2.8: `optim="adamw_torch_fused"`) and trainfit's train.py use fused."""
+
+    FUSED = "fused"
+    FOREACH = "foreach"
+    FORLOOP = "forloop"
+
+
+class Attention(_Choice):
+    FLASH = "flash"
+    SDPA = "sdpa"
+    EAGER = "eager"
+
+
+class _Ordered(_Choice):
+    @property
+    def level(self) -> int:
+        return list(type(self)).index(self)
+
+
+class GradCkpt(_Ordered):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Offload(_Ordered):
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    ALL = "all"
+
+
+class Fsdp(_Choice):
+    NONE = "none"
+    SHARD_GRAD_OP = "shard_grad_op"
+    FULL_SHARD = "full_shard"
+
+    @classmethod
+    def parse(cls, value, what=None):
+        if value is None:
+            return cls.NONE
+        text = str(value).strip().lower().replace("-", "_")
+        for member in cls:
+            if text == member.value:
+                return member
+        raise SpecError(f"invalid fsdp {value!r} (choose from: shard_grad_op, full_shard)")
+
+
+ALL_LINEAR = ("all-linear",)
+
+
+# Modules PEFT can train in full beside the adapters (LoraConfig.modules_to_save), by canonical name
+SAVED_MODULE_NAMES = {"lm_head": "lm_head", "output": "lm_head", "embed_tokens": "embed_tokens",
+                      "wte": "embed_tokens", "word_embeddings": "embed_tokens", "embed": "embed_tokens"}
+
+
+def parse_saved_modules(names: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
+    """'embed_tokens,lm_head' or a list -> canonical names of modules trained in full beside LoRA (sorted)."""
+    if not names:
+        return ()
+    items = [x.strip() for x in names.split(",")] if isinstance(names, str) else [str(x).strip() for x in names]
+    out = set()
+    for item in (x for x in items if x):
+        key = SAVED_MODULE_NAMES.get(item.lower())
+        if key is None:
+            raise SpecError(f"unknown module to save {item!r} (choose from: embed_tokens, lm_head)")
+        out.add(key)
+    return tuple(sorted(out))
+
+
+def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
+    """'q_proj,v_proj' or a list -> a tuple of LoRA target names; None -> all-linear."""
+    if targets is None:
+        return ALL_LINEAR
+    items = tuple(x.strip() for x in targets.split(",") if x.strip()) if isinstance(targets, str) else tuple(targets)
+    if not items:
+        raise SpecError("--lora-targets is empty")
+    return items

@@ -1,0 +1,296 @@
+"""The one declaration of a training job's fields: what is trained (TrainingSpec) and how it is spread (Strategy).
+
+Each field is declared once here, with its type or choices, default, valid range, unit, help in English and Chinese,
+and the doors it passes: the CLI flags of every job command, the Python API's keyword arguments, the plan request
+(YAML/TOML and `plan`'s flags), plan.json's `choice.strategy`, the generated train_config.json and the validation-case
+reader. Everything below is derived from `FIELDS`: the TrainingSpec and Strategy dataclasses (spec/training.py),
+`cli.common.add_workload_flags`, `api.estimate`'s keywords, `PlanRequest.job`, `report.estimate.config_dict`, and
+`generate.configs.train_config`. A field added here appears in all of them with no other edit (tests/test_job_fields.py
+checks that on a copy of the package with a dummy field).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+from ..errors import SpecError, did_you_mean
+from .choices import (ALL_LINEAR, Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision,
+                      Task, parse_saved_modules, parse_targets)
+
+# The doors a field can pass.
+CLI = "cli"  # a flag of estimate / compare / trace / bench / generate
+API = "api"  # a keyword of trainfit.estimate / compare / training_spec
+REQUEST = "request"  # a key of a plan request file and a flag of `plan` (fields the search does not decide)
+PLAN = "plan"  # a key of plan.json's choice.strategy
+CONFIG = "config"  # a key of the train_config.json that `generate` writes (dotted path)
+ALL_DOORS = frozenset({CLI, API, REQUEST, PLAN, CONFIG})
+
+
+@dataclass(frozen=True)
+class JobField:
+    name: str  # attribute of TrainingSpec / Strategy, API keyword, plan.json key
+    part: str  # "training" | "strategy"
+    kind: Any  # int | float | bool | str | "names" (a tuple of names) | an Enum class
+    default: Any
+    help: str
+    help_zh: str
+    low: float | None = None  # valid range of numbers (inclusive)
+    high: float | None = None
+    unit: str | None = None
+    choices: tuple[str, ...] | None = None  # for kind str
+    doors: frozenset = ALL_DOORS
+    flag: str | None = None  # CLI flag when not --name-with-dashes
+    api: str | None = None  # API keyword when not the name
+    config: str | None = None  # dotted train_config.json path when not the name
+    relevant: Callable[[Any], bool] | None = None  # when the value means something (else plan.json shows null)
+    parse: Callable[[Any], Any] | None = None  # text / list -> value (default: by kind)
+    metavar: str | None = None
+
+    @property
+    def cli_flag(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def keyword(self) -> str:
+        return self.api or self.name
+
+    @property
+    def config_path(self) -> str:
+        return self.config or self.name
+
+    def help_text(self, lang: str = "en") -> str:
+        text = self.help_zh if lang == "zh" else self.help
+        if self.kind is bool:
+            return text
+        default = self.to_json(self.default) if self.default is not None else None
+        if isinstance(default, list):
+            default = ",".join(default)
+        choices = self.choice_names()
+        parts = []
+        if choices:
+            parts.append(" | ".join(choices))
+        if default is not None:
+            parts.append(("默认 " if lang == "zh" else "default ") + str(default))
+        if self.unit:
+            parts.append(("单位 " if lang == "zh" else "unit: ") + self.unit)
+        return f"{text} ({'; '.join(parts)})" if parts else text
+
+    def choice_names(self) -> tuple[str, ...] | None:
+        if isinstance(self.kind, type) and issubclass(self.kind, Enum):
+            return tuple(m.value for m in self.kind)
+        return self.choices
+
+    def convert(self, value: Any) -> Any:
+        """A user's value (text from a flag or file, or a Python value) -> the spec's value, checked (SpecError)."""
+        what = self.cli_flag.lstrip("-")
+        if self.parse is not None:
+            return self.parse(value)
+        if isinstance(self.kind, type) and issubclass(self.kind, Enum):
+            if value is None:
+                return self.default
+            if not isinstance(value, (str, Enum)):
+                raise SpecError(f"{what} must be a name (text), got {type(value).__name__} {value!r}")
+            return self.kind.parse(value, what)
+        if self.kind is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "yes", "1", "on"):
+                return True
+            if text in ("false", "no", "0", "off"):
+                return False
+            raise SpecError(f"{what} must be true or false, got {value!r}")
+        if self.kind in (int, float):
+            if isinstance(value, bool) or value is None:
+                raise SpecError(f"{what} must be a number, got {value!r}")
+            try:
+                number = float(value) if not isinstance(value, (int, float)) else value
+            except (TypeError, ValueError):
+                raise SpecError(f"{what} must be a number, got {value!r}") from None
+            if not math.isfinite(number):
+                raise SpecError(f"{what} must be a finite number, got {value!r}")
+            if self.kind is int:
+                if number != int(number):
+                    raise SpecError(f"{what} must be an integer, got {value!r}")
+                number = int(number)
+            self.check_range(number)
+            return number
+        if self.kind is str:
+            if not isinstance(value, str):
+                raise SpecError(f"{what} must be text, got {type(value).__name__} {value!r}")
+            if self.choices and value not in self.choices:
+                raise SpecError(f"invalid {what} {value!r} (choose from: {', '.join(self.choices)})"
+                                + did_you_mean(value, self.choices))
+            return value
+        raise SpecError(f"{what}: cannot read {value!r}")
+
+    def check_range(self, number: float) -> None:
+        what = self.cli_flag.lstrip("-")
+        if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
+            kind = "an integer" if self.kind is int else "a number"
+            raise SpecError(f"{what} must be {kind} in [{_num(self.low)}, {_num(self.high)}], got {number!r}")
+
+    def check(self, value: Any) -> None:
+        """A value already converted (a constructor argument): its type and range."""
+        what = self.cli_flag.lstrip("-")
+        if self.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise SpecError(f"{what} must be an integer in [{_num(self.low)}, {_num(self.high)}], got {value!r}")
+            self.check_range(value)
+        elif self.kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise SpecError(f"{what} must be a finite number, got {value!r}")
+            self.check_range(value)
+        elif self.kind is bool and not isinstance(value, bool):
+            raise SpecError(f"{what} must be true or false, got {value!r}")
+        elif self.kind is str and self.choices and value not in self.choices:
+            raise SpecError(f"invalid {what} {value!r} (choose from: {', '.join(self.choices)})")
+
+    @staticmethod
+    def to_json(value: Any) -> Any:
+        if isinstance(value, Enum):
+            return value.value
+        if isinstance(value, tuple):
+            return list(value)
+        return value
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _peft(t) -> bool:
+    return t.method in (Method.LORA, Method.QLORA)
+
+
+def _classification(t) -> bool:
+    return t.task == Task.CLASSIFICATION
+
+
+def _zero(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        raise SpecError(f"zero must be 0, 1, 2 or 3, got {value!r}")
+    try:
+        stage = int(str(value).strip()) if not isinstance(value, int) else value
+    except ValueError:
+        raise SpecError(f"zero must be 0, 1, 2 or 3, got {value!r}") from None
+    if stage not in (0, 1, 2, 3):
+        raise SpecError(f"zero stage must be 0, 1, 2 or 3, got {value!r}")
+    return stage
+
+
+_T, _S = "training", "strategy"
+_NOT_SEARCHED = ALL_DOORS  # a field the user gives and every door passes
+_SEARCHED = ALL_DOORS - {REQUEST}  # decided by `plan`'s search: not a request key
+
+FIELDS: tuple[JobField, ...] = (
+    # --- what is trained -------------------------------------------------------------------------------------------
+    JobField("method", _T, Method, Method.FULL, "training method", "训练方法", doors=_SEARCHED),
+    JobField("task", _T, Task, Task.SFT, "training objective (classification for encoders when not given)",
+             "训练目标（未给出时编码器模型默认 classification）"),
+    JobField("seq_len", _T, int, 2048, "tokens per sequence (capped at the model's positions, e.g. 512 for BERT)",
+             "每条序列的 token 数（不超过模型的位置数，如 BERT 为 512）", low=1, high=2_097_152, unit="tokens"),
+    JobField("micro_batch", _T, int, 1, "sequences per GPU per forward/backward (DPO: preference pairs)",
+             "每张 GPU 每次前向/反向的序列数（DPO：偏好对）", low=1, high=65_536, doors=_SEARCHED),
+    JobField("grad_accum", _T, int, 1, "gradient accumulation steps", "梯度累积步数", low=1, high=65_536,
+             doors=_SEARCHED),
+    JobField("precision", _T, Precision, Precision.BF16, "compute precision", "计算精度"),
+    JobField("param_dtype", _T, str, "fp32",
+             "storage dtype of trained weights without DeepSpeed: fp32 (mixed precision) or bf16 (pure)",
+             "不用 DeepSpeed 时可训练权重的存储精度：fp32（混合精度）或 bf16（纯 bf16）", choices=("fp32", "bf16")),
+    JobField("optimizer", _T, Optimizer, Optimizer.ADAMW, "optimizer", "优化器", config="optimizer.name"),
+    JobField("optimizer_impl", _T, OptimizerImpl, OptimizerImpl.FUSED,
+             "how torch runs AdamW/SGD: fused (Hugging Face Trainer's default, train.py), foreach (torch's own "
+             "default on CUDA: one more state's worth of memory in the step) or forloop",
+             "torch 运行 AdamW/SGD 的方式：fused（Hugging Face Trainer 与 train.py 的默认）、foreach（CUDA 上 torch "
+             "自身的默认：更新时多占一份状态大小的显存）或 forloop", config="optimizer.impl"),
+    JobField("grad_ckpt", _T, GradCkpt, GradCkpt.NONE, "activation (gradient) checkpointing", "激活（梯度）检查点",
+             doors=_SEARCHED),
+    JobField("attention", _T, Attention, Attention.SDPA, "attention kernel", "注意力实现"),
+    JobField("lora_rank", _T, int, 16, "LoRA rank", "LoRA 秩", low=1, high=65_536, relevant=_peft,
+             config="lora.rank"),
+    JobField("lora_targets", _T, "names", ALL_LINEAR, "LoRA target modules: all-linear or a comma list such as "
+             "q_proj,v_proj", "LoRA 作用的模块：all-linear 或逗号分隔的列表，如 q_proj,v_proj", relevant=_peft,
+             parse=parse_targets, config="lora.targets", metavar="NAMES"),
+    JobField("modules_to_save", _T, "names", (), "LoRA: modules trained in full beside the adapters, e.g. "
+             "embed_tokens,lm_head (PEFT modules_to_save)", "LoRA：在适配器之外全量训练的模块，如 embed_tokens,lm_head"
+             "（PEFT modules_to_save）", relevant=_peft, parse=parse_saved_modules, config="lora.modules_to_save",
+             metavar="NAMES"),
+    JobField("num_labels", _T, int, 2, "classes for --task classification", "--task classification 的类别数",
+             low=1, high=1_000_000, relevant=_classification),
+    JobField("optimizer_in_backward", _T, bool, False, "step each parameter as soon as its gradient is ready, "
+             "freeing it (torchtune optimizer_in_bwd; needs --grad-accum 1)",
+             "每个参数的梯度一就绪就更新并释放（torchtune optimizer_in_bwd；需要 --grad-accum 1）",
+             config="optimizer.in_backward"),
+    JobField("paged_optimizer", _T, bool, False, "bitsandbytes paged optimizer states (CUDA managed memory, paged "
+             "out to host under pressure)", "bitsandbytes 分页优化器状态（CUDA 统一内存，显存紧张时换出到主机）",
+             config="optimizer.paged"),
+    # Properties of the training stack, not choices a user makes on the command line: set by `validate` from a
+    # case's framework (frameworks.yaml) and open to the API.
+    JobField("kbit_fp32_upcast", _T, bool, True, "QLoRA through PEFT's prepare_model_for_kbit_training: every "
+             "parameter that is not 4-bit is cast to fp32 (stacks that do not call it and GPTQ bases keep 16 bit)",
+             "经 PEFT 的 prepare_model_for_kbit_training 的 QLoRA：非 4 位参数均转为 fp32", doors=frozenset({API})),
+    JobField("kbit_keeps_inputs", _T, bool, False, "QLoRA on bitsandbytes before 0.43.2: its 4-bit matmul kept "
+             "every Linear's input alive for backward (fixed by bitsandbytes PR #1270)",
+             "bitsandbytes 0.43.2 之前的 QLoRA：4 位矩阵乘为反向保留每个 Linear 的输入（bitsandbytes PR #1270 修复）",
+             doors=frozenset({API})),
+    # --- how it is spread ------------------------------------------------------------------------------------------
+    JobField("gpus_per_node", _S, int, 1, "GPUs per node", "每个节点的 GPU 数", low=1, high=64, flag="--gpus",
+             api="gpus", doors=frozenset({CLI, API})),
+    JobField("nodes", _S, int, 1, "nodes", "节点数", low=1, high=4096, doors=frozenset({CLI, API})),
+    JobField("zero_stage", _S, int, 0, "DeepSpeed ZeRO stage 0-3 (0: plain PyTorch / DDP)",
+             "DeepSpeed ZeRO 阶段 0-3（0：普通 PyTorch / DDP）", low=0, high=3, flag="--zero", api="zero",
+             parse=_zero, doors=_SEARCHED, relevant=lambda s: s.fsdp == Fsdp.NONE),
+    JobField("fsdp", _S, Fsdp, Fsdp.NONE, "PyTorch FSDP sharding", "PyTorch FSDP 切分方式", doors=_SEARCHED,
+             parse=Fsdp.parse, relevant=lambda s: s.fsdp != Fsdp.NONE),
+    JobField("offload", _S, Offload, Offload.NONE, "offload to host memory (DeepSpeed ZeRO / FSDP)",
+             "卸载到主机内存（DeepSpeed ZeRO / FSDP）", doors=_SEARCHED),
+)
+
+BY_NAME = {f.name: f for f in FIELDS}
+BY_KEYWORD = {f.keyword: f for f in FIELDS}
+
+
+def fields_of(part: str, door: str | None = None) -> tuple[JobField, ...]:
+    return tuple(f for f in FIELDS if f.part == part and (door is None or door in f.doors))
+
+
+def through(door: str) -> tuple[JobField, ...]:
+    return tuple(f for f in FIELDS if door in f.doors)
+
+
+def split_keywords(values: dict[str, Any], door: str = API, where: str = "") -> tuple[dict, dict]:
+    """API keywords / request keys -> (training values, strategy values), converted and checked; unknown names are
+    a SpecError with a "did you mean"."""
+    training, strategy = {}, {}
+    allowed = {f.keyword: f for f in through(door)}
+    for key, value in values.items():
+        f = allowed.get(key)
+        if f is None:
+            raise SpecError(f"{where}unknown job field {key!r}{did_you_mean(key, allowed)}")
+        if value is None:  # "not given": the declared default, or one resolved against the model
+            continue
+        (training if f.part == _T else strategy)[f.name] = f.convert(value)
+    return training, strategy
+
+
+def json_values(spec: Any, part: str, door: str) -> dict[str, Any]:
+    """A spec's fields that pass `door`, as JSON values (null where the field means nothing for this spec)."""
+    out = {}
+    for f in fields_of(part, door):
+        value = getattr(spec, f.name)
+        out[f.name] = f.to_json(value) if f.relevant is None or f.relevant(spec) else None
+    return out
+
+
+def put_config(doc: dict, path: str, value: Any) -> None:
+    """Set `value` at a dotted path of train_config.json."""
+    *parents, last = path.split(".")
+    for part in parents:
+        doc = doc.setdefault(part, {})
+    doc[last] = value
