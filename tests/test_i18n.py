@@ -74,10 +74,56 @@ def test_every_plan_sentence_has_chinese(run_cli, flags):
     code, out, err = run_cli("plan", "--model", "qwen2-7b", *flags, "--top", "10", "--json")
     assert code == 0, err
     d = json.loads(out)
-    sentences = list(d["assumptions"]) + list(d["rejected"])
+    sentences = list(d["assumptions"])
     for rec in d["recommendations"]:
         sentences += rec.get("why") or []
     missing = [s for s in sentences if not has_chinese(s)]
     assert not missing, missing
     assert not [s for s in sentences if re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", localize(s, "zh"))
                 and not s.startswith(("runner-up", "incompatible"))], "English left inside a Chinese sentence"
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def test_every_search_reason_is_worded_in_both_languages():
+    """Infeasibility is typed (search/reasons.py) and worded by report/: every Reason has an English and a Chinese
+    sentence, and a plan's counted reasons come out in Chinese under zh."""
+    import json
+
+    from trainfit.i18n import _MESSAGES
+    from trainfit.report.plan import reason_text
+    from trainfit.search.reasons import Reason, Rejection
+
+    for reason in Reason:
+        entry = _MESSAGES.get("rj_" + reason.value)
+        assert entry and entry.get("en") and _CJK.search(entry["zh"]), reason
+    sample = {"rule": "x", "currency": "USD", "target": "CNY", "region": "cn-hangzhou", "pricing": "spot"}
+    for reason in Reason:
+        r = Rejection.of(reason, **sample)
+        zh, en = reason_text(r, "zh"), reason_text(r, "en")
+        assert _CJK.search(zh) and not _CJK.search(en) and "{" not in zh + en, (reason, zh, en)
+
+
+def test_plan_reasons_are_typed_and_chinese(run_cli):
+    import json
+
+    from trainfit.report.plan import reason_text
+    from trainfit.search.reasons import Reason, Rejection
+
+    code, out, err = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M",
+                             "--provider", "all", "--usd-cny", "7.1", "--deadline", "2h", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    reasons = d["rejected_reasons"]
+    assert {r["reason"] for r in reasons} >= {"no_fit", "too_slow"}
+    for item in reasons:
+        values = {k: v for k, v in item.items() if k not in ("reason", "count", "skipped_instance_types")}
+        r = Rejection.of(Reason(item["reason"]), **values)
+        assert reason_text(r, "en") in d["rejected"] or item.get("skipped_instance_types")
+        assert _CJK.search(reason_text(r, "zh")), item
+    code, out, err = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M",
+                             "--deadline", "2h", "--lang", "zh")
+    assert code == 0, err
+    assert "赶不上截止时间" in out or "显存放不下" in out
+

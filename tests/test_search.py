@@ -3,6 +3,8 @@
 from collections import Counter
 
 import pytest
+
+from trainfit.search.reasons import Reason, Rejection
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,7 +62,7 @@ def test_deadline_moves_the_choice_to_a_faster_gpu():
     fast = plan_for([a10, a100], model="qwen2.5-1.5b", method="lora", deadline=f"{a10_hours * 0.6:.3f}h")
     assert fast.recommendations[0].estimate.gpu.id == "a100-sxm4-80gb"
     assert "too slow for the deadline" in fast.excluded["a10"]
-    assert fast.rejected["too slow for the deadline"] > 0
+    assert fast.rejected[Rejection.of(Reason.TOO_SLOW)] > 0
 
 
 def test_objective_fastest_stays_within_budget():

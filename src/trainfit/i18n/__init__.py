@@ -7,6 +7,28 @@ import os
 LANGS = ("en", "zh")
 
 _MESSAGES: dict[str, dict[str, str]] = {
+    # why the search set an option aside (search/reasons.py Reason, worded by report.plan.reason_text)
+    "rj_not_training_instance": {"en": "not a training instance (vGPU slice or unknown GPU)",
+                                 "zh": "不是训练实例（vGPU 切片或未知 GPU）"},
+    "rj_no_price": {"en": "no price in the catalog", "zh": "目录中无价格"},
+    "rj_no_price_region": {"en": " for region {region}", "zh": "（地域 {region}）"},
+    "rj_no_price_pricing": {"en": " ({pricing})", "zh": "（{pricing}）"},
+    "rj_no_price_sold_out": {"en": " (or sold out)", "zh": "（或已售罄）"},
+    "rj_other_currency": {"en": "priced in {currency}; give --usd-cny to compare with {target}",
+                          "zh": "以 {currency} 计价；给出 --usd-cny 才能与 {target} 比较"},
+    "rj_more_gpus_than_batch": {"en": "more GPUs than sequences in the global batch", "zh": "GPU 数多于全局批量的序列数"},
+    "rj_gpus_do_not_divide_batch": {"en": "GPU count does not divide the global batch", "zh": "GPU 数不能整除全局批量"},
+    "rj_incompatible": {"en": "incompatible: {rule}", "zh": "不兼容：{rule}"},
+    "rj_no_fit": {"en": "does not fit in GPU memory", "zh": "显存放不下"},
+    "rj_no_fit_headroom": {"en": "does not fit in GPU memory (with the safety headroom)", "zh": "显存放不下（含安全余量）"},
+    "rj_oom_risk": {"en": "out-of-memory risk above --max-oom-risk", "zh": "显存溢出风险高于 --max-oom-risk"},
+    "rj_dominated_micro_batch": {"en": "dominated by a larger micro-batch that fits",
+                                 "zh": "被能放下的更大 micro-batch 取代"},
+    "rj_offload_host_ram": {"en": "CPU offload needs more host RAM than the instance has",
+                            "zh": "CPU 卸载所需内存超过实例内存"},
+    "rj_too_slow": {"en": "too slow for the deadline", "zh": "赶不上截止时间"},
+    "rj_over_budget": {"en": "over budget", "zh": "超出预算"},
+    "rj_skipped": {"en": "instance types skipped: {reason}", "zh": "跳过的实例类型：{reason}"},
     "fits": {"en": "fits", "zh": "可以放下"},
     "does_not_fit": {"en": "does NOT fit", "zh": "放不下"},
     "fit_likely": {"en": "{p} likely to fit", "zh": "放得下的概率 {p}"},

@@ -95,19 +95,6 @@ _ZH: list[tuple[str, str]] = [
     (rf"spot_restart_hours = (?P<v>{_N}) h \(.+\)", "spot_restart_hours = {v} 小时（每次回收后的重启时间；假设值）"),
     (r"spot instances can be reclaimed at any time; .+",
      "抢占式实例可能被随时回收；检查点间隔 sqrt(2 × 检查点时间 × MTBI)（Young 1974），每次回收损失上次检查点以来的工作并需重启"),
-    # plan: rejection reasons and skipped offers
-    (r"does not fit in GPU memory \(with the safety headroom\)", "显存放不下（含安全余量）"),
-    (r"dominated by a larger micro-batch that fits", "被能放下的更大 micro-batch 取代"),
-    (r"GPU count does not divide the global batch", "GPU 数不能整除全局批量"),
-    (r"more GPUs than sequences in the global batch", "GPU 数多于全局批量的序列数"),
-    (r"CPU offload needs more host RAM than the instance has", "CPU 卸载所需内存超过实例内存"),
-    (r"too slow for the deadline", "赶不上截止时间"),
-    (r"over budget", "超出预算"),
-    (r"not a training instance \(vGPU slice or unknown GPU\)", "不是训练实例（vGPU 切片或未知 GPU）"),
-    (r"instance types skipped: (?P<r>.+)", "跳过的实例类型：{r}"),
-    (r"incompatible: (?P<r>.+)", "不兼容：{r}"),
-    (r"no price in the catalog(?P<rest>.*)", "目录中无价格{rest}"),
-    (r"priced in (?P<c>\w+); give --usd-cny to compare with (?P<t>\w+)", "以 {c} 计价；给出 --usd-cny 才能与 {t} 比较"),
 ]
 _COMPILED = [(re.compile(p), z) for p, z in _ZH]
 _WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销"}

@@ -11,6 +11,7 @@ from ..catalog.models import all_models, local_config
 from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
 from ..plan import Plan, hours_cost_band
+from ..search.reasons import Reason, Rejection
 from ..search.run import Candidate, headroom_gib
 from ..units import GiB
 from ..i18n.notes import localize
@@ -54,20 +55,45 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
     return out
 
 
+def reason_text(r: Rejection, lang: str) -> str:
+    """A search's typed reason (search/reasons.py) in words."""
+    if r.reason == Reason.NO_PRICE:
+        text = tr("rj_no_price", lang)
+        if r.get("region"):
+            text += tr("rj_no_price_region", lang).format(region=r.get("region"))
+        if r.get("pricing"):
+            text += tr("rj_no_price_pricing", lang).format(pricing=r.get("pricing"))
+        return text + tr("rj_no_price_sold_out", lang)
+    values = dict(r.values)
+    if r.reason == Reason.INCOMPATIBLE:
+        values["rule"] = localize(str(values.get("rule", "")), lang)
+    return tr("rj_" + r.reason.value, lang).format(**values)
+
+
+def skipped_text(r: Rejection, lang: str) -> str:
+    return tr("rj_skipped", lang).format(reason=reason_text(r, lang))
+
+
 def plan_dict(plan: Plan) -> dict[str, Any]:
     req, w, res = plan.request, plan.workload, plan.result
     eff = plan.efficiencies
-    rejected = dict(plan.rejected.most_common())
-    for reason, count in res.skipped_offers.items():
-        rejected[f"instance types skipped: {reason}"] = count
+    from ..spec.job import JobField
+
+    rejected = {reason_text(r, "en"): n for r, n in plan.rejected.most_common()}
+    for r, n in res.skipped_offers.items():
+        rejected[skipped_text(r, "en")] = n
+    request = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "job"}
+    request.update({name: JobField.to_json(value) for name, value in req.job})
     return {
-        "request": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items()},
+        "request": request,
         "model": {"name": plan.model.name, "params": _params(plan)},
         "workload": {"task": w.task.value, "seq_len": w.seq_len, "global_batch": w.global_batch,
                      "processed_tokens": w.processed_tokens},
         "recommendations": [candidate_dict(c, plan, i + 1, plan.why[i]) for i, c in enumerate(plan.recommendations)],
         "pareto": [candidate_dict(c, plan) for c in plan.pareto],
         "rejected": rejected,
+        "rejected_reasons": [r.to_dict(n) for r, n in plan.rejected.most_common()]
+        + [dict(r.to_dict(n), skipped_instance_types=True) for r, n in res.skipped_offers.most_common()],
         "binding_constraint": plan.binding,
         "excluded_gpus": plan.excluded,
         "max_oom_risk": res.max_oom_risk,
@@ -162,6 +188,17 @@ def _where(c: Candidate) -> str:
             f"{billing} · {p.region} {p.price_date}{stale}")
 
 
+def _where_cell(c: Candidate) -> str:
+    """_where on three lines: the instance (whole), its GPUs, and the price's region and date."""
+    e, p = c.estimate, c.offer.price
+    nodes = f"{e.strategy.nodes} x " if e.strategy.nodes > 1 else ""
+    flag = "*" if p.unverified or c.offer.instance.gpu_inferred else ""
+    stale = "†" if provenance(p)["price_stale"] else ""
+    billing = {"payg": "", "spot": " spot", "subscription_month": " monthly"}[p.billing]
+    return (f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag}\n{e.gpu.id} x{e.strategy.gpus}"
+            f"{billing}\n{p.region}\n{p.price_date}{stale}")
+
+
 def _settings(c: Candidate) -> str:
     d = strategy_dict(c)
     engine = {"single": "1 GPU", "ddp": "DDP"}.get(d["engine"], c.estimate.strategy.label().split(", ", 1)[-1])
@@ -169,10 +206,13 @@ def _settings(c: Candidate) -> str:
     return f"{d['method']}, {engine}{ckpt}, {d['precision']}, mb {d['micro_batch']}x{d['grad_accum']}"
 
 
-def render_plan(plan: Plan, lang: str):
+def render_plan(plan: Plan, lang: str, width: int | None = None):
+    """The plan as text: names (instance types) are never cut; at narrow widths the recommendation table becomes
+    two (report/tables.py)."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
+
+    from .tables import Col, fit_tables
 
     req, w = plan.request, plan.workload
     head = (f"{plan.model.name} · {w.task.value} · {w.processed_tokens / 1e9:,.2f}B tokens processed · "
@@ -182,18 +222,17 @@ def render_plan(plan: Plan, lang: str):
             + f" · objective {req.objective}")
     items: list = [Text(head, style="bold")]
     if plan.recommendations:
-        table = Table(title=tr("recommendations", lang))
-        for col in ("#", tr("instance_col", lang), tr("settings", lang), "GiB", "tok/s", tr("hours", lang),
-                    tr("cost", lang)):
-            table.add_column(col, overflow="fold", justify="right" if col in ("GiB", "tok/s") else "left")
+        rows = []
         for i, c in enumerate(plan.recommendations):
             band = hours_cost_band(c)
-            hours = f"{c.hours:,.1f}" + (f" ({band['hours']['low']:,.1f}–{band['hours']['high']:,.1f})" if band else "")
-            cost = _money(c.cost, plan.currency) + (f" ({_money(band['cost']['low'], plan.currency)}–"
+            hours = f"{c.hours:,.1f}" + (f"\n({band['hours']['low']:,.1f}–{band['hours']['high']:,.1f})" if band else "")
+            cost = _money(c.cost, plan.currency) + (f"\n({_money(band['cost']['low'], plan.currency)}–"
                                                     f"{_money(band['cost']['high'], plan.currency)})" if band else "")
-            table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
-                          f"{c.estimate.tokens_per_s:,.0f}", hours, cost)
-        items.append(table)
+            rows.append((str(i + 1), _where_cell(c), _settings(c).replace(", bf16", "\nbf16").replace(", fp", "\nfp"),
+                         f"{c.estimate.memory.device / GiB:,.1f}", f"{c.estimate.tokens_per_s:,.0f}", hours, cost))
+        cols = [Col("#"), Col(tr("instance_col", lang)), Col(tr("settings", lang)), Col("GiB", "right"),
+                Col("tok/s", "right"), Col(tr("hours", lang)), Col(tr("cost", lang))]
+        items.extend(fit_tables(tr("recommendations", lang), cols, rows, width))
         # (the sentences below are written in English by the search; localize() gives their Chinese form)
         if req.pricing == "spot":
             items.append(Text(tr("spot_warning", lang), style="bold yellow"))
@@ -210,12 +249,11 @@ def render_plan(plan: Plan, lang: str):
         if b.get("relax"):
             items.append(Text(tr("relax", lang) + ": " + "; ".join(b["relax"]), style="yellow"))
     if plan.pareto:
-        pareto = Table(title=tr("pareto", lang))
-        for col in (tr("instance_col", lang), tr("settings", lang), tr("hours", lang), tr("cost", lang)):
-            pareto.add_column(col)
-        for c in plan.pareto[:8]:
-            pareto.add_row(_where(c), _settings(c), f"{c.hours:,.1f}", _money(c.cost, plan.currency))
-        items.append(pareto)
+        rows = [(_where_cell(c), _settings(c), f"{c.hours:,.1f}", _money(c.cost, plan.currency))
+                for c in plan.pareto[:8]]
+        cols = [Col(tr("instance_col", lang)), Col(tr("settings", lang), fold=True), Col(tr("hours", lang), "right"),
+                Col(tr("cost", lang), "right")]
+        items.extend(fit_tables(tr("pareto", lang), cols, rows, width))
     if plan.too_risky:
         from ..plan import risky_text
 
@@ -224,7 +262,7 @@ def render_plan(plan: Plan, lang: str):
     if plan.excluded:
         items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {r}" for g, r in plan.excluded.items()),
                           style="dim"))
-    rej = ", ".join(f"{localize(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5))
+    rej = ", ".join(f"{reason_text(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5))
     items.append(Text(tr("searched_line", lang).format(n=f"{plan.result.candidates:,}", s=f"{plan.result.seconds:.2f}",
                                                        reasons=rej), style="dim"))
     items.append(Text(tr("assumptions", lang) + ":\n"

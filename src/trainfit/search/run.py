@@ -25,6 +25,7 @@ from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec
 from ..units import GB, GiB, HOUR
 from .cost import job_cost
 from .interruption import SpotOverhead, spot_overhead
+from .reasons import Reason, Rejection
 from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
 from .workload import Workload
 
@@ -207,11 +208,11 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
             n = gpus * nodes
             if n > w.global_batch:
                 res.candidates += 1
-                res.rejected["more GPUs than sequences in the global batch"] += 1
+                res.rejected[Rejection.of(Reason.MORE_GPUS_THAN_BATCH)] += 1
                 continue
             if w.global_batch % n:  # the requested global batch is kept exactly: GPUs x micro-batch x accumulation
                 res.candidates += 1
-                res.rejected["GPU count does not divide the global batch"] += 1
+                res.rejected[Rejection.of(Reason.GPUS_DO_NOT_DIVIDE_BATCH)] += 1
                 continue
             cluster = est.cluster(offer, gpus, nodes)
             for s in strategies(gpus, nodes):
@@ -219,6 +220,10 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
     res.estimates = len(est.memo)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+_NO_FIT, _NO_FIT_HEADROOM = Rejection.of(Reason.NO_FIT), Rejection.of(Reason.NO_FIT_HEADROOM)
+_OOM_RISK, _DOMINATED = Rejection.of(Reason.OOM_RISK), Rejection.of(Reason.DOMINATED_MICRO_BATCH)
 
 
 def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, cluster: Cluster, w: Workload,
@@ -231,7 +236,7 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     for model in (accumulating, whole):
         if isinstance(model, SpecError):
             res.candidates += 1
-            res.rejected[f"incompatible: {str(model).split(';')[0][:80]}"] += 1
+            res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(model))] += 1
             return
     view = est.view(gpu)
     usable, limit = est.limits(gpu)
@@ -248,18 +253,18 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     for mb in mbs:
         need = (whole if mb == per_gpu else accumulating).device(mb, n)
         if need > limit:
-            rejected["does not fit in GPU memory" + ("" if risk_of else " (with the safety headroom)")] += 1
+            rejected[_NO_FIT if risk_of else _NO_FIT_HEADROOM] += 1
             prev = res.no_fit_by_gpu.get(gpu.id)
             if prev is None or need < prev[0]:
                 res.no_fit_by_gpu[gpu.id] = (need, usable)
             continue
         risk = risk_of(need) if risk_of else None
         if risk is not None and risk > res.max_oom_risk:
-            rejected["out-of-memory risk above --max-oom-risk"] += 1
+            rejected[_OOM_RISK] += 1
             _note_risky(res, gpu.id, s, method, mb, need, usable, risk)
             continue
         if best is not None:
-            rejected["dominated by a larger micro-batch that fits"] += 1
+            rejected[_DOMINATED] += 1
         best, best_risk = mb, risk
     res.candidates += len(mbs)
     if best is None:
@@ -269,7 +274,7 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     e = est(w.training(method, ckpt, best, math.ceil(per_gpu / best)), s, cluster)
     ram = offer.instance.ram_gib
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
-        res.rejected["CPU offload needs more host RAM than the instance has"] += 1
+        res.rejected[Rejection.of(Reason.OFFLOAD_HOST_RAM)] += 1
         return
     train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)

@@ -11,6 +11,7 @@ from ..catalog.instances import prices_for
 from ..spec.hardware import InstanceSpec, Price
 from ..spec.request import PlanRequest
 from ..spec.training import Fsdp, GradCkpt, Method, Offload, Strategy
+from .reasons import Reason, Rejection
 
 HOURS_PER_MONTH = 730.0
 # prices a plan may use: a subscription only pays off for long jobs, so pay-as-you-go stays on offer beside it
@@ -46,20 +47,20 @@ def offers(req: PlanRequest, instances: dict[str, InstanceSpec] | None = None,
         if inst.provider not in req.providers:
             continue
         if not inst.trainable:
-            skipped["not a training instance (vGPU slice or unknown GPU)"] += 1
+            skipped[Rejection.of(Reason.NOT_TRAINING_INSTANCE)] += 1
             continue
         if wanted_gpus is not None and inst.gpu not in wanted_gpus:
             continue
         found = [(b, price_lookup(inst, req.region, b, True)) for b in billings]
         found = [(b, ps[0]) for b, ps in found if ps]  # cheapest region in stock (or the requested one)
         if not found:
-            skipped["no price in the catalog" + (f" for region {req.region}" if req.region else "")
-                    + ("" if req.pricing == "payg" else f" ({req.pricing})") + " (or sold out)"] += 1
+            skipped[Rejection.of(Reason.NO_PRICE, region=req.region,
+                                 pricing=None if req.pricing == "payg" else req.pricing)] += 1
             continue
         for _, price in found:
             fx = _fx(price.currency, req)
             if fx is None:
-                skipped[f"priced in {price.currency}; give --usd-cny to compare with {req.budget_currency}"] += 1
+                skipped[Rejection.of(Reason.OTHER_CURRENCY, currency=price.currency, target=req.budget_currency)] += 1
                 continue
             out.append(Offer(inst, price, fx))
     return out, skipped
