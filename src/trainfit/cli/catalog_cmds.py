@@ -57,16 +57,15 @@ def run_models(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"models": rows})
         return 0
-    from rich.table import Table
+    from ..report.tables import Col, fit_tables
 
-    table = Table(title="trainfit models")
-    for col in ("name", "type", "path", "params", "layers", "hidden", "heads/kv", "experts", "vocab", "source"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["name"], r["model_type"], r["path"], f"{r['params'] / 1e9:.2f}B", str(r["layers"]),
-                      str(r["hidden"]), f"{r['heads']}/{r['kv_heads']}", str(r["experts"] or "-"), str(r["vocab"]),
-                      r["source"][:60])
-    console().print(table)
+    cols = [Col("name"), Col("type"), Col("path"), Col("params", "right"), Col("layers", "right"),
+            Col("hidden", "right"), Col("heads/kv", "right"), Col("experts", "right"), Col("vocab", "right"),
+            Col("source", fold=True)]
+    body = [(r["name"], r["model_type"], r["path"], f"{r['params'] / 1e9:.2f}B", str(r["layers"]), str(r["hidden"]),
+             f"{r['heads']}/{r['kv_heads']}", str(r["experts"] or "-"), str(r["vocab"]), r["source"]) for r in rows]
+    for table in fit_tables("trainfit models", cols, body):
+        console().print(table)
     return 0
 
 
@@ -157,22 +156,24 @@ def run_instances(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"instances": rows})
         return 0
-    from rich.table import Table
+    from ..report.tables import Col, fit_tables
 
-    table = Table(title="trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred; "
-                        "† = price older than 180 days)")
-    for col in ("provider", "instance", "GPU", "n", "vCPU", "RAM GiB", "net Gb/s", "link", "RDMA", "price/h",
-                "date"):
-        table.add_column(col)
+    cols = [Col("instance"), Col("provider"), Col("GPU"), Col("n", "right"), Col("vCPU", "right"),
+            Col("RAM GiB", "right"), Col("net Gb/s", "right"), Col("link"), Col("RDMA"), Col("price/h", "right"),
+            Col("date")]
+    body = []
     for r in rows:
         price = f"{r['price_per_hour']:.2f} {r['currency']}" if r["price_per_hour"] else "—"
         if r["price_unverified"]:
             price += "*"
-        table.add_row(r["provider"], r["instance_type"], f"{r['gpu'] or '?'}{'*' if r['gpu_inferred'] else ''}",
-                      str(r["gpu_count"] or "?"), str(r["vcpu"] or "?"), f"{r['ram_gib'] or '?'}",
-                      f"{r['network_gbps'] or '?'}", r["interconnect"], r["rdma"], price,
-                      (r["price_date"] or "") + ("†" if r["price_stale"] else ""))
-    console().print(table)
+        body.append((r["instance_type"], r["provider"], f"{r['gpu'] or '?'}{'*' if r['gpu_inferred'] else ''}",
+                     str(r["gpu_count"] or "?"), str(r["vcpu"] or "?"), f"{r['ram_gib'] or '?'}",
+                     f"{r['network_gbps'] or '?'}", r["interconnect"], r["rdma"], price,
+                     (r["price_date"] or "") + ("†" if r["price_stale"] else "")))
+    title = ("trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred; "
+             "† = price older than 180 days)")
+    for table in fit_tables(title, cols, body):
+        console().print(table)
     return 0
 
 
