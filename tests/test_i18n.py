@@ -127,3 +127,54 @@ def test_plan_reasons_are_typed_and_chinese(run_cli):
     assert code == 0, err
     assert "赶不上截止时间" in out or "显存放不下" in out
 
+
+
+def _bad_inputs(tmp):
+    """Bad inputs a new user types (the shapes tests/test_doors.py checks in English)."""
+    (tmp / "file").write_text("x")
+    (tmp / "bad.json").write_bytes(b"\x00\xff")
+    (tmp / "req.yaml").write_text("model: 123\n")
+    (tmp / "req2.yaml").write_text("model: qwen2-7b\ndatset-tokens: 1M\n")
+    m = ["--model", "qwen2-7b", "--gpu", "a10"]
+    d = ["plan", "--model", "qwen2-7b", "--dataset-tokens", "1M"]
+    return [
+        ["estimate", *m, "--method", "lorra"], ["estimate", *m, "--seq-len", "abc"], ["estimate", *m, "--seq-len", "0"],
+        ["estimate", *m, "--seq-len", "1000000"], ["estimate", *m, "--micro-batch", "1.5"],
+        ["estimate", *m, "--precision", "fp64"], ["estimate", "--model", "qwen2-7b", "--gpu", "zzz"],
+        ["estimate", "--model", "qwenn2-7b", "--gpu", "a10"], ["estimate", *m, "--zero", "7"],
+        ["estimate", *m, "--fsdp", "x"], ["estimate", *m, "--zero", "2", "--fsdp", "full_shard"],
+        ["estimate", *m, "--offload", "optimizer"], ["estimate", *m, "--gpus", "0"],
+        ["estimate", *m, "--network-gbps", "-1"], ["estimate", *m, "--set", "matmul_efficiency=nan"],
+        ["estimate", *m, "--set", "foo=1"], ["estimate", *m, "--set", "matmul_efficiency"],
+        ["estimate", *m, "--lora-targets", ","], ["estimate", *m, "--modules-to-save", "xx"],
+        ["estimate", *m, "--optimizer-in-backward", "--grad-accum", "2"],
+        ["estimate", *m, "--paged-optimizer", "--optimizer", "sgd"],
+        ["estimate", "--model", str(tmp / "bad.json"), "--gpu", "a10"], ["estimate", "--model", "qwen2-7b"],
+        ["estimate", *m, "--calibration", str(tmp / "bad.json")], ["estimate", *m, "--instance", "ecs.zzz"],
+        ["estimate", *m, "--modle", "x"],
+        ["plan", "--model", "qwen2-7b"], [*d[:-1], "0.5"], [*d[:-1], "nan"], [*d, "--region", "mars"],
+        [*d, "--provider", "all"], [*d, "--provider", "moon"], [*d, "--epochs", "5000"], [*d, "--deadline", "soon"],
+        ["plan", str(tmp / "req.yaml")], ["plan", str(tmp / "req2.yaml")], ["plan", str(tmp / "nofile.yaml")],
+        [*d, "--out", str(tmp / "file")], [*d, "--global-batch", "8", "--global-batch-tokens", "9"],
+        [*d, "--max-oom-risk", "2"], [*d, "--gpu", "zzz"],
+        ["generate", "--plan", str(tmp / "nofile.json"), "--out", str(tmp / "g")],
+        ["generate", "--plan", str(tmp / "bad.json"), "--out", str(tmp / "g")], ["generate", "--out", str(tmp / "g")],
+        ["generate", *m, "--method", "full", "--out", str(tmp / "g2")],
+        ["generate", *m, "--method", "lora", "--out", str(tmp / "g3"), "--target", "moon"],
+        ["compare", "--model", "qwen2-7b", "--gpu", "a10,zzz"], ["trace", "--model", "zzz"],
+        ["instances", "--gpu", "zzz"], ["instances", "--provider", "moon"],
+    ]
+
+
+def test_bad_input_errors_are_chinese_under_zh(run_cli, tmp_path):
+    """Every bad input above: exit 2, one line, and under --lang zh that line is Chinese (no English sentence)."""
+    english = []
+    for argv in _bad_inputs(tmp_path):
+        code, out, err = run_cli(*argv, "--lang", "zh")
+        assert code == 2, (argv, err)
+        line = err.strip().splitlines()[-1]
+        assert len(err.strip().splitlines()) == 1, err
+        message = line.removeprefix("trainfit: error: ")
+        if not _CJK.search(message) or re.search(r"[a-z]{3,} [a-z]{3,} [a-z]{3,} [a-z]{3,}", message):
+            english.append((argv, message))
+    assert not english, english

@@ -92,7 +92,11 @@ def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str
     if lang is None and "--lang" in argv[:-1]:
         lang = argv[argv.index("--lang") + 1]
     lang = lang if lang in LANGS else default_lang()
-    return exc.message(lang) if isinstance(exc, (LocalizedError,)) or hasattr(exc, "key") else str(exc)
+    if isinstance(exc, (LocalizedError,)) or hasattr(exc, "key"):
+        return exc.message(lang)
+    from ..i18n.errors import localize_error
+
+    return localize_error(str(exc), lang)
 
 
 def _fail(message: str, as_json: bool, kind: str) -> int:

@@ -1,0 +1,135 @@
+"""Chinese for the one-line errors of bad input (SpecError messages written in English where they are raised).
+
+Each pattern matches a whole message and rewrites it with the values it carries, as i18n/notes.py does for the
+estimator's sentences; keyed errors (errors.LocalizedError) are worded by the catalog instead. A message no pattern
+knows is shown in English; tests/test_i18n.py runs the bad inputs of tests/test_doors.py under --lang zh and fails
+when one comes out without Chinese.
+"""
+
+from __future__ import annotations
+
+import re
+
+_ZH: list[tuple[str, str]] = [
+    # the declared job fields (spec/job.py) and closed choices (spec/choices.py)
+    (r"invalid (?P<w>[\w -]+) (?P<v>'.*') \(choose from: (?P<c>.+)\)(?P<rest>.*)", "无效的 {w} {v}（可选：{c}）{rest}"),
+    (r"(?P<w>[\w-]+) must be an integer in \[(?P<a>[^,]*), (?P<b>[^\]]*)\], got (?P<v>.+)",
+     "{w} 必须是 [{a}, {b}] 内的整数，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be a number in \[(?P<a>[^,]*), (?P<b>[^\]]*)\], got (?P<v>.+)",
+     "{w} 必须是 [{a}, {b}] 内的数，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be an integer, got (?P<v>.+)", "{w} 必须是整数，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be a number, got (?P<v>.+)", "{w} 必须是数字，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be a finite number, got (?P<v>.+)", "{w} 必须是有限的数，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be true or false, got (?P<v>.+)", "{w} 必须是 true 或 false，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be a name \(text\), got (?P<v>.+)", "{w} 必须是名称（文本），实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be text, got (?P<v>.+)", "{w} 必须是文本，实际为 {v}"),
+    (r"zero stage must be 0, 1, 2 or 3, got (?P<v>.+)", "ZeRO 阶段必须是 0、1、2 或 3，实际为 {v}"),
+    (r"unknown job field (?P<v>'.*?')(?P<dym>.*)", "未知的作业字段 {v}{dym}"),
+    (r"unknown module to save (?P<v>'.*') \(choose from: (?P<c>.+)\)", "未知的 modules_to_save 模块 {v}（可选：{c}）"),
+    (r"--lora-targets is empty", "--lora-targets 为空"),
+    (r"choose either --zero or --fsdp, not both", "--zero 和 --fsdp 只能选一个"),
+    (r"offload needs DeepSpeed ZeRO \(--zero 1/2/3\) or FSDP", "卸载需要 DeepSpeed ZeRO（--zero 1/2/3）或 FSDP"),
+    (r"--offload all \(parameters too\) needs --zero 3 or --fsdp full_shard; use --offload optimizer with ZeRO-1/2",
+     "--offload all（连同参数）需要 --zero 3 或 --fsdp full_shard；ZeRO-1/2 请用 --offload optimizer"),
+    (r"optimizer-in-backward steps every micro-batch: it needs grad-accum 1",
+     "optimizer-in-backward 每个 micro-batch 都更新参数：需要 grad-accum 1"),
+    (r"optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16",
+     "optimizer-in-backward 无法对 fp16 损失缩放的梯度反缩放：请用 bf16"),
+    (r"paged optimizers are AdamW, 8-bit AdamW or LAMB, not (?P<o>.+)", "分页优化器只有 AdamW、8 位 AdamW 或 LAMB，不是 {o}"),
+    # names from the catalogs
+    (r"unknown (?P<k>GPU|model|instance type|region|efficiency|provider) (?P<v>'.*?')(?P<rest>.*)",
+     "未知的{k} {v}{rest}"),
+    (r"(?P<v>.+?): not a config\.json \((?P<why>.+)\)", "{v}：不是 config.json（{why}）"),
+    (r"(?P<v>.+?): not a plan\.json \((?P<why>.+)\)", "{v}：不是 plan.json（{why}）"),
+    (r"--seq-len (?P<n>\d+) is longer than (?P<m>.+?)'s (?P<p>\d+) positions(?P<rest>.*)",
+     "--seq-len {n} 超过 {m} 的 {p} 个位置{rest}"),
+    (r"give --gpu or --instance", "请给出 --gpu 或 --instance"),
+    # numbers and files
+    (r"--network-gbps must be a bandwidth in Gbit/s in \(0, (?P<h>\d+)\], got (?P<v>.+)",
+     "--network-gbps 必须是 (0, {h}] 内的带宽（Gbit/s），实际为 {v}"),
+    (r"--set: (?P<n>\w+) = (?P<v>.+) is not a finite number", "--set：{n} = {v} 不是有限的数"),
+    (r"--set: (?P<n>\w+) = (?P<v>.+) is outside its valid range (?P<r>.+)", "--set：{n} = {v} 超出有效范围 {r}"),
+    (r"--set expects NAME=VALUE, got (?P<v>.+)", "--set 需要 NAME=VALUE 形式，实际为 {v}"),
+    (r"--set (?P<n>\w+): (?P<v>.+) is not a number", "--set {n}：{v} 不是数字"),
+    (r"--lang must be one of (?P<c>.+), got (?P<v>.+)", "--lang 必须是 {c} 之一，实际为 {v}"),
+    (r"cannot read calibration (?P<p>.+?): (?P<why>.+)", "无法读取校准文件 {p}：{why}"),
+    (r"cannot read (?P<p>.+?): (?P<why>.+)", "无法读取 {p}：{why}"),
+    (r"(?P<p>.+?): not a calibration file \(no 'values'\)", "{p}：不是校准文件（没有 'values'）"),
+    (r"--out (?P<p>.+?): exists and is not a directory", "--out {p}：已存在且不是目录"),
+    (r"--out (?P<p>.+?): exists and is not a regular file", "--out {p}：已存在且不是普通文件"),
+    (r"--out (?P<p>.+?): (?P<f>.+) is a file, not a directory", "--out {p}：{f} 是文件，不是目录"),
+    (r"--out (?P<p>.+?): cannot write in (?P<f>.+?) \((?P<why>.+)\)", "--out {p}：无法在 {f} 中写入（{why}）"),
+    (r"--out (?P<p>.*?): not a usable path (?P<rest>.+)", "--out {p}：不是可用的路径（为空，或名称超过文件系统的限制）"),
+    # plan requests
+    (r"give the dataset size: --dataset-tokens 200M, or --samples 50k with --avg-len 900",
+     "请给出数据集大小：--dataset-tokens 200M，或 --samples 50k 加 --avg-len 900"),
+    (r"--(?P<w>[\w-]+) must be at least 1, got (?P<v>.+)", "--{w} 至少为 1，实际为 {v}"),
+    (r"--(?P<w>[\w-]+) must be positive, got (?P<v>.+)", "--{w} 必须为正数，实际为 {v}"),
+    (r"--(?P<w>[\w-]+) must be a positive integer, got (?P<v>.+)", "--{w} 必须是正整数，实际为 {v}"),
+    (r"--(?P<w>[\w-]+): not a count: (?P<v>.+) \(examples: (?P<e>.+)\)", "--{w}：不是数量：{v}（示例：{e}）"),
+    (r"--(?P<w>[\w-]+): not a duration: (?P<v>.+) \(examples: (?P<e>.+)\)", "--{w}：不是时长：{v}（示例：{e}）"),
+    (r"--epochs (?P<v>.+) is absurd \(at most 1000\)", "--epochs {v} 不合理（最多 1000）"),
+    (r"--dataset-tokens above 10\^15 is absurd", "--dataset-tokens 超过 10^15 不合理"),
+    (r"--provider all compares offers priced in CNY and in USD: .+",
+     "--provider all 要比较以人民币和美元计价的报价：请用 --usd-cny 给出汇率（每美元兑人民币，如 7.1）；"
+     "否则无法比较 AWS/GCP/Azure 的报价"),
+    (r"give --global-batch \(sequences\) or --global-batch-tokens, not both",
+     "--global-batch（序列数）和 --global-batch-tokens 只能给一个"),
+    (r"--max-oom-risk is a probability between 0 and 1, got (?P<v>.+)", "--max-oom-risk 是 0 到 1 之间的概率，实际为 {v}"),
+    (r"--provider must be one of (?P<c>.+)", "--provider 必须是 {c} 之一"),
+    (r"(?P<p>.+?): unknown key (?P<v>'.*?')(?P<rest>.*)", "{p}：未知的键 {v}{rest}"),
+    (r"(?P<p>.+?): 'model' is required", "{p}：必须给出 'model'"),
+    (r"(?P<p>.+?): (?P<k>'\w+') must be a name \(text\), got (?P<v>.+)", "{p}：{k} 必须是名称（文本），实际为 {v}"),
+    (r"(?P<p>.+?): expected a mapping of request keys", "{p}：应为请求键的映射"),
+    (r"request file not found: (?P<p>.+)", "找不到请求文件：{p}"),
+    # generate
+    (r"plan file not found: (?P<p>.+)", "找不到计划文件：{p}"),
+    (r"give --plan plan\.json, or --model with the workload flags", "请给出 --plan plan.json，或 --model 加工作负载参数"),
+    (r"give --plan or the workload flags \(--model \.\.\.\), not both", "--plan 与工作负载参数（--model ...）只能给一种"),
+    (r"this setup does not fit: it needs (?P<a>[\d.]+) of (?P<b>[\d.]+) GiB per GPU; .+",
+     "这一配置放不下：每张 GPU 需要 {a} GiB，只有 {b} GiB；用相同参数运行 `trainfit estimate` 可看到能放下的方案"
+     "（或用 --force 仍然写出）"),
+    (r"(?P<p>.+?) exists and is not empty \(use --force to replace it\)", "{p} 已存在且非空（用 --force 替换）"),
+    (r"(?P<p>.+?) choice\.strategy\.?(?P<f>[\w.]*): (?P<rest>.+)", "{p} choice.strategy {f}：{rest}"),
+    (r"(?P<p>.+?) choice\.(?P<f>\w+): (?P<rest>.+)", "{p} choice.{f}：{rest}"),
+    (r"nothing to write to (?P<p>.+?): no configuration meets the request \((?P<c>.*)\)",
+     "没有可写入 {p} 的内容：没有满足请求的配置（{c}）"),
+    # argparse (cli/main.py _Parser)
+    (r"argument (?P<a>\S+): invalid choice: (?P<v>'.*?') \(choose from (?P<c>.+)\) \(see (?P<h>.+)\)",
+     "参数 {a}：无效的选项 {v}（可选：{c}）（见 {h}）"),
+    (r"unrecognized arguments: (?P<a>.+) \(see (?P<h>.+)\)", "无法识别的参数：{a}（见 {h}）"),
+    (r"the following arguments are required: (?P<a>.+) \(see (?P<h>.+)\)", "缺少必需的参数：{a}（见 {h}）"),
+    (r"argument (?P<a>\S+): expected one argument \(see (?P<h>.+)\)", "参数 {a}：需要一个值（见 {h}）"),
+    (r"internal error, please report it: (?P<rest>.+)", "内部错误，请报告：{rest}"),
+]
+_COMPILED = [(re.compile(p), z) for p, z in _ZH]
+_WORDS = {"GPU": "GPU", "model": "模型", "instance type": "实例类型", "region": "地域", "efficiency": "效率参数",
+          "provider": "云厂商"}
+_DYM = re.compile(r" \(did you mean: (?P<c>.+?)\?\)")
+
+
+def _inner(text: str) -> str:
+    """Sentences inside a match (did-you-mean, a hint after ';') in Chinese where known."""
+    text = _DYM.sub(lambda m: f"（是否想输入：{m.group('c')}？）", text)
+    text = text.replace("; `trainfit gpus` lists the catalog", "；`trainfit gpus` 列出目录")
+    text = text.replace("; `trainfit instances` lists the catalog", "；`trainfit instances` 列出目录")
+    text = text.replace("; `trainfit instances` lists regions with prices", "；`trainfit instances` 列出有价格的地域")
+    text = text.replace("; use a preset (`trainfit models`), a config.json path or a model directory",
+                        "；请使用预设（`trainfit models`）、config.json 路径或模型目录")
+    return text
+
+
+def localize_error(message: str, lang: str) -> str:
+    """A bad-input message in `lang` (English when no pattern knows it)."""
+    if lang != "zh":
+        return message
+    for pattern, template in _COMPILED:
+        m = pattern.fullmatch(message)
+        if m:
+            values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}
+            if "rest" in values and values["rest"].startswith(": "):
+                values["rest"] = "：" + localize_error(values["rest"][2:], lang)
+            elif "rest" in values and pattern.pattern.startswith(("(?P<p>.+?) choice", "internal")):
+                values["rest"] = localize_error(values["rest"], lang)
+            return template.format(**values)
+    return message
