@@ -12,7 +12,7 @@ import types
 
 __version__ = "0.1.0"
 
-__all__ = ["estimate", "compare", "resolve_model", "get_gpu", "__version__"]
+__all__ = ["estimate", "compare", "job_fields", "resolve_model", "get_gpu", "__version__"]
 
 # `trainfit.estimate` (a subpackage) and `trainfit.compare` (a module) are callable: calling them calls the API
 # function of the same name. Python records an imported submodule as an attribute of its package, so a plain function
@@ -27,6 +27,10 @@ def __getattr__(name: str):
         from . import catalog
 
         return getattr(catalog, name)
+    if name == "job_fields":
+        from .api import job_fields
+
+        return job_fields
     raise AttributeError(f"module 'trainfit' has no attribute {name!r}")
 
 
