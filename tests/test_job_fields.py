@@ -55,6 +55,14 @@ def test_a_dummy_field_reaches_every_door(dummy_src, tmp_path):
     r = _run(dummy_src, code=code)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["4", "True"]
+    # validation cases: `validate` reads it from a case's "training" object, `bench` writes it there
+    code = ("import trainfit; from trainfit import validate; from trainfit.spec.job import CASE, json_values; "
+            "case = {'training': {'seq_len': 512, 'micro_batch': 1, 'dummy_option': 8}}; "
+            "t = validate._training(case, trainfit.resolve_model('qwen2.5-0.5b')); "
+            "print(t.dummy_option, json_values(t, 'training', CASE)['dummy_option'])")
+    r = _run(dummy_src, code=code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["8", "8"]
     # plan: a flag and a request key, carried in plan.json's choice.strategy
     out = tmp_path / "plan"
     r = _run(dummy_src, "plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "1M", "--gpu",

@@ -20,8 +20,7 @@ from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
 from .spec.model import ModelSpec
-from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
-                            TrainingSpec, parse_targets)
+from .spec.training import Fsdp, Offload, Strategy, Task, TrainingSpec
 from .units import GiB
 
 # What a null memory_kind is compared with: the PyTorch allocator's reserved memory (between allocated and
@@ -101,15 +100,6 @@ def _model(case: dict) -> ModelSpec:
                    "model config invalid or incomplete") from None
 
 
-def _choice(enum, value, default, what: str):
-    if value is None:
-        return default
-    try:
-        return enum.parse(value, what)
-    except SpecError:
-        raise Skip(f"unsupported {what}") from None
-
-
 def framework_defaults() -> dict[str, dict]:
     from .catalog._io import read_yaml
 
@@ -154,28 +144,33 @@ def note_features(case: dict) -> tuple[str, ...]:
 
 
 def _training(case: dict, m: ModelSpec) -> TrainingSpec:
+    """The case's "training" object read through the job declaration (spec/job.py, the case door); what the schema
+    has no field for comes from the case's framework (frameworks.yaml) and its notes (NOTE_FEATURES)."""
+    from .spec.job import CASE, fields_of
+
     t = case.get("training") or {}
     defaults = framework_defaults().get(str(t.get("framework")), {})
     if not t.get("seq_len") or not t.get("micro_batch"):
         raise Skip("sequence length or micro-batch unknown")
-    task = t.get("task") or ("classification" if m.is_encoder else "pretrain")
-    method = _choice(Method, t.get("method"), Method.FULL, "method")
+    values = {}
+    for f in fields_of("training", CASE):
+        raw = t.get(f.name)
+        if raw is None:
+            continue
+        try:
+            values[f.name] = f.convert(raw)
+        except SpecError:
+            raise Skip(f"unsupported {f.name.replace('_', '-')}") from None
+    values.setdefault("task", Task.CLASSIFICATION if m.is_encoder else Task.PRETRAIN)
+    values.setdefault("param_dtype", defaults.get("param_dtype", "fp32"))
     features = note_features(case)
-    targets = t.get("lora_targets")
-    saved = ("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else ()
-    return TrainingSpec(
-        method=method, task=_choice(Task, task, Task.PRETRAIN, "task"), seq_len=int(t["seq_len"]),
-        micro_batch=int(t["micro_batch"]), grad_accum=int(t.get("grad_accum") or 1),
-        precision=_choice(Precision, t.get("precision"), Precision.BF16, "precision"),
-        param_dtype=t.get("param_dtype") or defaults.get("param_dtype", "fp32"),
-        optimizer=_choice(Optimizer, t.get("optimizer"), Optimizer.ADAMW, "optimizer"),
-        grad_ckpt=_choice(GradCkpt, t.get("grad_ckpt"), GradCkpt.NONE, "grad_ckpt"),
-        attention=_choice(Attention, t.get("attention"), Attention.SDPA, "attention"),
-        lora_rank=int(t.get("lora_rank") or 16),
-        lora_targets=parse_targets(targets if targets else None), modules_to_save=saved,
-        optimizer_in_backward="optimizer_in_backward" in features, paged_optimizer="paged_optimizer" in features,
-        kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and "gptq_base" not in features,
-        kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and "gptq_base" not in features)
+    gptq = "gptq_base" in features
+    values.update(modules_to_save=("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else (),
+                  optimizer_in_backward="optimizer_in_backward" in features,
+                  paged_optimizer="paged_optimizer" in features,
+                  kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
+                  kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq)
+    return TrainingSpec(**values)
 
 
 def _strategy(case: dict) -> Strategy:

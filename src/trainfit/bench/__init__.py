@@ -197,6 +197,8 @@ def local_gpu_id(env: dict[str, Any]) -> str | None:
 def validation_case(est, model_arg: str, measured: dict, env: dict, device: str, attempts: list | None,
                     samples_summary: dict | None) -> dict[str, Any]:
     """The measurement in the validation-case format, with the estimate beside it."""
+    from ..spec.job import CASE, json_values
+
     m, t, s = est.model, est.training, est.strategy
     on_gpu = device == "cuda"
     tps_gpu = measured.get("tokens_per_s_per_gpu")
@@ -211,12 +213,8 @@ def validation_case(est, model_arg: str, measured: dict, env: dict, device: str,
         "reliability": "high" if on_gpu else "low",
         "model": {"name": m.name, "hf_config": _schema_config(m), "params": est.split.total},
         "hardware": {"gpu": est.gpu.id if on_gpu else "cpu", "num_gpus": s.gpus, "gpus_per_node": s.gpus_per_node},
-        "training": {"method": t.method.value, "lora_rank": t.lora_rank if t.is_peft else None,
-                     "lora_targets": list(t.lora_targets) if t.is_peft else None, "precision": t.precision.value,
-                     "param_dtype": t.param_dtype, "task": t.task.value, "optimizer": t.optimizer.value,
-                     "seq_len": t.seq_len, "micro_batch": t.micro_batch, "grad_accum": t.grad_accum,
-                     "global_batch": t.micro_batch * t.grad_accum * s.gpus, "grad_ckpt": t.grad_ckpt.value,
-                     "attention": t.attention.value, "fixed_length": True, "framework": "trainfit"},
+        "training": {**json_values(t, "training", CASE), "global_batch": t.micro_batch * t.grad_accum * s.gpus,
+                     "fixed_length": True, "framework": "trainfit"},
         "parallel": {"dp": s.gpus, "tp": 1, "pp": 1, "cp": 1,
                      "zero_stage": s.zero_stage if s.engine == "deepspeed" else None,
                      "fsdp": s.fsdp.value if s.engine == "fsdp" else None, "offload": s.offload.value},

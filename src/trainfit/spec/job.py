@@ -26,7 +26,9 @@ API = "api"  # a keyword of trainfit.estimate / compare / training_spec
 REQUEST = "request"  # a key of a plan request file and a flag of `plan` (fields the search does not decide)
 PLAN = "plan"  # a key of plan.json's choice.strategy
 CONFIG = "config"  # a key of the train_config.json that `generate` writes (dotted path)
-ALL_DOORS = frozenset({CLI, API, REQUEST, PLAN, CONFIG})
+CASE = "case"  # a key of a validation case's "training" object (../shared/validation/SCHEMA.md): read by
+#                `validate`, written by `bench`
+ALL_DOORS = frozenset({CLI, API, REQUEST, PLAN, CONFIG, CASE})
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ def _zero(value: Any) -> int:
 _T, _S = "training", "strategy"
 _NOT_SEARCHED = ALL_DOORS  # a field the user gives and every door passes
 _SEARCHED = ALL_DOORS - {REQUEST}  # decided by `plan`'s search: not a request key
+_SPREAD = _SEARCHED - {CASE}  # strategy fields: a case states them in its own "parallel" object
 
 FIELDS: tuple[JobField, ...] = (
     # --- what is trained -------------------------------------------------------------------------------------------
@@ -208,7 +211,7 @@ FIELDS: tuple[JobField, ...] = (
              "how torch runs AdamW/SGD: fused (Hugging Face Trainer's default, train.py), foreach (torch's own "
              "default on CUDA: one more state's worth of memory in the step) or forloop",
              "torch 运行 AdamW/SGD 的方式：fused（Hugging Face Trainer 与 train.py 的默认）、foreach（CUDA 上 torch "
-             "自身的默认：更新时多占一份状态大小的显存）或 forloop", config="optimizer.impl"),
+             "自身的默认：更新时多占一份状态大小的显存）或 forloop", config="optimizer.impl", doors=ALL_DOORS - {CASE}),
     JobField("grad_ckpt", _T, GradCkpt, GradCkpt.NONE, "activation (gradient) checkpointing", "激活（梯度）检查点",
              doors=_SEARCHED),
     JobField("attention", _T, Attention, Attention.SDPA, "attention kernel", "注意力实现"),
@@ -220,16 +223,16 @@ FIELDS: tuple[JobField, ...] = (
     JobField("modules_to_save", _T, "names", (), "LoRA: modules trained in full beside the adapters, e.g. "
              "embed_tokens,lm_head (PEFT modules_to_save)", "LoRA：在适配器之外全量训练的模块，如 embed_tokens,lm_head"
              "（PEFT modules_to_save）", relevant=_peft, parse=parse_saved_modules, config="lora.modules_to_save",
-             metavar="NAMES"),
+             metavar="NAMES", doors=ALL_DOORS - {CASE}),
     JobField("num_labels", _T, int, 2, "classes for --task classification", "--task classification 的类别数",
-             low=1, high=1_000_000, relevant=_classification),
+             low=1, high=1_000_000, relevant=_classification, doors=ALL_DOORS - {CASE}),
     JobField("optimizer_in_backward", _T, bool, False, "step each parameter as soon as its gradient is ready, "
              "freeing it (torchtune optimizer_in_bwd; needs --grad-accum 1)",
              "每个参数的梯度一就绪就更新并释放（torchtune optimizer_in_bwd；需要 --grad-accum 1）",
-             config="optimizer.in_backward"),
+             config="optimizer.in_backward", doors=ALL_DOORS - {CASE}),
     JobField("paged_optimizer", _T, bool, False, "bitsandbytes paged optimizer states (CUDA managed memory, paged "
              "out to host under pressure)", "bitsandbytes 分页优化器状态（CUDA 统一内存，显存紧张时换出到主机）",
-             config="optimizer.paged"),
+             config="optimizer.paged", doors=ALL_DOORS - {CASE}),
     # Properties of the training stack, not choices a user makes on the command line: set by `validate` from a
     # case's framework (frameworks.yaml) and open to the API.
     JobField("kbit_fp32_upcast", _T, bool, True, "QLoRA through PEFT's prepare_model_for_kbit_training: every "
@@ -245,11 +248,11 @@ FIELDS: tuple[JobField, ...] = (
     JobField("nodes", _S, int, 1, "nodes", "节点数", low=1, high=4096, doors=frozenset({CLI, API})),
     JobField("zero_stage", _S, int, 0, "DeepSpeed ZeRO stage 0-3 (0: plain PyTorch / DDP)",
              "DeepSpeed ZeRO 阶段 0-3（0：普通 PyTorch / DDP）", low=0, high=3, flag="--zero", api="zero",
-             parse=_zero, doors=_SEARCHED, relevant=lambda s: s.fsdp == Fsdp.NONE),
-    JobField("fsdp", _S, Fsdp, Fsdp.NONE, "PyTorch FSDP sharding", "PyTorch FSDP 切分方式", doors=_SEARCHED,
+             parse=_zero, doors=_SPREAD, relevant=lambda s: s.fsdp == Fsdp.NONE),
+    JobField("fsdp", _S, Fsdp, Fsdp.NONE, "PyTorch FSDP sharding", "PyTorch FSDP 切分方式", doors=_SPREAD,
              parse=Fsdp.parse, relevant=lambda s: s.fsdp != Fsdp.NONE),
     JobField("offload", _S, Offload, Offload.NONE, "offload to host memory (DeepSpeed ZeRO / FSDP)",
-             "卸载到主机内存（DeepSpeed ZeRO / FSDP）", doors=_SEARCHED),
+             "卸载到主机内存（DeepSpeed ZeRO / FSDP）", doors=_SPREAD),
 )
 
 BY_NAME = {f.name: f for f in FIELDS}
