@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from .. import userjson
-from ..errors import SpecError, did_you_mean
-
-PLAN_VERSION = 1
-_TOP_KEYS = {"trainfit_plan_version", "model", "workload", "choice", "alternatives"}
-_CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gpus_per_instance", "nodes", "strategy",
-                "memory_gib", "gpu_memory_gib", "headroom_gib", "fits", "tokens_per_s", "tokens_per_s_per_gpu",
-                "mfu", "step_time_s", "hours", "train_hours", "overhead_hours", "billed_hours", "cost", "currency",
-                "price_per_hour", "price_currency", "price_billing", "region", "price_date", "price_unverified",
-                "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why",
-                # price provenance and spot interruptions (optional; older plan files lack them)
-                "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot",
-                # out-of-memory risk and the 80% bands of hours and cost (optional)
-                "oom_risk", "uncertainty"}
-
+from ..errors import SpecError
 
 @dataclass(frozen=True)
 class Setup:
@@ -40,74 +24,12 @@ class Setup:
         return int(self.choice["gpus_per_node"]) * int(self.choice["nodes"])
 
 
-def _unknown(keys: set, allowed: set, where: str) -> None:
-    extra = sorted(set(keys) - allowed)
-    if extra:
-        raise SpecError(f"{where}: unknown key {extra[0]!r}{did_you_mean(extra[0], allowed)} "
-                        "(a plan.json from another trainfit version?)")
-
-
 def load_plan(path: str) -> Setup:
-    if not os.path.isfile(path):
-        raise SpecError(f"plan file not found: {path}")
-    doc = userjson.read(path, "plan.json")
-    if not isinstance(doc, dict):
-        raise SpecError(f"{path}: not a trainfit plan (expected a JSON object)")
-    version = doc.get("trainfit_plan_version")
-    if version != PLAN_VERSION:
-        raise SpecError(f"{path}: plan format version {version!r}; this trainfit reads version {PLAN_VERSION} "
-                        "(re-run `trainfit plan --out`)")
-    _unknown(set(doc), _TOP_KEYS, path)
-    for key in ("model", "workload", "choice"):
-        if not isinstance(doc.get(key), dict):
-            raise SpecError(f"{path}: missing {key!r}")
-    _unknown(set(doc["choice"]), _CHOICE_KEYS, f"{path} choice")
-    if not isinstance(doc["choice"].get("strategy"), dict):
-        raise SpecError(f"{path}: choice has no strategy")
-    from ..report.estimate import STRATEGY_FIELDS
+    """A plan.json, read and checked by its home module (trainfit.planfile), as generate needs it."""
+    from ..planfile import read_plan
 
-    _unknown(set(doc["choice"]["strategy"]), set(STRATEGY_FIELDS), f"{path} choice.strategy")
-    _check_values(doc["choice"], path)
-    if not doc["model"].get("hf_config"):
-        raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
+    doc = read_plan(path)
     return Setup(model=doc["model"], workload=doc["workload"], choice=doc["choice"])
-
-
-def _check_values(choice: dict, path: str) -> None:
-    """The job's values in a plan.json, checked as every other door checks them (spec/job.py): a hand-edited
-    micro-batch 0, ZeRO stage 7, 3.5 GPUs per node or an unknown GPU is one clear error, not a broken setup."""
-    from ..catalog import get_gpu
-    from ..spec.job import BY_NAME, PLAN, through
-    from ..spec.training import Strategy, TrainingSpec
-
-    strategy = choice["strategy"]
-    training, spread = {}, {}
-    for f in through(PLAN):
-        value = strategy.get(f.name)
-        if value is None:
-            continue
-        try:
-            (training if f.part == "training" else spread)[f.name] = f.convert(value)
-        except SpecError as exc:
-            raise SpecError(f"{path} choice.strategy.{f.name}: {exc}") from None
-    for name in ("gpus_per_node", "nodes"):
-        if choice.get(name) is None:
-            raise SpecError(f"{path} choice: missing {name!r}")
-        try:
-            spread[name] = BY_NAME[name].convert(choice[name])
-        except SpecError as exc:
-            raise SpecError(f"{path} choice.{name}: {exc}") from None
-    try:
-        TrainingSpec(**training)
-        Strategy(**spread)
-    except SpecError as exc:
-        raise SpecError(f"{path} choice.strategy: {exc}") from None
-    if not isinstance(choice.get("gpu"), str):
-        raise SpecError(f"{path} choice.gpu: a GPU name is needed")
-    get_gpu(choice["gpu"])
-    batch = strategy.get("global_batch")
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
 
 
 def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Setup:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict
 from typing import Any
 
@@ -11,13 +9,13 @@ from ..catalog.models import all_models, local_config
 from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
 from ..plan import Plan, hours_cost_band
+from ..planfile import VERSION as PLAN_VERSION
 from ..search.reasons import Reason, Rejection
 from ..search.run import Candidate, headroom_gib
 from ..units import GiB
 from ..i18n.notes import localize
 from .estimate import strategy_of
 
-PLAN_FORMAT_VERSION = 1
 PLAN_ASSUMPTIONS = ("plan_memory_headroom_fraction", "startup_hours", "checkpoint_interval_hours",
                     "checkpoint_write_gbytes_per_s")
 
@@ -147,7 +145,7 @@ def plan_file(plan: Plan) -> dict[str, Any]:
     best = plan.recommendations[0]
     preset = all_models().get(plan.model.name)
     return {
-        "trainfit_plan_version": PLAN_FORMAT_VERSION,
+        "trainfit_plan_version": PLAN_VERSION,
         "model": {"name": plan.model.name, "hf_id": preset.hf_id if preset else None,
                   "source": plan.request.model,
                   "hf_config": preset.hf_config if preset else local_config(plan.request.model)},
@@ -162,41 +160,36 @@ def plan_file(plan: Plan) -> dict[str, Any]:
 
 
 def write_plan(plan: Plan, out_dir: str) -> str:
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "plan.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(plan_file(plan), fh, ensure_ascii=False, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
+    from ..planfile import write_plan_doc
+
+    return write_plan_doc(plan_file(plan), out_dir)
 
 
 def _money(x: float, currency: str) -> str:
     return f"¥{x:,.0f}" if currency == "CNY" else f"${x:,.0f}"
 
 
-def _where(c: Candidate) -> str:
-    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2) cn-beijing 2024-12-30†'; * = GPU inferred or price unverified,
-    † = price older than STALE_DAYS."""
+def _where_parts(c: Candidate) -> tuple[str, str, str, str]:
+    """(instance, GPUs, region, price date) of a candidate; * = GPU inferred or price unverified, † = price older
+    than STALE_DAYS."""
     e, p = c.estimate, c.offer.price
     nodes = f"{e.strategy.nodes} x " if e.strategy.nodes > 1 else ""
     flag = "*" if p.unverified or c.offer.instance.gpu_inferred else ""
     stale = "†" if provenance(p)["price_stale"] else ""
     billing = {"payg": "", "spot": " spot", "subscription_month": " monthly"}[p.billing]
-    return (f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag} ({e.gpu.id} x{e.strategy.gpus})"
-            f"{billing} · {p.region} {p.price_date}{stale}")
+    return (f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag}", f"{e.gpu.id} x{e.strategy.gpus}"
+            f"{billing}", p.region, f"{p.price_date}{stale}")
+
+
+def _where(c: Candidate) -> str:
+    """'2 x gn7e-c16g1.4xlarge* (a100-sxm4-80gb x2) · cn-beijing 2024-12-30†'."""
+    inst, gpus, region, date = _where_parts(c)
+    return f"{inst} ({gpus}) · {region} {date}"
 
 
 def _where_cell(c: Candidate) -> str:
-    """_where on three lines: the instance (whole), its GPUs, and the price's region and date."""
-    e, p = c.estimate, c.offer.price
-    nodes = f"{e.strategy.nodes} x " if e.strategy.nodes > 1 else ""
-    flag = "*" if p.unverified or c.offer.instance.gpu_inferred else ""
-    stale = "†" if provenance(p)["price_stale"] else ""
-    billing = {"payg": "", "spot": " spot", "subscription_month": " monthly"}[p.billing]
-    return (f"{nodes}{c.offer.instance.instance_type.removeprefix('ecs.')}{flag}\n{e.gpu.id} x{e.strategy.gpus}"
-            f"{billing}\n{p.region}\n{p.price_date}{stale}")
+    """_where on four lines: the instance (whole), its GPUs, the price's region and its date."""
+    return "\n".join(_where_parts(c))
 
 
 def _settings(c: Candidate) -> str:

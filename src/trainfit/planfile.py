@@ -1,0 +1,105 @@
+"""plan.json, the file `trainfit plan --out` writes and `trainfit generate --plan` reads: its one home module (format
+version, keys, writing, reading and checking)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from . import userjson
+from .errors import SpecError, did_you_mean
+
+VERSION = 1
+TOP_KEYS = {"trainfit_plan_version", "model", "workload", "choice", "alternatives"}
+CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gpus_per_instance", "nodes", "strategy",
+              "memory_gib", "gpu_memory_gib", "headroom_gib", "fits", "tokens_per_s", "tokens_per_s_per_gpu",
+              "mfu", "step_time_s", "hours", "train_hours", "overhead_hours", "billed_hours", "cost", "currency",
+              "price_per_hour", "price_currency", "price_billing", "region", "price_date", "price_unverified",
+              "gpu_inferred", "interconnect", "inter_node", "bottleneck", "why",
+              # price provenance and spot interruptions (optional; older plan files lack them)
+              "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot",
+              # out-of-memory risk and the 80% bands of hours and cost (optional)
+              "oom_risk", "uncertainty"}
+
+
+def write_plan_doc(doc: dict, out_dir: str) -> str:
+    """Write `doc` (report.plan.plan_file) as OUT_DIR/plan.json, atomically; returns the path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "plan.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, ensure_ascii=False, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+    return path
+
+
+def _unknown(keys: set, allowed: set, where: str) -> None:
+    extra = sorted(set(keys) - allowed)
+    if extra:
+        raise SpecError(f"{where}: unknown key {extra[0]!r}{did_you_mean(extra[0], allowed)} "
+                        "(a plan.json from another trainfit version?)")
+
+
+def read_plan(path: str) -> dict:
+    """plan.json -> its document, checked: version, keys, and the job's values through the declaration."""
+    if not os.path.isfile(path):
+        raise SpecError(f"plan file not found: {path}")
+    doc = userjson.read(path, "plan.json")
+    if not isinstance(doc, dict):
+        raise SpecError(f"{path}: not a trainfit plan (expected a JSON object)")
+    version = doc.get("trainfit_plan_version")
+    if version != VERSION:
+        raise SpecError(f"{path}: plan format version {version!r}; this trainfit reads version {VERSION} "
+                        "(re-run `trainfit plan --out`)")
+    _unknown(set(doc), TOP_KEYS, path)
+    for key in ("model", "workload", "choice"):
+        if not isinstance(doc.get(key), dict):
+            raise SpecError(f"{path}: missing {key!r}")
+    _unknown(set(doc["choice"]), CHOICE_KEYS, f"{path} choice")
+    if not isinstance(doc["choice"].get("strategy"), dict):
+        raise SpecError(f"{path}: choice has no strategy")
+    from .report.estimate import STRATEGY_FIELDS
+
+    _unknown(set(doc["choice"]["strategy"]), set(STRATEGY_FIELDS), f"{path} choice.strategy")
+    _check_values(doc["choice"], path)
+    if not doc["model"].get("hf_config"):
+        raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
+    return doc
+
+
+def _check_values(choice: dict, path: str) -> None:
+    """The job's values in a plan.json, checked as every other door checks them (spec/job.py): a hand-edited
+    micro-batch 0, ZeRO stage 7, 3.5 GPUs per node or an unknown GPU is one clear error, not a broken setup."""
+    from .catalog import get_gpu
+    from .spec.job import BY_NAME, PLAN, through
+    from .spec.training import Strategy, TrainingSpec
+
+    strategy = choice["strategy"]
+    training, spread = {}, {}
+    for f in through(PLAN):
+        value = strategy.get(f.name)
+        if value is None:
+            continue
+        try:
+            (training if f.part == "training" else spread)[f.name] = f.convert(value)
+        except SpecError as exc:
+            raise SpecError(f"{path} choice.strategy.{f.name}: {exc}") from None
+    for name in ("gpus_per_node", "nodes"):
+        if choice.get(name) is None:
+            raise SpecError(f"{path} choice: missing {name!r}")
+        try:
+            spread[name] = BY_NAME[name].convert(choice[name])
+        except SpecError as exc:
+            raise SpecError(f"{path} choice.{name}: {exc}") from None
+    try:
+        TrainingSpec(**training)
+        Strategy(**spread)
+    except SpecError as exc:
+        raise SpecError(f"{path} choice.strategy: {exc}") from None
+    if not isinstance(choice.get("gpu"), str):
+        raise SpecError(f"{path} choice.gpu: a GPU name is needed")
+    get_gpu(choice["gpu"])
+    batch = strategy.get("global_batch")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
