@@ -121,15 +121,15 @@ def _inner(text: str) -> str:
 
 def localize_error(message: str, lang: str) -> str:
     """A bad-input message in `lang` (English when no pattern knows it)."""
-    if lang != "zh":
+    from .notes import first_match
+
+    hit = first_match(_COMPILED, message) if lang == "zh" else None
+    if hit is None:
         return message
-    for pattern, template in _COMPILED:
-        m = pattern.fullmatch(message)
-        if m:
-            values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}
-            if "rest" in values and values["rest"].startswith(": "):
-                values["rest"] = "：" + localize_error(values["rest"][2:], lang)
-            elif "rest" in values and pattern.pattern.startswith(("(?P<p>.+?) choice", "internal")):
-                values["rest"] = localize_error(values["rest"], lang)
-            return template.format(**values)
-    return message
+    pattern, template, m = hit
+    values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}
+    if "rest" in values and values["rest"].startswith(": "):
+        values["rest"] = "：" + localize_error(values["rest"][2:], lang)
+    elif "rest" in values and pattern.pattern.startswith(("(?P<p>.+?) choice", "internal")):
+        values["rest"] = localize_error(values["rest"], lang)
+    return template.format(**values)

@@ -101,20 +101,25 @@ _WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通�
 _CAUTIONS = {"price unverified": "价格未核实", "GPU model inferred by third parties": "GPU 型号为第三方推断"}
 
 
-def localize(text: str, lang: str) -> str:
-    """`text` in `lang` (English sentences pass through unchanged when no pattern knows them)."""
-    if lang != "zh":
-        return text
-    for pattern, template in _COMPILED:
+def first_match(compiled: list, text: str):
+    """(pattern, Chinese template, match) of the first pattern that matches all of `text`, or None."""
+    for pattern, template in compiled:
         m = pattern.fullmatch(text)
         if m:
-            values = {k: _WORDS.get(v, v) if v else "" for k, v in m.groupdict().items()}
-            if "r" in values and pattern.pattern.startswith(("instance types skipped", "incompatible")):
-                values["r"] = localize(values["r"], lang)
-            if pattern.pattern.startswith("caution"):
-                values["f"] = "，".join(_CAUTIONS.get(x, x) for x in values["f"].split(", "))
-            return template.format(**values)
-    return text
+            return pattern, template, m
+    return None
+
+
+def localize(text: str, lang: str) -> str:
+    """`text` in `lang` (English sentences pass through unchanged when no pattern knows them)."""
+    hit = first_match(_COMPILED, text) if lang == "zh" else None
+    if hit is None:
+        return text
+    pattern, template, m = hit
+    values = {k: _WORDS.get(v, v) if v else "" for k, v in m.groupdict().items()}
+    if pattern.pattern.startswith("caution"):
+        values["f"] = "，".join(_CAUTIONS.get(x, x) for x in values["f"].split(", "))
+    return template.format(**values)
 
 
 def has_chinese(text: str) -> bool:
