@@ -74,7 +74,7 @@ class JobField:
         parts = []
         if choices:
             parts.append(" | ".join(choices))
-        if default is not None:
+        if default not in (None, ""):
             parts.append(("默认 " if lang == "zh" else "default ") + str(default))
         if self.unit:
             parts.append(("单位 " if lang == "zh" else "unit: ") + self.unit)
