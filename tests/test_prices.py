@@ -170,3 +170,43 @@ def test_bad_quote_file_is_worded_in_chinese_too(run_cli, cache, tmp_path):
     f.write_text("provider,instance_type\nalibaba,x\n")
     code, out, err = run_cli("prices", "set", str(f), "--lang", "zh", "--json")
     assert code == 2 and "缺少列" in err and json.loads(out)["error"]["type"] == "PriceFileError"
+
+
+def test_every_shipped_price_has_a_date_and_a_known_source():
+    """The shipped snapshot: each row dated (YYYY-MM-DD or YYYY-MM) and sourced by ids that resolve."""
+    from trainfit.catalog import all_sources
+    from trainfit.catalog._io import read_text
+
+    rows = P.read_price_text(read_text("prices.csv"), "catalog", "prices.csv")
+    assert len(rows) > 400
+    undated = [f"{p.provider}/{p.instance_type}/{p.region}/{p.billing}: {p.price_date!r}" for p in rows
+               if P.parse_date(p.price_date) is None]
+    assert not undated, undated
+    unsourced = [f"{p.provider}/{p.instance_type}/{p.region}" for p in rows
+                 if not p.sources or not all(s in all_sources() for s in p.sources)]
+    assert not unsourced, unsourced
+
+
+def test_prices_age_summarises_each_provider(run_cli, cache, monkeypatch):
+    from trainfit.catalog._io import read_text
+
+    monkeypatch.setenv("TRAINFIT_TODAY", "2026-11-30")
+    d = _json(run_cli, "prices", "age")
+    shipped = P.read_price_text(read_text("prices.csv"), "catalog", "prices.csv")
+    assert d["as_of"] == "2026-11-30" and d["total"]["rows"] == len(shipped)
+    for s in d["providers"]:
+        mine = [p for p in shipped if p.provider == s["provider"]]
+        dates = sorted(P.parse_date(p.price_date) for p in mine)
+        assert s["origin"] == "catalog" and s["rows"] == len(mine) == sum(s["by_billing"].values())
+        assert P.parse_date(s["oldest"]) == dates[0] and P.parse_date(s["newest"]) == dates[-1]
+        on = P.parse_date("2026-11-30")
+        assert s["stale"] == sum(P.is_stale(p, on) for p in mine) and s["fresh"] + s["stale"] == s["rows"]
+    code, out, _ = run_cli("prices", "age", "--lang", "zh")
+    assert code == 0 and "价格有多旧" in out
+
+
+def test_prices_age_counts_a_user_quote_apart(run_cli, cache, tmp_path):
+    d = _json(run_cli, "prices", "age", "--provider", "alibaba", "--prices", _quote(tmp_path / "q.csv", 7.5))
+    user = [s for s in d["providers"] if s["origin"] == "user"]
+    assert {s["provider"] for s in d["providers"]} == {"alibaba"}
+    assert len(user) == 1 and user[0]["rows"] == 1 and user[0]["newest"] == "2026-11-28"

@@ -250,3 +250,23 @@ def listing(provider: str | None = None, region: str | None = None, gpu: str | N
                          "includes": p.includes, "stock": p.stock or None, "note": p.note, **provenance(p)})
     rows.sort(key=lambda r: (r["gpu"] or "", r["provider"], r["billing"], r["price_per_gpu_hour"] or 0))
     return rows
+
+
+def age_summary(rows: list[dict]) -> list[dict]:
+    """How old the prices are, per (provider, origin): row counts (by billing), oldest and newest dated price, how
+    many are younger than STALE_DAYS, stale, undated. `rows` as `listing` returns them."""
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["provider"], r["price_origin"])].append(r)
+    out = []
+    for (provider, origin), rs in sorted(groups.items(), key=lambda kv: (PROVIDERS.index(kv[0][0]), kv[0][1])):
+        dated = sorted((parse_date(r["price_date"]), r["price_date"]) for r in rs if parse_date(r["price_date"]))
+        out.append({
+            "provider": provider, "origin": origin, "rows": len(rs),
+            "by_billing": {b: n for b in BILLINGS if (n := sum(r["billing"] == b for r in rs))},
+            "oldest": dated[0][1] if dated else None, "newest": dated[-1][1] if dated else None,
+            "fresh": sum(not r["price_stale"] for r in rs), "stale": sum(bool(r["price_stale"]) for r in rs),
+            "undated": len(rs) - len(dated),
+            "sources": sorted({s for r in rs for s in r["price_sources"]}),
+        })
+    return out

@@ -11,6 +11,7 @@ HELP = "price catalog: list (dates, sources, stale), set your own quotes, refres
 EXAMPLES = """examples:
   trainfit prices list --gpu a10
   trainfit prices list --provider alibaba --region cn-wulanchabu --billing spot
+  trainfit prices age                        # per provider: how many prices, oldest and newest date, how many stale
   trainfit prices set my-quotes.csv          # your quotes, merged over the catalog for every later command
   trainfit prices refresh --provider alibaba --region cn-hangzhou,cn-wulanchabu
   trainfit prices refresh --provider azure   # Azure's retail price API needs no credentials
@@ -31,6 +32,11 @@ def add_parser(sub) -> None:
     add_prices_flag(q)
     add_output_flags(q)
     q.set_defaults(run=run_list)
+    q = ps.add_parser("age", help="how old the prices are: per provider and origin, rows, oldest/newest date, stale")
+    q.add_argument("--provider", help="alibaba | aws | gcp | azure")
+    add_prices_flag(q)
+    add_output_flags(q)
+    q.set_defaults(run=run_age)
     q = ps.add_parser("set", help="merge FILE (the catalog's CSV format) into your quotes (provenance 'user')")
     q.add_argument("file", help="CSV with provider,instance_type,region,billing,price,currency,price_date[,...]")
     add_output_flags(q)
@@ -60,6 +66,21 @@ def run_list(args: argparse.Namespace) -> int:
         print_json(prices_dict(rows))
     else:
         console().print(render_prices(rows, lang))
+    return 0
+
+
+def run_age(args: argparse.Namespace) -> int:
+    from ..catalog.prices import age_summary, listing, today
+    from ..report.prices import age_dict, render_age
+
+    lang = lang_of(args)
+    apply_prices(args)
+    summary = age_summary(listing(args.provider, include_all=True))
+    on = today().isoformat()
+    if args.json:
+        print_json(age_dict(summary, on))
+    else:
+        console().print(render_age(summary, on, lang))
     return 0
 
 

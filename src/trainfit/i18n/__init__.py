@@ -160,6 +160,17 @@ _MESSAGES: dict[str, dict[str, str]] = {
               "user = your quotes (`trainfit prices set FILE` or --prices FILE). * = unverified. Cache: {cache}",
         "zh": "过期 = 超过 {days} 天。来源类型：catalog = 随软件发布的快照，live = `trainfit prices refresh` 获取，"
               "user = 你的报价（`trainfit prices set FILE` 或 --prices FILE）。* = 未核实。缓存目录：{cache}"},
+    "prices_age_title": {"en": "how old the prices are (as of {date})", "zh": "价格有多旧（截至 {date}）"},
+    "rows": {"en": "rows", "zh": "行数"},
+    "oldest": {"en": "oldest", "zh": "最旧"},
+    "newest": {"en": "newest", "zh": "最新"},
+    "fresh": {"en": "≤ {days} days", "zh": "≤ {days} 天"},
+    "undated": {"en": "undated", "zh": "无日期"},
+    "prices_age_note": {
+        "en": "{rows} prices: {fresh} younger than {days} days, {stale} stale ({undated} of them undated). "
+              "`trainfit prices list` shows each one with its date and source.",
+        "zh": "共 {rows} 个价格：{fresh} 个不超过 {days} 天，{stale} 个已过期（其中 {undated} 个无日期）。"
+              "`trainfit prices list` 逐条列出日期和来源。"},
     "prices_set_done": {"en": "{n} rows in {path} (provenance: user); every command now uses them",
                         "zh": "{path} 中共有 {n} 行（来源：user）；之后所有命令都会使用"},
     "refresh_done": {"en": "{provider}: {n} prices written to {path} ({date})",

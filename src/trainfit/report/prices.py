@@ -34,3 +34,30 @@ def render_prices(rows: list[dict[str, Any]], lang: str):
                       r["price_date"], age + stale, r["price_origin"], ";".join(r["price_sources"]))
     note = tr("prices_note", lang).format(days=STALE_DAYS, cache=cache_dir())
     return Group(table, Text(note, style="dim"))
+
+
+def age_dict(summary: list[dict[str, Any]], on: str) -> dict[str, Any]:
+    return {"as_of": on, "stale_after_days": STALE_DAYS, "providers": summary,
+            "total": {"rows": sum(s["rows"] for s in summary), "fresh": sum(s["fresh"] for s in summary),
+                      "stale": sum(s["stale"] for s in summary), "undated": sum(s["undated"] for s in summary)}}
+
+
+def render_age(summary: list[dict[str, Any]], on: str, lang: str):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=tr("prices_age_title", lang).format(date=on))
+    for col in ("provider", tr("origin", lang), tr("rows", lang), tr("billing", lang), tr("oldest", lang),
+                tr("newest", lang), tr("fresh", lang).format(days=STALE_DAYS), tr("stale", lang),
+                tr("undated", lang), tr("source", lang)):
+        table.add_column(col, overflow="fold")
+    for s in summary:
+        table.add_row(s["provider"], s["origin"], str(s["rows"]),
+                      " ".join(f"{b} {n}" for b, n in s["by_billing"].items()), s["oldest"] or "—",
+                      s["newest"] or "—", str(s["fresh"]), str(s["stale"]), str(s["undated"]),
+                      ";".join(s["sources"]))
+    d = age_dict(summary, on)["total"]
+    note = tr("prices_age_note", lang).format(rows=d["rows"], fresh=d["fresh"], stale=d["stale"],
+                                              undated=d["undated"], days=STALE_DAYS)
+    return Group(table, Text(note, style="dim"))
