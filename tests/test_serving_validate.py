@@ -90,3 +90,10 @@ def test_kv_cases_cover_engines_and_gpus(cases):
     kv = doc["kv_capacity"]
     assert set(kv["by_engine"]) == {"vllm", "sglang"}
     assert len(kv["by_gpu"]) >= 5 and len(kv["by_source"]) >= 7
+
+
+def test_cli_rows_lists_every_kv_metric(run_cli):
+    """--rows names each compared field, the KV cache's GiB included (the llm-d cases log only that)."""
+    code, out, err = run_cli("validate", DEV, "--rows")
+    assert code == 0, err
+    assert "kv_cache_gib" in out and "kv_cache_tokens" in out
