@@ -197,6 +197,8 @@ def validate(cases: list[dict], overrides=None) -> dict[str, Any]:
                     "case), else the engine's default version",
                     "throughput: output tokens/s where measured, else total tokens/s, else requests/s",
                     "GPTQ 8-bit checkpoints are predicted as int8 weights",
+                    "serving.sampler (flashinfer | pytorch), serving.custom_all_reduce and serving.block_size are read "
+                    "where a case states them (fields beyond SERVING_SCHEMA.md, which readers may add)",
                     "a measured run that served is predicted for speed even where trainfit's KV estimate at the "
                     "engine's default flags falls below its max_model_len (served_with_predicted_kv_short lists them)",
                     "errors are absolute percentage errors as fractions (0.1 = 10%)"]
