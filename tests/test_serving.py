@@ -250,3 +250,56 @@ def test_overload_is_said_out_loud(run_cli):
     assert d["speed"]["stable"] is False and d["warnings"] and "exceeds" in d["warnings"][0]
     d = _json(run_cli, "serving", "--model", "qwen2-7b", "--gpu", "a10", "--request-rate", "1")
     assert d["speed"]["stable"] is True and d["warnings"] == []
+
+
+def test_vllm_v1_profiling_peak_is_the_forward_pass_or_the_sampler():
+    """V1 runs the forward pass, then the sampler on max_num_seqs rows of full-vocabulary logits: the PyTorch
+    top-k/top-p path (sorting) costs more than FlashInfer's, and which one runs depends on the version."""
+    from trainfit.catalog import get_gpu, resolve_model
+    from trainfit.serving.engines import resolve
+    from trainfit.serving.estimate import max_len_for
+    from trainfit.serving.knobs import knobs
+    from trainfit.serving.memory import activation_peak, forward_peak
+    from trainfit.serving.spec import ServingSpec
+
+    m, gpu = resolve_model("llama-3.1-8b"), get_gpu("h100-sxm")
+    peaks = {}
+    for version, sampler in (("0.10.1", None), ("0.11.0", None), ("0.11.0", "flashinfer"), ("0.30.0", None)):
+        s = ServingSpec(engine_version=version, sampler=sampler)
+        e = resolve(s, gpu, max_len_for(m, s))
+        view = knobs().for_framework(s.generation).for_gpu(gpu)
+        peaks[(version, sampler)] = (e.sampler, activation_peak(m, e, 1, view))
+    assert peaks[("0.10.1", None)][0] == "flashinfer" and peaks[("0.11.0", None)][0] == "pytorch"
+    assert peaks[("0.30.0", None)][0] == "flashinfer"
+    assert peaks[("0.11.0", None)][1] > 2 * peaks[("0.11.0", "flashinfer")][1]
+    # H100 defaults: 8192 tokens, 1024 sequences; the PyTorch sampler's peak is far above the forward pass's
+    s = ServingSpec(engine_version="0.11.0")
+    e = resolve(s, gpu, 16000)
+    assert e.max_num_batched_tokens == 8192 and e.max_num_seqs == 1024
+    assert peaks[("0.11.0", None)][1] > 4 * forward_peak(m, 8192, 1)
+
+
+def test_custom_all_reduce_follows_the_interconnect():
+    from trainfit.catalog import get_gpu
+    from trainfit.serving.engines import custom_all_reduce
+    from trainfit.serving.spec import ServingSpec
+
+    assert custom_all_reduce(ServingSpec(tp=2), get_gpu("h100-sxm"))
+    assert not custom_all_reduce(ServingSpec(tp=2), get_gpu("rtx4090"))  # GeForce: no P2P
+    assert not custom_all_reduce(ServingSpec(tp=4), get_gpu("l20"))  # more than two PCIe GPUs
+    assert not custom_all_reduce(ServingSpec(tp=1), get_gpu("h100-sxm"))
+    assert not custom_all_reduce(ServingSpec(tp=2, custom_all_reduce=False), get_gpu("h100-sxm"))
+
+
+def test_sglang_pool_is_the_fraction_of_memory_after_the_context_minus_the_weights():
+    """SGLang's profile_max_num_token: fraction x (free memory once the context exists) - what loading took."""
+    from trainfit.catalog import get_gpu, resolve_model
+    from trainfit.serving.estimate import estimate
+    from trainfit.serving.spec import ServingSpec
+
+    m, gpu = resolve_model("qwen2.5-32b"), get_gpu("l4")
+    a = estimate(m, gpu, ServingSpec(engine="sglang", tp=4, gpu_memory_utilization=0.85, max_model_len=4096)).memory
+    b = estimate(m, gpu, ServingSpec(engine="sglang", tp=4, gpu_memory_utilization=0.80, max_model_len=4096)).memory
+    context = a.non_torch / 0.85
+    assert abs((a.kv_budget - b.kv_budget) - 0.05 * (a.total_gpu - context)) < 1e6
+    assert a.kv_budget == pytest.approx(0.85 * (a.total_gpu - context) - a.weights.total - a.buffers, rel=1e-9)

@@ -50,13 +50,14 @@ def test_validate_reports_every_metric_and_skips_nothing(cases):
 
 
 def test_accuracy_on_the_dev_set(cases):
-    """The issue's bars that the dev set meets (in-sample: named values were fitted on it, see serving.yaml).
-    KV capacity (bar 5%) is just above it over four cases: pinned at its current level instead."""
+    """The issue's bars (in-sample: named values were read off or fitted on these cases, see serving.yaml; the
+    leave-one-source-out KV error is benchmarks/serving_kv_cv.py's, in the README)."""
     doc = validate(cases)
     assert doc["throughput"]["mape"] <= 0.20
     assert doc["tpot"]["mape"] <= 0.20
     assert doc["ttft"]["mape"] <= 0.25
-    assert doc["kv_capacity"]["mape"] <= 0.06
+    assert doc["kv_capacity"]["mape"] <= 0.05
+    assert doc["kv_capacity"]["n"] >= 15
 
 
 def test_a_case_it_cannot_predict_is_skipped_with_a_reason():
@@ -82,3 +83,17 @@ def test_cli_reads_serving_cases_beside_training_cases(run_cli, tmp_path):
     assert doc["cases"] == 1 and doc["serving"]["cases"] == 3
     code, _, err = run_cli("validate", DEV, "--max-mape-tpot", "0.0001")
     assert code == 1 and "serving tpot MAPE" in err
+
+
+def test_kv_cases_cover_engines_and_gpus(cases):
+    doc = validate(cases)
+    kv = doc["kv_capacity"]
+    assert set(kv["by_engine"]) == {"vllm", "sglang"}
+    assert len(kv["by_gpu"]) >= 5 and len(kv["by_source"]) >= 7
+
+
+def test_cli_rows_lists_every_kv_metric(run_cli):
+    """--rows names each compared field, the KV cache's GiB included (the llm-d cases log only that)."""
+    code, out, err = run_cli("validate", DEV, "--rows")
+    assert code == 0, err
+    assert "kv_cache_gib" in out and "kv_cache_tokens" in out

@@ -205,6 +205,6 @@ def render_serving(doc: dict, rows: bool = False) -> None:
         c.print(f"- {note}", style="dim")
 
 
-_SERVING_KEYS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency"),
+_SERVING_KEYS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency", "kv_cache_gib"),
                  "throughput": ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s"),
                  "ttft": ("ttft_ms",), "tpot": ("tpot_ms",)}

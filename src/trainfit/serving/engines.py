@@ -13,13 +13,27 @@ vLLM (github.com/vllm-project/vllm):
     GPUs with >= 70 GiB that are not A100, else 2048; `max_num_seqs` 1024 / 256 likewise. V0: without chunked
     prefill max(max_model_len, 2048) (vllm/config.py SchedulerConfig); chunked prefill is switched on by default
     when max_model_len > 32K, with 2048 tokens per step (0.6.x arg_utils.py).
+  - the profiling pass's peak (V1, vllm/v1/worker/gpu_model_runner.py `profile_run`): the forward pass over
+    max_num_batched_tokens, then `_dummy_sampler_run` on the max_num_seqs last hidden states: fp32 logits over the
+    whole vocabulary on every TP rank (V1 all-gathers them), sampled with top-p 0.9 and top-k vocab-1, so the
+    top-k/top-p sampler runs on them: FlashInfer's kernels (vllm/v1/sample/ops/topk_topp_sampler.py; the log says
+    "Using FlashInfer for top-p & top-k sampling.") or the PyTorch-native path, which sorts the logits (values and
+    int64 indices) and keeps softmax and cumsum copies. Which one runs by default changed with the versions: 0.10
+    logs show FlashInfer whenever it is installed, the 0.11 profiles of llm-d/llm-d-benchmark show the native
+    path's memory (38 bytes per logit element on four models), and the current code turns FlashInfer on again
+    ("The sampler is on by default"); a case or `sampler` states it when the log does.
+  - custom all-reduce under TP (vllm/distributed/device_communicators/custom_all_reduce.py): off on more than two
+    PCIe GPUs and where P2P is missing (GeForce cards); its buffers show up as non-torch memory.
   - KV capacity: num_gpu_blocks = budget // (block_size x bytes per token); printed "GPU KV cache size: N tokens"
     (V1, vllm/v1/core/kv_cache_utils.py) or "# GPU blocks: N" (V0); "Maximum concurrency for L tokens per
     request" = capacity / L (V0) or blocks / ceil(L / block_size) (V1).
 SGLang (github.com/sgl-project/sglang, python/sglang/srt/server_args.py, model_executor/model_runner.py):
   - `mem_fraction_static` 0.88 at TP 1, 0.87 at TP 2, 0.85 at TP 4, 0.81 at TP 8 (0.4.x `__post_init__`);
   - KV pool: `profile_max_num_token`: free memory after loading the weights - total x (1 - mem_fraction_static),
-    divided by the bytes per token; page size 1; `chunked_prefill_size` 2048 below 25 GB, else 8192.
+    divided by the bytes per token; page size 1; `chunked_prefill_size` 2048 below 25 GB, else 8192. Its "total"
+    is not the device's: it is the free memory `init_torch_distributed` measures once the CUDA context and NCCL
+    exist (the log's "Load weight begin. avail mem=..."), so the pool is
+    fraction x (device total - context) - (weights and what loading them allocates).
 """
 
 from __future__ import annotations
@@ -50,11 +64,35 @@ class EngineSettings:
     max_num_batched_tokens: int
     profiles_activations: bool  # the KV budget subtracts a profiling pass's activation peak (vLLM)
     subtracts_cuda_graphs: bool  # vLLM >= 0.21
+    sampler: str = "v0"  # vLLM's profiled sampler: v0 | flashinfer | pytorch (V1's top-k/top-p implementations)
+    custom_all_reduce: bool = False  # vLLM's custom all-reduce buffers exist (TP > 1)
 
 
 def _big_gpu(gpu: GpuSpec) -> bool:
     """vLLM get_batch_defaults: device_memory >= 70 GiB and 'a100' not in the device name."""
     return gpu.memory_bytes >= 70 * GiB and "a100" not in gpu.id and "a800" not in gpu.id
+
+
+def default_sampler(s: ServingSpec) -> str:
+    """V0 (< 0.8) has its own sampler; V1 profiles FlashInfer's top-k/top-p up to 0.10 and from 0.21, the PyTorch
+    path from 0.11 to 0.20 (see the module docstring for the evidence)."""
+    if not s.vllm_v1:
+        return "v0"
+    if s.sampler:
+        return s.sampler
+    return "pytorch" if (0, 11, 0) <= s.version < (0, 21, 0) else "flashinfer"
+
+
+def custom_all_reduce(s: ServingSpec, gpu: GpuSpec) -> bool:
+    """vLLM enables its custom all-reduce for TP 2-8 over NVLink, and over PCIe only for two GPUs that can reach
+    each other (P2P): GeForce cards cannot."""
+    if s.custom_all_reduce is not None:
+        return s.custom_all_reduce and s.tp > 1
+    if s.tp < 2 or s.tp not in (2, 4, 6, 8):
+        return False
+    if gpu.nvlink_gbs:
+        return True
+    return s.tp == 2 and not gpu.id.startswith("rtx")
 
 
 def resolve(s: ServingSpec, gpu: GpuSpec, max_model_len: int) -> EngineSettings:
@@ -74,4 +112,5 @@ def resolve(s: ServingSpec, gpu: GpuSpec, max_model_len: int) -> EngineSettings:
         batched = s.max_num_batched_tokens or (VLLM_V0_MIN_BATCHED_TOKENS if chunked else
                                                max(max_model_len, VLLM_V0_MIN_BATCHED_TOKENS))
     return EngineSettings("vllm", s.engine_version, frac, s.block_size or VLLM_BLOCK_SIZE, max_model_len, seqs,
-                          batched, True, s.version >= (0, 21, 0) and s.cuda_graphs)
+                          batched, True, s.version >= (0, 21, 0) and s.cuda_graphs, default_sampler(s),
+                          custom_all_reduce(s, gpu))

@@ -81,7 +81,9 @@ def _reasons(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, gpu: GpuSpec) -
 
 
 def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec | None = None,
-             overrides: dict | None = None, num_prompts: int | None = None) -> ServingEstimate:
+             overrides: dict | None = None, num_prompts: int | None = None, served: bool = False) -> ServingEstimate:
+    """`served`: the setup is known to have run (a measured case), so its speed is predicted even when the
+    predicted KV cache falls short of max_model_len (the run's unstated flags made it fit)."""
     check_model(m, s)
     view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
     e = resolve(s, gpu, max_len_for(m, s))
@@ -91,7 +93,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     mem = memory(m, s, e, gpu, view)
     reasons = _reasons(m, s, mem, gpu)
     load = None
-    if not reasons:
+    if not reasons or (served and all(r.key == "sv_r_kv" for r in reasons)):
         if s.request_rate is not None:
             load = open_loop(m, s, e, mem, cluster, view, s.request_rate, num_prompts)
         else:

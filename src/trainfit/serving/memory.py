@@ -126,18 +126,42 @@ def kv_bytes_for_request(m: ModelSpec, s: ServingSpec, tokens: int, block: int) 
     return per_layer * (full + capped)
 
 
-def activation_peak(m: ModelSpec, e: EngineSettings, tp: int, logits_copies: float) -> float:
-    """Peak activations of vLLM's profiling forward pass over T = max_num_batched_tokens tokens (16-bit):
-    the residual stream and the normalised input (2h; 4h under TP, where the row-parallel output and its
-    all-reduced copy coexist) beside the MLP's gate/up output and its activation (3f/tp; 2f/tp for two-matrix
-    MLPs), plus fp32 logits of the max_num_seqs sampled rows (vocab split over TP)."""
-    T = e.max_num_batched_tokens
+def forward_peak(m: ModelSpec, T: int, tp: int) -> float:
+    """Peak activations of a forward pass over T tokens (16-bit): the residual stream and the normalised input (2h;
+    4h under TP, where the row-parallel output and its all-reduced copy coexist) beside the MLP's gate/up output
+    and its activation (3f/tp; 2f/tp for two-matrix MLPs), or attention's q/k/v (whichever is larger)."""
     f = m.intermediate * max(1, m.experts_per_tok) / tp
     mlp = (3 if m.gated_mlp else 2) * f
     per_token = 2 * ((4 if tp > 1 else 2) * m.hidden + mlp)
     attn = 2 * (2 * m.hidden + (m.q_dim + 2 * m.kv_dim) / tp)
-    logits = min(e.max_num_seqs, T) * m.vocab / tp * 4 * logits_copies
-    return T * max(per_token, attn) + logits
+    return T * max(per_token, attn)
+
+
+def activation_peak(m: ModelSpec, e: EngineSettings, tp: int, view) -> float:
+    """The activation peak of vLLM's profiling pass over T = max_num_batched_tokens tokens as max_num_seqs
+    sequences.
+
+    - V0 (< 0.8): the forward peak plus fp32 logits of the sampled rows, `sampler_logits_copies` of them (vocab
+      split over TP).
+    - V1: the forward pass and the sampler run one after the other, so the peak is the larger of the forward peak
+      and the last hidden states (T x h, 16-bit) beside the sampler's peak: S = min(max_num_seqs, T) rows of logits
+      over the whole vocabulary on every TP rank, `sampler_bytes_<implementation>` bytes per logit element
+      (fp32 logits, their probabilities and, on the PyTorch path, the sort's values and int64 indices)."""
+    T = e.max_num_batched_tokens
+    rows = min(e.max_num_seqs, T)
+    fwd = forward_peak(m, T, tp)
+    if e.sampler == "v0":
+        return fwd + rows * m.vocab / tp * 4 * view("sampler_logits_copies")
+    sampler = rows * m.vocab * view(f"sampler_bytes_{e.sampler}")
+    return max(fwd, T * m.hidden * 2 + sampler)
+
+
+def non_torch(s: ServingSpec, e: EngineSettings, view) -> float:
+    """Memory outside PyTorch's allocator that the profiler subtracts (GiB): cuBLAS/NCCL workspaces; V1 adds the
+    custom all-reduce's buffers under TP."""
+    if not s.vllm_v1:
+        return view("vllm_non_torch_gib") + (view("vllm_non_torch_tp_gib") if s.tp > 1 else 0.0)
+    return view("vllm_v1_non_torch_gib") + (view("vllm_custom_all_reduce_gib") if e.custom_all_reduce else 0.0)
 
 
 @dataclass(frozen=True)
@@ -181,14 +205,21 @@ class MemoryBreakdown:
 def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) -> MemoryBreakdown:
     total = gpu.memory_bytes * (1.0 - view("memory_reserved_fraction")) - view("cuda_driver_reserved_gib") * GiB
     w = weights_per_gpu(m, s.weights, s.tp)
-    buffers = view("weights_buffers_gib") * GiB
-    if e.engine == "vllm":
-        act = activation_peak(m, e, s.tp, view("sampler_logits_copies"))
-        other = view("vllm_non_torch_gib") + (view("vllm_non_torch_tp_gib") if s.tp > 1 else 0.0)
-        graphs = view("vllm_cuda_graph_gib") * GiB if e.subtracts_cuda_graphs else 0.0
+    if e.engine == "sglang":
+        buffers = view("sglang_load_extra_gib") * GiB
     else:
-        act, other, graphs = 0.0, view("sglang_other_gib"), 0.0
-    budget = total * e.memory_fraction - w.total - buffers - act - other * GiB - graphs
+        buffers = view("vllm_v1_weights_buffers_gib" if s.vllm_v1 else "weights_buffers_gib") * GiB
+    if e.engine == "vllm":
+        act = activation_peak(m, e, s.tp, view)
+        other = non_torch(s, e, view)
+        graphs = view("vllm_cuda_graph_gib") * GiB if e.subtracts_cuda_graphs else 0.0
+        budget = total * e.memory_fraction - w.total - buffers - act - other * GiB - graphs
+    else:
+        # SGLang: fraction x (free memory once the CUDA context and NCCL exist) - what loading the weights took
+        act, graphs = 0.0, 0.0
+        context = view("sglang_context_gib") * GiB
+        other = (e.memory_fraction * context) / GiB
+        budget = e.memory_fraction * (total - context) - w.total - buffers
     per_token = kv_bytes_per_token(m, s)
     blocks = max(0, int(budget // (per_token * e.block_size)))
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks,

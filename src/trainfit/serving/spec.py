@@ -14,6 +14,7 @@ from ..errors import ServingError
 ENGINES = ("vllm", "sglang")
 WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
 KV_DTYPES = ("auto", "fp8")
+SAMPLERS = ("flashinfer", "pytorch")
 # bits per weight of a quantised Linear, before scales and zeros (weights.py counts those)
 WEIGHT_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "awq": 4, "gptq": 4}
 DEFAULT_VERSION = {"vllm": "0.10.1", "sglang": "0.4.6"}
@@ -61,6 +62,8 @@ class ServingSpec:
     request_rate: float | None = None  # open loop, requests/s (float('inf') = all at once)
     cuda_graphs: bool = True
     block_size: int = 16
+    sampler: str | None = None  # vLLM V1 top-k/top-p sampler: flashinfer | pytorch; None = the version's default
+    custom_all_reduce: bool | None = None  # vLLM's custom all-reduce under TP; None = what the GPU allows
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine", choice("engine", self.engine, ENGINES))
@@ -79,6 +82,8 @@ class ServingSpec:
         for flag, value in (("gpus", self.tp), ("input-len", self.input_len), ("output-len", self.output_len),
                             ("block-size", self.block_size)):
             positive(flag, value)
+        if self.sampler is not None:
+            object.__setattr__(self, "sampler", choice("sampler", self.sampler, SAMPLERS))
         if self.concurrency is not None and self.request_rate is not None:
             raise ServingError("sv_e_load")
         if self.concurrency is not None:

@@ -40,6 +40,7 @@ class Row:
     measured: dict[str, float] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)
     excluded: dict[str, tuple[float, str]] = field(default_factory=dict)  # metric -> (error, why it cannot hold)
+    kv_short: bool = False  # the run served, though the predicted KV cache is below its max_model_len
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "engine": self.engine, "weights": self.weights,
@@ -89,7 +90,9 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
                            max_num_seqs=sv.get("max_num_seqs"), max_num_batched_tokens=sv.get("max_num_batched_tokens"),
                            tp=int(sv.get("tp") or 1), input_len=int(sv.get("input_len") or 1),
                            output_len=int(sv.get("output_len") or 1), concurrency=conc, request_rate=rate,
-                           cuda_graphs=sv.get("cuda_graphs", True) is not False)
+                           cuda_graphs=sv.get("cuda_graphs", True) is not False,
+                           block_size=int(sv.get("block_size") or 16), sampler=sv.get("sampler"),
+                           custom_all_reduce=sv.get("custom_all_reduce"))
     except TrainfitError:
         raise Skip("serving settings invalid or incomplete") from None
     return spec, sv.get("num_prompts")
@@ -104,7 +107,9 @@ def predict_case(case: dict, overrides=None) -> ServingEstimate:
         gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
     except TrainfitError:
         raise Skip("GPU not in the catalog") from None
-    return estimate(m, gpu, spec, overrides=overrides, num_prompts=prompts)
+    served = any(isinstance((case.get("measured") or {}).get(k), (int, float))
+                 for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_ms", "tpot_ms"))
+    return estimate(m, gpu, spec, overrides=overrides, num_prompts=prompts, served=served)
 
 
 def _predicted(est: ServingEstimate) -> dict[str, float]:
@@ -123,7 +128,7 @@ def compare(case: dict, est: ServingEstimate) -> Row:
     meas = {k: v for k, v in (case.get("measured") or {}).items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0}
     row = Row(str(case.get("id")), str(case.get("source", "")).split(" ")[0], est.gpu.id, est.spec.engine,
-              est.spec.weights)
+              est.spec.weights, kv_short=bool(est.reasons) and est.load is not None)
     pred = _predicted(est)
     for metric, keys in METRICS.items():
         key = next((k for k in keys if k in meas and k in pred), None)
@@ -184,6 +189,7 @@ def validate(cases: list[dict], overrides=None) -> dict[str, Any]:
             skipped[f"could not predict: {type(exc).__name__}"] += 1
     doc = {"cases": len(cases), "predicted": len(rows), "skipped": dict(skipped.most_common())}
     doc.update({metric: _metric(rows, metric) for metric in METRICS})
+    doc["served_with_predicted_kv_short"] = [r.id for r in rows if r.kv_short]
     doc["excluded"] = [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                        for r in rows for k, (e, why) in r.excluded.items()]
     doc["notes"] = ["kv_capacity: KV-cache tokens where measured, else max concurrency, else the KV cache's GiB",
@@ -191,6 +197,10 @@ def validate(cases: list[dict], overrides=None) -> dict[str, Any]:
                     "case), else the engine's default version",
                     "throughput: output tokens/s where measured, else total tokens/s, else requests/s",
                     "GPTQ 8-bit checkpoints are predicted as int8 weights",
+                    "serving.sampler (flashinfer | pytorch), serving.custom_all_reduce and serving.block_size are read "
+                    "where a case states them (fields beyond SERVING_SCHEMA.md, which readers may add)",
+                    "a measured run that served is predicted for speed even where trainfit's KV estimate at the "
+                    "engine's default flags falls below its max_model_len (served_with_predicted_kv_short lists them)",
                     "errors are absolute percentage errors as fractions (0.1 = 10%)"]
     doc["rows"] = [r.to_dict() for r in rows]
     return doc
