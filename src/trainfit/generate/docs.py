@@ -82,10 +82,10 @@ def _host_ram_section(setup: Setup, lang: str) -> str:
         how = (f"每个进程先在内存中加载完整模型（约 {rank} GiB）再移到 GPU" if zh else
                f"every process loads the whole model into host memory first (about {rank} GiB)")
     lines = ["", "## 主机内存" if zh else "## Host memory", "",
-             (f"加载模型需要每节点约 {gib} GiB 主机内存：{how}；另加每进程约 2 GiB 的运行时开销。CPU offload 的状态另计。"
-              if zh else
-              f"Loading the model needs about {gib} GiB of host RAM per node: {how}; plus about 2 GiB per process "
-              "for the runtime. CPU-offloaded states come on top.")]
+             (f"加载模型需要每节点约 {gib} GiB 主机内存：{how}；另加每进程约 {ram.process_gib:g} GiB 的运行时开销。"
+              "CPU offload 的状态另计。" if zh else
+              f"Loading the model needs about {gib} GiB of host RAM per node: {how}; plus about "
+              f"{ram.process_gib:g} GiB per process for the runtime. CPU-offloaded states come on top.")]
     if ram.fits is False:
         lines += ["", (f"**注意：实例只有 {ram.instance_ram_gib:g} GiB 内存。**" if zh else
                        f"**Warning: the instance has only {ram.instance_ram_gib:g} GiB of RAM.**")]

@@ -20,7 +20,9 @@ _CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gp
                 # price provenance and spot interruptions (optional; older plan files lack them)
                 "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot",
                 # out-of-memory risk and the 80% bands of hours and cost (optional)
-                "oom_risk", "uncertainty"}
+                "oom_risk", "uncertainty",
+                # host RAM per node: loading the model, CPU offload, the instance's (optional)
+                "host_ram_gib"}
 
 
 @dataclass(frozen=True)

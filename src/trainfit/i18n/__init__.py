@@ -54,6 +54,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
                       "zh": "‡ 无公开价格：可用 --prices FILE 提供你的报价"},
     "no_fit_any": {"en": "does not fit with any tried setting", "zh": "任何尝试的设置都放不下"},
     "instance_col": {"en": "instance", "zh": "实例"},
+    "host_ram_col": {"en": "RAM GiB need/has", "zh": "内存 GiB 需/有"},
     "recommendations": {"en": "Recommendations", "zh": "推荐方案"},
     "hours": {"en": "hours", "zh": "小时"},
     "cost": {"en": "cost", "zh": "费用"},

@@ -10,7 +10,7 @@ from typing import Any
 from ..catalog.models import all_models, local_config
 from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
-from ..plan import Plan, hours_cost_band
+from ..plan import Plan, host_ram_gib, hours_cost_band
 from ..search.run import Candidate, headroom_gib
 from ..units import GiB
 from ..i18n.notes import localize
@@ -45,6 +45,7 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         **provenance(o.price), "stock": o.price.stock or None,
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
+        "host_ram_gib": host_ram_gib(c),
     })
     out["uncertainty"] = hours_cost_band(c)
     if c.spot is not None:
@@ -169,6 +170,13 @@ def _settings(c: Candidate) -> str:
     return f"{d['method']}, {engine}{ckpt}, {d['precision']}, mb {d['micro_batch']}x{d['grad_accum']}"
 
 
+def _ram_cell(c: Candidate) -> str:
+    """Host RAM per node that loading (plus CPU offload) needs / the instance's RAM, GiB."""
+    ram = host_ram_gib(c)
+    need = (ram["loading"] or 0) + (ram["offload"] or 0)
+    return f"{need:,.0f}/{ram['instance']:,.0f}" if ram["instance"] else f"{need:,.0f}/?"
+
+
 def render_plan(plan: Plan, lang: str):
     from rich.console import Group
     from rich.table import Table
@@ -183,16 +191,17 @@ def render_plan(plan: Plan, lang: str):
     items: list = [Text(head, style="bold")]
     if plan.recommendations:
         table = Table(title=tr("recommendations", lang))
-        for col in ("#", tr("instance_col", lang), tr("settings", lang), "GiB", "tok/s", tr("hours", lang),
+        ram_col = tr("host_ram_col", lang)
+        for col in ("#", tr("instance_col", lang), tr("settings", lang), "GiB", ram_col, "tok/s", tr("hours", lang),
                     tr("cost", lang)):
-            table.add_column(col, overflow="fold", justify="right" if col in ("GiB", "tok/s") else "left")
+            table.add_column(col, overflow="fold", justify="right" if col in ("GiB", ram_col, "tok/s") else "left")
         for i, c in enumerate(plan.recommendations):
             band = hours_cost_band(c)
             hours = f"{c.hours:,.1f}" + (f" ({band['hours']['low']:,.1f}–{band['hours']['high']:,.1f})" if band else "")
             cost = _money(c.cost, plan.currency) + (f" ({_money(band['cost']['low'], plan.currency)}–"
                                                     f"{_money(band['cost']['high'], plan.currency)})" if band else "")
             table.add_row(str(i + 1), _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
-                          f"{c.estimate.tokens_per_s:,.0f}", hours, cost)
+                          _ram_cell(c), f"{c.estimate.tokens_per_s:,.0f}", hours, cost)
         items.append(table)
         # (the sentences below are written in English by the search; localize() gives their Chinese form)
         if req.pricing == "spot":
@@ -206,7 +215,7 @@ def render_plan(plan: Plan, lang: str):
     else:
         b = plan.binding or {}
         items.append(Text(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", style="bold red"))
-        items.append(Text(b.get("explanation", ""), style="red"))
+        items.append(Text(localize(b.get("explanation", ""), lang), style="red"))
         if b.get("relax"):
             items.append(Text(tr("relax", lang) + ": " + "; ".join(b["relax"]), style="yellow"))
     if plan.pareto:
@@ -222,7 +231,7 @@ def render_plan(plan: Plan, lang: str):
         items.append(Text(tr("too_risky", lang).format(risk=f"{plan.result.max_oom_risk:.0%}") + ":\n"
                           + "\n".join(f"   {risky_text(r)}" for r in plan.too_risky), style="yellow"))
     if plan.excluded:
-        items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {r}" for g, r in plan.excluded.items()),
+        items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {localize(r, lang)}" for g, r in plan.excluded.items()),
                           style="dim"))
     rej = ", ".join(f"{localize(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5))
     items.append(Text(tr("searched_line", lang).format(n=f"{plan.result.candidates:,}", s=f"{plan.result.seconds:.2f}",
