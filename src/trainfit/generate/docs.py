@@ -97,7 +97,7 @@ _TARGET_FILE = {"dlc": "dlc_job.json", "pytorchjob": "pytorchjob.yaml", "skypilo
 
 
 def _target_section(setup: Setup, lang: str, target: str) -> str:
-    from .targets import SHARED, STORAGE, submit_command
+    from .targets import SHARED, storage, submit_command
 
     nodes = int(setup.choice["nodes"])
     submit = submit_command(target, setup)
@@ -126,8 +126,8 @@ def _target_section(setup: Setup, lang: str, target: str) -> str:
                          "another cloud, or use --target ecs / dlc / pytorchjob.")]
     if nodes > 1:
         out += ["", "## 共享存储" if zh else "## Shared storage", "",
-                (f"多节点检查点必须写到所有节点都能访问的存储：{STORAGE[target]}。" if zh else
-                 f"Multi-node checkpoints must be written where every node sees them: {STORAGE[target]}.")]
+                (f"多节点检查点必须写到所有节点都能访问的存储：{storage(target, lang)}。" if zh else
+                 f"Multi-node checkpoints must be written where every node sees them: {storage(target, lang)}.")]
     return "\n".join(out) + ("\n" if out else "")
 
 

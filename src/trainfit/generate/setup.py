@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import userjson
-from ..errors import SpecError, did_you_mean
+import difflib
+
+from ..errors import GenerateError
 
 PLAN_VERSION = 1
 _TOP_KEYS = {"trainfit_plan_version", "model", "workload", "choice", "alternatives"}
@@ -45,32 +47,33 @@ class Setup:
 def _unknown(keys: set, allowed: set, where: str) -> None:
     extra = sorted(set(keys) - allowed)
     if extra:
-        raise SpecError(f"{where}: unknown key {extra[0]!r}{did_you_mean(extra[0], allowed)} "
-                        "(a plan.json from another trainfit version?)")
+        close = difflib.get_close_matches(str(extra[0]).lower(), sorted(allowed), n=3, cutoff=0.5)
+        if close:
+            raise GenerateError("gen_e_plan_unknown_key_close", where=where, name=extra[0], close=", ".join(close))
+        raise GenerateError("gen_e_plan_unknown_key", where=where, name=extra[0])
 
 
 def load_plan(path: str) -> Setup:
     if not os.path.isfile(path):
-        raise SpecError(f"plan file not found: {path}")
+        raise GenerateError("gen_e_plan_missing", path=path)
     doc = userjson.read(path, "plan.json")
     if not isinstance(doc, dict):
-        raise SpecError(f"{path}: not a trainfit plan (expected a JSON object)")
+        raise GenerateError("gen_e_plan_not_object", path=path)
     version = doc.get("trainfit_plan_version")
     if version != PLAN_VERSION:
-        raise SpecError(f"{path}: plan format version {version!r}; this trainfit reads version {PLAN_VERSION} "
-                        "(re-run `trainfit plan --out`)")
+        raise GenerateError("gen_e_plan_version", path=path, version=version, expected=PLAN_VERSION)
     _unknown(set(doc), _TOP_KEYS, path)
     for key in ("model", "workload", "choice"):
         if not isinstance(doc.get(key), dict):
-            raise SpecError(f"{path}: missing {key!r}")
+            raise GenerateError("gen_e_plan_key_missing", path=path, name=key)
     _unknown(set(doc["choice"]), _CHOICE_KEYS, f"{path} choice")
     if not isinstance(doc["choice"].get("strategy"), dict):
-        raise SpecError(f"{path}: choice has no strategy")
+        raise GenerateError("gen_e_no_strategy", path=path)
     from ..report.estimate import STRATEGY_FIELDS
 
     _unknown(set(doc["choice"]["strategy"]), set(STRATEGY_FIELDS), f"{path} choice.strategy")
     if not doc["model"].get("hf_config"):
-        raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
+        raise GenerateError("gen_e_no_hf_config", path=path)
     return Setup(model=doc["model"], workload=doc["workload"], choice=doc["choice"])
 
 
@@ -83,11 +86,10 @@ def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Se
     preset = all_models().get(est.model.name)
     hf_config = preset.hf_config if preset else local_config(model_arg)
     if hf_config is None:
-        raise SpecError(f"{model_arg}: generate needs a preset or a local config.json")
+        raise GenerateError("gen_e_needs_config", model=model_arg)
     strategy = strategy_of(est)
     if strategy["optimizer_in_backward"] and strategy["engine"] != "single":
-        raise SpecError("optimizer-in-backward: the generated setup runs it on one GPU only (gradients are stepped "
-                        "before any all-reduce could run)")
+        raise GenerateError("gen_e_oib")
     inst = est.cluster.instance
     choice = {"provider": inst.provider if inst else None, "instance_type": inst.instance_type if inst else None,
               "gpu": est.gpu.id, "gpus_per_node": est.strategy.gpus_per_node, "nodes": est.strategy.nodes,

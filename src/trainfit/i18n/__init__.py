@@ -187,9 +187,11 @@ def t(key: str, lang: str) -> str:
 
 
 def _merge_serving() -> None:
+    from .generate import GENERATE_MESSAGES
     from .serving import SERVING_MESSAGES
 
     _MESSAGES.update(SERVING_MESSAGES)
+    _MESSAGES.update(GENERATE_MESSAGES)
 
 
 _merge_serving()
