@@ -48,6 +48,8 @@ def test_plan_html_is_deterministic_and_translated(tmp_path):
     b = _undated(_run(tmp_path, PLAN + ["--lang", "zh"], "b.html"))
     assert a == b
     assert '<html lang="zh-CN">' in a and "帕累托前沿" in a and "推荐方案" in a
+    assert "主机内存：加载模型需要每节点" in a and "内存 GiB 需/有" in a  # the reasons and the host-RAM column
+    assert "bottleneck:" not in a and "Wall-clock hours between checkpoints" not in a  # reasons, assumptions in zh
 
 
 def test_estimate_html_memory_bars(tmp_path):
