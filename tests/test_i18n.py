@@ -161,7 +161,7 @@ def _drop(doc, *keys):
 @pytest.mark.parametrize("case", [
     "no_input", "plan_and_model", "nofit", "out_not_empty", "bad_image", "local_no_path", "path_control",
     "plan_missing", "plan_not_object", "plan_version", "plan_key_missing", "plan_unknown_key", "plan_unknown_close",
-    "no_strategy", "no_hf_config"])
+    "no_strategy", "no_hf_config", "data_missing"])
 def test_generate_errors_in_chinese(run_cli, tmp_path, small_plan, case):
     plan = str(small_plan)
     edits = {
@@ -180,6 +180,7 @@ def test_generate_errors_in_chinese(run_cli, tmp_path, small_plan, case):
         "local_no_path": ["--plan", plan, "--model-source", "local"],
         "path_control": ["--plan", plan, "--model-source", "local", "--model-path", "a\x01b"],
         "plan_missing": ["--plan", str(tmp_path / "none.json")],
+        "data_missing": ["--plan", plan, "--data", str(tmp_path / "none.jsonl")],
         **{name: ["--plan", plan] for name in edits},
     }[case]
     out = tmp_path / "run"

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from importlib import resources
 
-from ..errors import GenerateError, SpecError
+from ..errors import GenerateError
 from .configs import accelerate_fsdp_config, deepspeed_config, model_weights, train_config
 from .docs import readme, requirements
 from .launch import launch_script
@@ -101,5 +101,5 @@ def _check_data(path: str, task: str) -> None:
     try:
         files = data_files(path)
         check_columns(read_rows(files, limit=1), task, files[0])
-    except SetupError as exc:
-        raise SpecError(str(exc)) from None
+    except SetupError as exc:  # train.py's own wording (it runs where trainfit is not installed), led in in zh
+        raise GenerateError("gen_e_data", detail=str(exc)) from None

@@ -24,6 +24,7 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
               "flags lists what would fit (or --force writes it anyway)",
         "zh": "此配置放不下：每张 GPU 需要 {need} / {usable} GiB；用相同参数运行 `trainfit estimate` 可列出能放下的配置"
               "（或用 --force 仍然写出）"},
+    "gen_e_data": {"en": "{detail}", "zh": "--data 检查未通过：{detail}"},
     "gen_e_target": {"en": "unknown --target {target!r} (one of {targets})",
                      "zh": "未知的 --target {target!r}（可选：{targets}）"},
     "gen_e_out_not_empty": {"en": "{out} exists and is not empty (use --force to replace it)",
