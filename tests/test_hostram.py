@@ -7,8 +7,10 @@ from test_generate import _setup
 
 from trainfit.estimate.params import count_params
 from trainfit.generate.docs import readme
-from trainfit.generate.hostram import GiB, PROCESS_BYTES, SHARD_BYTES, host_ram
+from trainfit.generate.hostram import GiB, host_ram
 from trainfit.spec.model import ModelSpec
+
+SHARD_BYTES, PROCESS_BYTES = 5e9, 2 * GiB  # efficiency.yaml: loading_checkpoint_shard_bytes, host_process_overhead_gib
 
 
 def _stated_gib(text):

@@ -89,7 +89,6 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 def test_every_search_reason_is_worded_in_both_languages():
     """Infeasibility is typed (search/reasons.py) and worded by report/: every Reason has an English and a Chinese
     sentence, and a plan's counted reasons come out in Chinese under zh."""
-    import json
 
     from trainfit.i18n import _MESSAGES
     from trainfit.report.plan import reason_text
@@ -178,3 +177,112 @@ def test_bad_input_errors_are_chinese_under_zh(run_cli, tmp_path):
         if not _CJK.search(message) or re.search(r"[a-z]{3,} [a-z]{3,} [a-z]{3,} [a-z]{3,}", message):
             english.append((argv, message))
     assert not english, english
+
+
+# ---- trainfit generate (launch targets, --model-source, plan.json checks): every line and error in Chinese ----------
+
+def _cjk(text: str) -> bool:
+    return bool(re.search(r"[\u4e00-\u9fff]", text))
+
+
+def _english_left(text: str) -> bool:
+    """Three English words in a row outside quoted values, paths and commands."""
+    text = re.sub(r"'[^']*'|`[^`]*`|\S*/\S*|--[\w-]+", " ", text)
+    return bool(re.search(r"[A-Za-z]{4,} [A-Za-z]{4,} [A-Za-z]{4,}", text))
+
+
+def test_generate_sources_raise_only_worded_errors():
+    """generate's modules and its command raise errors by message key (i18n.generate), never an English sentence."""
+    import inspect
+
+    import trainfit.cli.generate
+    import trainfit.generate
+    from trainfit.generate import configs, docs, setup, targets
+
+    for mod in (trainfit.cli.generate, trainfit.generate, configs, docs, setup, targets):
+        src = inspect.getsource(mod)
+        raw = re.findall(r"(?:SpecError|TrainfitError)\(\s*f?[\"'][^\"']*[A-Za-z]{4,} [A-Za-z]{4,}", src)
+        assert not raw, (mod.__name__, raw)
+        printed = re.findall(r"console\(\)\.print\(\s*f?[\"'][^\"']*[A-Za-z]{4,} [A-Za-z]{4,}", src)
+        assert not printed, (mod.__name__, printed)
+
+
+@pytest.fixture
+def small_plan(tmp_path, run_cli):
+    code, _, err = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "10M",
+                           "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    return tmp_path / "p" / "plan.json"
+
+
+@pytest.mark.parametrize("target", ["ecs", "dlc", "pytorchjob", "skypilot", "slurm"])
+def test_generate_prints_chinese(run_cli, tmp_path, small_plan, target):
+    code, out, err = run_cli("generate", "--plan", str(small_plan), "--out", str(tmp_path / target), "--target",
+                             target, "--lang", "zh", "--model-source", "modelscope")
+    assert code == 0, err
+    lines = [x for x in out.splitlines() if x.strip()]
+    assert len(lines) >= 2 and all(_cjk(x) and not _english_left(x) for x in lines), lines
+    readme = (tmp_path / target / "README.md").read_text()
+    assert "## 模型权重" in readme and "## 主机内存" in readme
+
+
+def test_generate_readme_names_shared_storage_in_chinese():
+    from test_generate import _setup
+
+    from trainfit.generate.docs import readme
+
+    for target in ("ecs", "dlc", "pytorchjob", "skypilot", "slurm"):
+        text = readme(_setup("qwen2-7b", "a10", 1, 2, "ddp", "lora"), "zh", target)
+        line = next(x for x in text.splitlines() if x.startswith("多节点检查点"))
+        assert not _english_left(line), line
+
+
+def _plan_variant(small_plan, tmp_path, edit):
+    import json
+
+    doc = edit(json.loads(small_plan.read_text()))
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def _drop(doc, *keys):
+    target = doc
+    for k in keys[:-1]:
+        target = target[k]
+    target.pop(keys[-1])
+    return doc
+
+
+@pytest.mark.parametrize("case", [
+    "no_input", "plan_and_model", "nofit", "out_not_empty", "bad_image", "local_no_path", "path_control",
+    "plan_missing", "plan_not_object", "plan_version", "plan_key_missing", "plan_unknown_key", "plan_unknown_close",
+    "no_strategy", "no_hf_config", "data_missing"])
+def test_generate_errors_in_chinese(run_cli, tmp_path, small_plan, case):
+    plan = str(small_plan)
+    edits = {
+        "plan_not_object": lambda d: [1], "plan_version": lambda d: {**d, "trainfit_plan_version": 9},
+        "plan_key_missing": lambda d: _drop(d, "workload"), "plan_unknown_key": lambda d: {**d, "zzz": 1},
+        "plan_unknown_close": lambda d: {**d, "modell": 1}, "no_strategy": lambda d: _drop(d, "choice", "strategy"),
+        "no_hf_config": lambda d: _drop(d, "model", "hf_config")}
+    if case in edits:  # one edited plan.json per case
+        plan = _plan_variant(small_plan, tmp_path, edits[case])
+    argv = {
+        "no_input": [],
+        "plan_and_model": ["--plan", plan, "--model", "gpt2"],
+        "nofit": ["--model", "llama-3-70b", "--gpu", "a10"],
+        "out_not_empty": ["--plan", plan],
+        "bad_image": ["--plan", plan, "--target", "dlc", "--image", "bad image;rm"],
+        "local_no_path": ["--plan", plan, "--model-source", "local"],
+        "path_control": ["--plan", plan, "--model-source", "local", "--model-path", "a\x01b"],
+        "plan_missing": ["--plan", str(tmp_path / "none.json")],
+        "data_missing": ["--plan", plan, "--data", str(tmp_path / "none.jsonl")],
+        **{name: ["--plan", plan] for name in edits},
+    }[case]
+    out = tmp_path / "run"
+    if case == "out_not_empty":
+        out.mkdir()
+        (out / "x").write_text("x")
+    code, _, err = run_cli("generate", *argv, "--out", str(out), "--lang", "zh")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert _cjk(err) and not _english_left(err.split("error:", 1)[-1]), err

@@ -48,6 +48,8 @@ def test_plan_html_is_deterministic_and_translated(tmp_path):
     b = _undated(_run(tmp_path, PLAN + ["--lang", "zh"], "b.html"))
     assert a == b
     assert '<html lang="zh-CN">' in a and "帕累托前沿" in a and "推荐方案" in a
+    assert "主机内存：加载模型需要每节点" in a and "内存 GiB 需/有" in a  # the reasons and the host-RAM column
+    assert "bottleneck:" not in a and "Wall-clock hours between checkpoints" not in a  # reasons, assumptions in zh
 
 
 def test_estimate_html_memory_bars(tmp_path):
@@ -117,21 +119,55 @@ def test_serving_html(tmp_path):
 
 
 def test_trace_doc_trace_vs_analytic():
-    """The trace report from a trace document (the tracer itself is tested in test_trace.py)."""
+    """The trace report from a trace document (the tracer itself is tested in test_trace.py): each moment of the
+    step paired with the analytic value of the same moment, as grouped bars and a table."""
     from trainfit.report.document import to_html
     from trainfit.report.html_docs import trace_doc
 
     parts = {"weights": 1.0, "gradients": 0.5, "optimizer": 2.0, "activations": 3.0, "logits": 0.25, "other": 0.0}
+    moments = [{"moment": "forward_end", "trace": "forward", "analytic": ["forward_end"], "trace_gib": 5.5,
+                "analytic_gib": 5.0},
+               {"moment": "backward_start", "trace": "backward:head", "analytic": ["backward_start", "backward_head"],
+                "trace_gib": 6.75, "analytic_gib": 7.25},
+               {"moment": "peak", "trace": "backward:head", "analytic": ["backward_start"], "trace_gib": 6.75,
+                "analytic_gib": 7.25}]
     doc = {"model": "m", "method": "full", "seq_len": 128, "micro_batch": 1, "grad_ckpt": "none",
-           "memory_gib": {**parts, "total": 6.75}, "peak_moment": "backward:head",
-           "moments_gib": {"forward": 5.5, "backward:head": 6.75},
+           "memory_gib": {**parts, "total": 6.75}, "peak_moment": "backward:head", "moments": moments,
            "estimate": {"memory_gib": {**parts, "activations": 3.5}, "allocated_gib": 7.25,
                         "peak_phase": "backward_start"},
            "difference": {"allocated_gib": 0.5, "percent": 7.41}, "notes": []}
-    html = to_html(trace_doc(doc, "en", {"forward_end": 5.0, "backward_start": 7.25}), today="2026-01-01")
-    assert html.count('class="bar s0"') == 5 and html.count('class="bar s1"') == 5  # 5 non-zero parts each
-    assert "+0.500 GiB (+7.41%)" in html and ">backward:head</text>" in html  # a traced moment
-    assert ">backward_start</text>" in html and ">7.250</text>" in html  # an analytic one
+    html = to_html(trace_doc(doc, "en"), today="2026-01-01")
+    per_moment, by_part = html.split('class="chart chart-grouped"')[1:3]
+    assert per_moment.count('class="bar s0"') == 3 and per_moment.count('class="bar s1"') == 3  # trace, analytic
+    assert ">forward end</text>" in per_moment and ">backward start</text>" in per_moment and ">peak</text>" in per_moment
+    assert "<title>forward end · trace: 5.500</title>" in per_moment
+    assert "<title>forward end · analytic: 5.000</title>" in per_moment
+    assert by_part.count('class="bar s0"') == 5 and by_part.count('class="bar s1"') == 5  # 5 non-zero parts each
+    assert "<td>backward start</td><td class=n>6.750</td><td class=n>7.250</td><td>+0.500</td>" in html  # a row
+    assert "backward:head / backward_start, backward_head" in html
+    assert "+0.500 GiB (+7.41%)" in html
+    zh = to_html(trace_doc(doc, "zh"), today="2026-01-01")
+    assert ">前向结束</text>" in zh and "按训练步时刻" in zh
+
+
+def test_trace_html_snapshot(tmp_path):
+    """A real trace (gpt2, full fine-tuning, 2 and 3 blocks extrapolated): its per-moment pairing held by a
+    snapshot."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    html = _undated(_run(tmp_path, ["trace", "--model", "gpt2", "--method", "full", "--seq-len", "256",
+                                    "--lang", "en"]))
+    _offline(html)
+    per_moment = html.split('class="chart chart-grouped"')[1]
+    for label in ("forward end", "backward start", "top block backward", "backward end", "optimizer step", "peak"):
+        assert f">{label}</text>" in per_moment
+    assert per_moment.count('class="bar s0"') == 6 and per_moment.count('class="bar s1"') == 6
+    path = os.path.join(SNAP, "trace-gpt2-full.html")
+    if os.environ.get("TRAINFIT_UPDATE_SNAPSHOTS"):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(html)
+    with open(path, encoding="utf-8") as fh:
+        assert fh.read() == html, "trace report differs from the snapshot (TRAINFIT_UPDATE_SNAPSHOTS=1 to accept)"
 
 
 def test_markdown_leaves_out_chart_notes(tmp_path):

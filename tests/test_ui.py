@@ -59,6 +59,55 @@ def test_bad_input_is_one_line(client, form, words):
     assert words in err and "\n" not in err and "Traceback" not in err and "trainfit-ui-" not in err
 
 
+ZH = {**LORA, "lang": "zh"}
+
+
+@pytest.mark.parametrize("path, form, words", [
+    ("/api/estimate", {**ZH, "model": "no-such-model"}, "未知的模型 'no-such-model'"),  # bad model
+    ("/api/estimate", {**ZH, "model": ""}, "模型：请选择预设"),
+    ("/api/estimate", {**ZH, "model": "", "config": "{not json"}, "config.json：不是有效的 JSON"),
+    ("/api/estimate", {**ZH, "seq_len": "abc"}, "seq-len：'abc' 不是整数"),  # bad number
+    ("/api/estimate", {**ZH, "micro_batch": "0"}, "micro-batch 必须是 [1, 65536] 内的整数"),
+    ("/api/estimate", {**ZH, "gpu": "a1O"}, "未知的GPU 'a1O'（是否想输入："),  # unknown GPU
+    ("/api/estimate", {**ZH, "gpu": "", "instance": "ecs.nope"}, "未知的实例类型 'ecs.nope'"),
+    ("/api/estimate", {**ZH, "method": "magic"}, "无效的 method 'magic'"),
+    ("/api/estimate", {**ZH, "zero": "5"}, "ZeRO 阶段必须是 0、1、2 或 3"),
+    ("/api/plan", {**PLAN, "lang": "zh", "dataset_tokens": "lots"}, "--dataset-tokens：'lots' 不是数量"),
+    ("/api/plan", {**PLAN, "lang": "zh", "deadline": "soon"}, "--deadline：'soon' 不是时长"),
+    ("/api/plan", {**PLAN, "lang": "zh", "budget": "-1"}, "--budget 必须为正数"),
+])
+def test_errors_in_chinese(client, path, form, words):
+    r = client.post(path, json=form)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert words in err and "\n" not in err, err
+
+
+def test_every_error_shown_in_zh_starts_in_chinese():
+    """An error shape the table does not know keeps its detail behind a Chinese lead-in."""
+    from trainfit.i18n.errors import FALLBACK_ZH, localize_error
+
+    assert localize_error("something nobody wrote", "zh") == FALLBACK_ZH + "something nobody wrote"
+    assert localize_error("something nobody wrote", "en") == "something nobody wrote"
+
+
+def test_server_errors_in_chinese(monkeypatch):
+    """A request that is not JSON (the language from the URL) and an internal error, both in zh."""
+    import trainfit.ui.app as app_module
+
+    def broken(form):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(app_module, "do_estimate", broken)
+    c = TestClient(app_module.create_app())
+    r = c.post("/api/estimate?lang=zh", content=b"[1, 2]", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"] == "表单：应为 JSON 对象"
+    r = c.post("/api/estimate", json=ZH)
+    assert r.status_code == 500 and r.json()["error"] == "内部错误，请报告：RuntimeError: boom"
+    r = c.post("/api/estimate", json=LORA)
+    assert r.json()["error"] == "internal error, please report it: RuntimeError: boom"
+
+
 def test_not_json_body(client):
     r = client.post("/api/estimate", content=b"\xff\xfe", headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "error" in r.json()

@@ -104,6 +104,12 @@ def test_zh_switch_and_bad_input(page):
     page.wait_for_function("document.getElementById('error').textContent.length > 0")
     err = page.inner_text("#error")
     assert "seq-len" in err and "abc" in err and "Traceback" not in page.content()
+    assert err == "seq-len：'abc' 不是整数"  # the error in Chinese, as the zh switch asks
+    page.fill("#seq_len", "2048")
+    page.fill("#dataset_tokens", "lots")
+    page.click("#btn-plan")
+    page.wait_for_function("document.getElementById('error').textContent.includes('dataset-tokens')")
+    assert "不是数量" in page.inner_text("#error")
 
 
 def test_plan_and_downloads(page, tmp_path):

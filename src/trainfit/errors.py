@@ -75,6 +75,10 @@ class PriceFileError(LocalizedError, CatalogError):
     """A price file (shipped, cached or the user's quotes) is malformed."""
 
 
+class GenerateError(LocalizedError, SpecError):
+    """An input error of `trainfit generate`: the i18n entry `key` (trainfit.i18n.generate) with its values."""
+
+
 class ServingError(LocalizedError, SpecError):
     """A serving input error whose message is the i18n entry `key` formatted with `params` (English by default)."""
 

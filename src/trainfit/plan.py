@@ -160,6 +160,14 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
                                f"{plan.result.max_oom_risk:.0%} probability; least risky: {risky_text(least)}",
                 "relax": [f"--max-oom-risk {math.ceil(least.risk * 100) / 100:.2f}", "a shorter --seq-len",
                           "--method qlora", "--provider all for larger GPUs"]}
+    if not fitting and plan.result.host_ram_short:
+        need, have = _closest_ram(plan.result.host_ram_short.values())
+        return {"constraint": "host memory",
+                "explanation": f"options fit in GPU memory, but loading the model (and CPU offload) needs more host RAM "
+                               f"than their instances have (closest: {need / GiB:,.0f} GiB per node needed, {have / GiB:,.0f} "
+                               f"GiB available)",
+                "relax": ["more nodes (--max-nodes): ZeRO-3 partitions shrink with the GPU count",
+                          "--method lora or qlora (16-bit weights)", "--provider all for instances with more RAM"]}
     if not fitting:
         need = min((n for n, _ in plan.result.no_fit_by_gpu.values()), default=0.0)
         return {"constraint": "memory",
@@ -210,6 +218,12 @@ def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
         if not cands and risky:
             out[gpu] = "rejected for out-of-memory risk: " + risky_text(min(risky, key=lambda r: r.risk))
             continue
+        short = plan.result.host_ram_short.get(gpu)
+        if not cands and short:
+            out[gpu] = (f"loading the model (and CPU offload) needs {short[0] / GiB:,.0f} GiB of host RAM per node, "
+                        f"the instance has "
+                        f"{short[1] / GiB:,.0f} GiB")
+            continue
         if not cands:
             miss = plan.result.no_fit_by_gpu.get(gpu)
             need = f" (needs {miss[0] / GiB:,.1f} of {miss[1] / GiB:,.1f} GiB)" if miss else ""
@@ -231,6 +245,17 @@ def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
                       else f"{best.hours:,.1f} h vs {winner.hours:,.1f} h")
             out[gpu] = f"meets the constraints but loses on {req.objective} ({versus}): {_describe(best, cur)}"
     return out
+
+
+def _closest_ram(shorts) -> tuple[float, float]:
+    """(need, available) of the option that misses its instance's RAM by the least."""
+    return min(shorts, key=lambda x: x[0] - x[1])
+
+
+def host_ram_gib(c: Candidate) -> dict[str, float | None]:
+    """Host RAM per node: what loading the model needs, what CPU offload keeps, what the instance has (GiB)."""
+    return {"loading": round(c.loading.per_node_bytes / GiB, 1) if c.loading else None,
+            "offload": round(c.estimate.host_memory_bytes / GiB, 1), "instance": c.offer.instance.ram_gib}
 
 
 def hours_cost_band(c: Candidate) -> dict[str, Any] | None:
@@ -266,6 +291,10 @@ def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
              f"memory: {e.memory.device / GiB:,.1f} of {e.memory.usable / GiB:,.1f} GiB per GPU "
              f"({headroom_gib(c):,.1f} GiB headroom{risk}), micro-batch {e.training.micro_batch} x "
              f"grad-accum {e.training.grad_accum}"]
+    ram = host_ram_gib(c)
+    if ram["loading"] is not None and ram["instance"]:
+        lines.append(f"host RAM: {ram['loading']:,.0f} of {ram['instance']:,.0f} GiB per node to load the model"
+                     + (f" ({ram['offload']:,.0f} GiB more for CPU offload)" if ram["offload"] else ""))
     comm = sum(v for k, v in e.time.parts.items() if k.startswith("communication"))
     if e.strategy.nodes > 1:
         lines.append(f"multi-node: {e.strategy.nodes} nodes over {e.cluster.inter_link} "

@@ -7,7 +7,9 @@ import json
 import os
 
 from . import userjson
-from .errors import SpecError, did_you_mean
+import difflib
+
+from .errors import GenerateError, SpecError
 
 VERSION = 1
 TOP_KEYS = {"trainfit_plan_version", "model", "workload", "choice", "alternatives"}
@@ -19,7 +21,9 @@ CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gpu
               # price provenance and spot interruptions (optional; older plan files lack them)
               "price_age_days", "price_stale", "price_origin", "price_sources", "stock", "spot",
               # out-of-memory risk and the 80% bands of hours and cost (optional)
-              "oom_risk", "uncertainty"}
+              "oom_risk", "uncertainty",
+              # host RAM per node: loading the model, CPU offload, the instance's (optional)
+              "host_ram_gib"}
 
 
 def write_plan_doc(doc: dict, out_dir: str) -> str:
@@ -37,34 +41,35 @@ def write_plan_doc(doc: dict, out_dir: str) -> str:
 def _unknown(keys: set, allowed: set, where: str) -> None:
     extra = sorted(set(keys) - allowed)
     if extra:
-        raise SpecError(f"{where}: unknown key {extra[0]!r}{did_you_mean(extra[0], allowed)} "
-                        "(a plan.json from another trainfit version?)")
+        close = difflib.get_close_matches(str(extra[0]).lower(), sorted(allowed), n=3, cutoff=0.5)
+        if close:
+            raise GenerateError("gen_e_plan_unknown_key_close", where=where, name=extra[0], close=", ".join(close))
+        raise GenerateError("gen_e_plan_unknown_key", where=where, name=extra[0])
 
 
 def read_plan(path: str) -> dict:
     """plan.json -> its document, checked: version, keys, and the job's values through the declaration."""
     if not os.path.isfile(path):
-        raise SpecError(f"plan file not found: {path}")
+        raise GenerateError("gen_e_plan_missing", path=path)
     doc = userjson.read(path, "plan.json")
     if not isinstance(doc, dict):
-        raise SpecError(f"{path}: not a trainfit plan (expected a JSON object)")
+        raise GenerateError("gen_e_plan_not_object", path=path)
     version = doc.get("trainfit_plan_version")
     if version != VERSION:
-        raise SpecError(f"{path}: plan format version {version!r}; this trainfit reads version {VERSION} "
-                        "(re-run `trainfit plan --out`)")
+        raise GenerateError("gen_e_plan_version", path=path, version=version, expected=VERSION)
     _unknown(set(doc), TOP_KEYS, path)
     for key in ("model", "workload", "choice"):
         if not isinstance(doc.get(key), dict):
-            raise SpecError(f"{path}: missing {key!r}")
+            raise GenerateError("gen_e_plan_key_missing", path=path, name=key)
     _unknown(set(doc["choice"]), CHOICE_KEYS, f"{path} choice")
     if not isinstance(doc["choice"].get("strategy"), dict):
-        raise SpecError(f"{path}: choice has no strategy")
+        raise GenerateError("gen_e_no_strategy", path=path)
     from .report.estimate import STRATEGY_FIELDS
 
     _unknown(set(doc["choice"]["strategy"]), set(STRATEGY_FIELDS), f"{path} choice.strategy")
     _check_values(doc["choice"], path)
     if not doc["model"].get("hf_config"):
-        raise SpecError(f"{path}: the model has no hf_config (needed to build or load it)")
+        raise GenerateError("gen_e_no_hf_config", path=path)
     return doc
 
 

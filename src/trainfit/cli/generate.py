@@ -63,8 +63,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import SpecError
+    from ..errors import GenerateError
     from ..generate import generate, load_plan, setup_from_estimate, submit_command
+    from ..i18n import t
 
     lang = lang_of(args)
     check_out(args.out, "dir")
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         return _serving(args, lang)
     if args.plan:
         if args.model:
-            raise SpecError("give --plan or the workload flags (--model ...), not both")
+            raise GenerateError("gen_e_plan_and_model")
         setup = load_plan(args.plan)
     elif args.model:
         from ..api import estimate, load_efficiencies
@@ -84,12 +85,10 @@ def run(args: argparse.Namespace) -> int:
         tokens = parse_count(args.dataset_tokens) if args.dataset_tokens else 0.0
         setup = setup_from_estimate(est, args.model, tokens)
     else:
-        raise SpecError("give --plan plan.json, or --model with the workload flags")
+        raise GenerateError("gen_e_no_input")
     c = setup.choice
     if c.get("fits") is False and not args.force:
-        raise SpecError(f"this setup does not fit: it needs {c.get('memory_gib')} of {c.get('gpu_memory_gib')} GiB "
-                        f"per GPU; `trainfit estimate` with the same flags lists what would fit (or --force writes "
-                        f"it anyway)")
+        raise GenerateError("gen_e_nofit", need=c.get("memory_gib"), usable=c.get("gpu_memory_gib"))
     files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir,
                      target=args.target, image=args.image, storage=args.storage, pvc=args.pvc,
                      model_source=args.model_source, model_path=args.model_path)
@@ -98,16 +97,16 @@ def run(args: argparse.Namespace) -> int:
         print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"], "target": args.target,
                     "submit": submit, "world_size": setup.world_size, "choice": setup.choice})
         return 0
-    console().print(f"wrote {args.out}: {', '.join(files)}")
+    console().print(t("gen_wrote", lang).format(out=args.out, files=", ".join(files)), markup=False,
+                    soft_wrap=True)
     data = shlex.quote(os.path.abspath(args.data)) if args.data else "/path/to/data"
     out = shlex.quote(args.out)
     if args.target == "ecs":
-        console().print(f"next: pip install -r {out}/requirements.txt && DATA={data} {out}/launch.sh", soft_wrap=True)
+        console().print(t("gen_next_ecs", lang).format(out=out, data=data), soft_wrap=True, markup=False)
     else:
-        console().print(f"next: cd {out} && {submit}", soft_wrap=True, markup=False)
+        console().print(t("gen_next_submit", lang).format(out=out, submit=submit), soft_wrap=True, markup=False)
     if args.target == "skypilot" and setup.choice.get("provider") == "alibaba":
-        console().print("note: SkyPilot does not reach Alibaba ECS directly; run it on ACK (cloud: kubernetes) or "
-                        "another cloud, or use --target ecs / dlc / pytorchjob", soft_wrap=True)
+        console().print(t("gen_sky_note", lang), soft_wrap=True)
     return 0
 
 

@@ -40,14 +40,10 @@ def run(args: argparse.Namespace) -> int:
     doc = {"model": est.model.name, "method": est.training.method.value, "seq_len": est.training.seq_len,
            "micro_batch": est.training.micro_batch, "grad_ckpt": est.training.grad_ckpt.value, **doc}
     from ..report.html_docs import trace_doc
-    from ..units import GiB
-
-    phases = ({p.name: round(p.total / GiB, 3) for p in est.memory.phases}
-              if est.strategy.gpus == 1 and est.strategy.engine == "single" else None)
 
     if args.json:
         print_json(doc)
-        write_reports(args, lambda: trace_doc(doc, lang, phases))
+        write_reports(args, lambda: trace_doc(doc, lang))
         return 0
     from rich.table import Table
 
@@ -65,5 +61,14 @@ def run(args: argparse.Namespace) -> int:
             f"{doc['seconds']:.1f} s")
     for note in doc["notes"]:
         c.print(f"- {note}", style="dim")
-    write_reports(args, lambda: trace_doc(doc, lang, phases))
+    from ..report.words import w
+
+    moments = Table(title=w("r_moment_chart", lang))
+    for col in ("r_moment", "r_traced", "r_analytic", "r_moment_names"):
+        moments.add_column(w(col, lang), justify="right" if col in ("r_traced", "r_analytic") else "left")
+    for m in doc["moments"]:
+        moments.add_row(w(f"m_{m['moment']}", lang), f"{m['trace_gib']:.3f}", f"{m['analytic_gib']:.3f}",
+                        f"{m['trace']} / {', '.join(m['analytic'])}")
+    c.print(moments)
+    write_reports(args, lambda: trace_doc(doc, lang))
     return 0

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from importlib import resources
 
-from ..errors import SpecError
+from ..errors import GenerateError
 from .configs import accelerate_fsdp_config, deepspeed_config, model_weights, train_config
 from .docs import readme, requirements
 from .launch import launch_script
@@ -54,11 +54,11 @@ def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "e
              pvc: str | None = None, model_source: str = "hf", model_path: str | None = None) -> list[str]:
     """Write the setup to `out_dir` atomically: a temporary directory renamed into place, never a half-written one."""
     if target not in TARGETS:
-        raise SpecError(f"unknown --target {target!r} (one of {', '.join(TARGETS)})")
+        raise GenerateError("gen_e_target", target=target, targets=", ".join(TARGETS))
     if data is not None:
         _check_data(data, setup.workload["task"])
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
-        raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
+        raise GenerateError("gen_e_out_not_empty", out=out_dir)
     files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang, target, image, storage,
                          pvc, model_source, model_path)
     write_files(files, out_dir, executable=("launch.sh", "train.py", "slurm.sbatch"))
@@ -89,7 +89,7 @@ def write_files(files: dict[str, str], out_dir: str, executable: tuple[str, ...]
 def generate_serving(files: dict[str, str], out_dir: str, force: bool = False) -> list[str]:
     """Write a serving setup (serve.sh, README.md) from `generate.serving.serving_files`."""
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:
-        raise SpecError(f"{out_dir} exists and is not empty (use --force to replace it)")
+        raise GenerateError("gen_e_out_not_empty", out=out_dir)
     write_files(files, out_dir, executable=("serve.sh",))
     return sorted(files)
 
@@ -101,5 +101,5 @@ def _check_data(path: str, task: str) -> None:
     try:
         files = data_files(path)
         check_columns(read_rows(files, limit=1), task, files[0])
-    except SetupError as exc:
-        raise SpecError(str(exc)) from None
+    except SetupError as exc:  # train.py's own wording (it runs where trainfit is not installed), led in in zh
+        raise GenerateError("gen_e_data", detail=str(exc)) from None

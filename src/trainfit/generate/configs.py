@@ -123,17 +123,17 @@ MODEL_SOURCES = ("hf", "modelscope", "local")
 def model_weights(setup: Setup, source: str = "hf", path: str | None = None) -> dict[str, Any]:
     """Where train.py gets the weights: the Hugging Face Hub (HF_ENDPOINT may name a mirror), ModelScope
     (snapshot_download of `modelscope_id`, by default the same id), or a local directory."""
-    from ..errors import SpecError
+    from ..errors import GenerateError
 
     if source not in MODEL_SOURCES:
-        raise SpecError(f"--model-source {source!r}: one of {', '.join(MODEL_SOURCES)}")
+        raise GenerateError("gen_e_model_source", source=source, sources=", ".join(MODEL_SOURCES))
     if source == "local" and not path:
-        raise SpecError("--model-source local needs --model-path (the model directory on the training machines)")
+        raise GenerateError("gen_e_local_needs_path")
     if path and any(ord(ch) < 32 for ch in path):
-        raise SpecError("--model-path: control characters in the path")
+        raise GenerateError("gen_e_path_control")
     hf_id = setup.model.get("hf_id")
     if source == "modelscope" and not hf_id and not path:
-        raise SpecError(f"{setup.model['name']}: no Hub id known; use --model-source local --model-path DIR")
+        raise GenerateError("gen_e_no_hub_id", model=setup.model["name"])
     return {"source": source, "path": path, "modelscope_id": hf_id if source == "modelscope" else None}
 
 

@@ -82,10 +82,10 @@ def _host_ram_section(setup: Setup, lang: str) -> str:
         how = (f"每个进程先在内存中加载完整模型（约 {rank} GiB）再移到 GPU" if zh else
                f"every process loads the whole model into host memory first (about {rank} GiB)")
     lines = ["", "## 主机内存" if zh else "## Host memory", "",
-             (f"加载模型需要每节点约 {gib} GiB 主机内存：{how}；另加每进程约 2 GiB 的运行时开销。CPU offload 的状态另计。"
-              if zh else
-              f"Loading the model needs about {gib} GiB of host RAM per node: {how}; plus about 2 GiB per process "
-              "for the runtime. CPU-offloaded states come on top.")]
+             (f"加载模型需要每节点约 {gib} GiB 主机内存：{how}；另加每进程约 {ram.process_gib:g} GiB 的运行时开销。"
+              "CPU offload 的状态另计。" if zh else
+              f"Loading the model needs about {gib} GiB of host RAM per node: {how}; plus about "
+              f"{ram.process_gib:g} GiB per process for the runtime. CPU-offloaded states come on top.")]
     if ram.fits is False:
         lines += ["", (f"**注意：实例只有 {ram.instance_ram_gib:g} GiB 内存。**" if zh else
                        f"**Warning: the instance has only {ram.instance_ram_gib:g} GiB of RAM.**")]
@@ -97,7 +97,7 @@ _TARGET_FILE = {"dlc": "dlc_job.json", "pytorchjob": "pytorchjob.yaml", "skypilo
 
 
 def _target_section(setup: Setup, lang: str, target: str) -> str:
-    from .targets import SHARED, STORAGE, submit_command
+    from .targets import SHARED, storage, submit_command
 
     nodes = int(setup.choice["nodes"])
     submit = submit_command(target, setup)
@@ -126,8 +126,8 @@ def _target_section(setup: Setup, lang: str, target: str) -> str:
                          "another cloud, or use --target ecs / dlc / pytorchjob.")]
     if nodes > 1:
         out += ["", "## 共享存储" if zh else "## Shared storage", "",
-                (f"多节点检查点必须写到所有节点都能访问的存储：{STORAGE[target]}。" if zh else
-                 f"Multi-node checkpoints must be written where every node sees them: {STORAGE[target]}.")]
+                (f"多节点检查点必须写到所有节点都能访问的存储：{storage(target, lang)}。" if zh else
+                 f"Multi-node checkpoints must be written where every node sees them: {storage(target, lang)}.")]
     return "\n".join(out) + ("\n" if out else "")
 
 

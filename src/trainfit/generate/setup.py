@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SpecError
+from ..errors import GenerateError
+
 
 @dataclass(frozen=True)
 class Setup:
@@ -41,11 +42,10 @@ def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Se
     preset = all_models().get(est.model.name)
     hf_config = preset.hf_config if preset else local_config(model_arg)
     if hf_config is None:
-        raise SpecError(f"{model_arg}: generate needs a preset or a local config.json")
+        raise GenerateError("gen_e_needs_config", model=model_arg)
     strategy = strategy_of(est)
     if strategy["optimizer_in_backward"] and strategy["engine"] != "single":
-        raise SpecError("optimizer-in-backward: the generated setup runs it on one GPU only (gradients are stepped "
-                        "before any all-reduce could run)")
+        raise GenerateError("gen_e_oib")
     inst = est.cluster.instance
     choice = {"provider": inst.provider if inst else None, "instance_type": inst.instance_type if inst else None,
               "gpu": est.gpu.id, "gpus_per_node": est.strategy.gpus_per_node, "nodes": est.strategy.nodes,

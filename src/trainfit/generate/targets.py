@@ -14,7 +14,7 @@ import json
 import re
 import shlex
 
-from ..errors import SpecError
+from ..errors import GenerateError
 from .setup import Setup
 
 TARGETS = ("ecs", "dlc", "pytorchjob", "skypilot", "slurm")
@@ -39,7 +39,7 @@ SKY_CLOUDS = {"aws": "aws", "gcp": "gcp", "azure": "azure"}
 def checked(value: str, what: str, pattern: re.Pattern = _NAME) -> str:
     """`value` if it matches `pattern` (no spaces, quotes, newlines or shell syntax), else a SpecError."""
     if not isinstance(value, str) or not pattern.match(value):
-        raise SpecError(f"{what}: {value!r} is not a valid name (letters, digits and . _ : / @ + - only)")
+        raise GenerateError("gen_e_bad_name", what=what, value=value)
     return value
 
 
@@ -197,12 +197,14 @@ SUBMIT = {
     "skypilot": "sky launch -c {name} skypilot.yaml",
     "slurm": "sbatch slurm.sbatch",
 }
-# What the shared storage is, per target: multi-node checkpoints must land where every node (and a restart) sees them.
-STORAGE = {"ecs": "NAS or CPFS mounted at the same path on every node (or OSS through ossfs)",
-           "dlc": "a NAS / CPFS / OSS data source mounted at " + SHARED,
-           "pytorchjob": "a PersistentVolumeClaim backed by NAS / CPFS / OSS (ACK CSI), mounted at " + SHARED,
-           "skypilot": "a SkyPilot file_mounts / volume entry (or a cloud bucket) for OUTPUT_DIR",
-           "slurm": "the cluster's shared file system (the submit directory)"}
+
+
+def storage(target: str, lang: str = "en") -> str:
+    """What the shared storage is for `target` (i18n gen_storage_*): multi-node checkpoints must land where every
+    node (and a restart) sees them."""
+    from ..i18n import t
+
+    return t(f"gen_storage_{target}", lang).format(shared=SHARED)
 
 
 def submit_command(target: str, setup: Setup) -> str:
@@ -223,4 +225,4 @@ def target_files(target: str, setup: Setup, data: str | None, output_dir: str, i
         return {"skypilot.yaml": yaml_text(skypilot_task(setup, data))}
     if target == "slurm":
         return {"slurm.sbatch": slurm_script(setup, data, output_dir)}
-    raise SpecError(f"unknown --target {target!r} (one of {', '.join(TARGETS)})")
+    raise GenerateError("gen_e_target", target=target, targets=", ".join(TARGETS))

@@ -26,6 +26,8 @@ _MESSAGES: dict[str, dict[str, str]] = {
                                  "zh": "被能放下的更大 micro-batch 取代"},
     "rj_offload_host_ram": {"en": "CPU offload needs more host RAM than the instance has",
                             "zh": "CPU 卸载所需内存超过实例内存"},
+    "rj_host_ram": {"en": "host RAM for loading the model (and CPU offload) exceeds the instance's RAM",
+                    "zh": "加载模型（及 CPU 卸载）所需主机内存超过实例内存"},
     "rj_too_slow": {"en": "too slow for the deadline", "zh": "赶不上截止时间"},
     "rj_over_budget": {"en": "over budget", "zh": "超出预算"},
     "rj_skipped": {"en": "instance types skipped: {reason}", "zh": "跳过的实例类型：{reason}"},
@@ -76,6 +78,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
                       "zh": "‡ 无公开价格：可用 --prices FILE 提供你的报价"},
     "no_fit_any": {"en": "does not fit with any tried setting", "zh": "任何尝试的设置都放不下"},
     "instance_col": {"en": "instance", "zh": "实例"},
+    "host_ram_col": {"en": "RAM GiB need/has", "zh": "内存 GiB 需/有"},
     "recommendations": {"en": "Recommendations", "zh": "推荐方案"},
     "hours": {"en": "hours", "zh": "小时"},
     "cost": {"en": "cost", "zh": "费用"},
@@ -219,9 +222,11 @@ def t(key: str, lang: str) -> str:
 
 
 def _merge_serving() -> None:
+    from .generate import GENERATE_MESSAGES
     from .serving import SERVING_MESSAGES
 
     _MESSAGES.update(SERVING_MESSAGES)
+    _MESSAGES.update(GENERATE_MESSAGES)
 
 
 _merge_serving()

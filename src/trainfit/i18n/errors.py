@@ -2,8 +2,8 @@
 
 Each pattern matches a whole message and rewrites it with the values it carries, as i18n/notes.py does for the
 estimator's sentences; keyed errors (errors.LocalizedError) are worded by the catalog instead. A message no pattern
-knows is shown in English; tests/test_i18n.py runs the bad inputs of tests/test_doors.py under --lang zh and fails
-when one comes out without Chinese.
+knows keeps its English detail behind a Chinese lead-in (FALLBACK_ZH). The CLI and the web calculator both use it;
+tests/test_i18n.py runs many bad inputs under --lang zh and fails when English sentences are left.
 """
 
 from __future__ import annotations
@@ -94,6 +94,19 @@ _ZH: list[tuple[str, str]] = [
     (r"(?P<p>.+?) choice\.(?P<f>\w+): (?P<rest>.+)", "{p} choice.{f}：{rest}"),
     (r"nothing to write to (?P<p>.+?): no configuration meets the request \((?P<c>.*)\)",
      "没有可写入 {p} 的内容：没有满足请求的配置（{c}）"),
+    # the web calculator's own inputs (ui/app.py) and shapes it meets
+    (r"(?P<f>[\w-]+): '(?P<v>.*)' is not a whole number", "{f}：'{v}' 不是整数"),
+    (r"model: choose a preset or paste a config\.json", "模型：请选择预设或粘贴 config.json"),
+    (r"config\.json: not valid JSON \((?P<d>.+)\)", "config.json：不是有效的 JSON（{d}）"),
+    (r"malformed model config for (?P<w>.+?): (?P<d>.+)", "模型配置格式错误（{w}）：{d}"),
+    (r"(?P<f>--?[\w-]+) must be at least (?P<lo>\S+), got (?P<v>.*)", "{f} 至少为 {lo}，实际为 {v}"),
+    (r"(?P<f>--[\w-]+): could not convert string to float: '(?P<v>.*)'", "{f}：'{v}' 不是数字"),
+    (r"lang must be one of (?P<c>.+), got '(?P<v>.*)'", "lang 必须是 {c} 之一，实际为 '{v}'"),
+    (r"request too large \((?P<n>[\d,]+) bytes; a config\.json is a few KB\)",
+     "请求过大（{n} 字节；config.json 通常只有几 KB）"),
+    (r"form: expected a JSON object", "表单：应为 JSON 对象"),
+    (r"form: (?P<d>.+)", "表单：{d}"),
+    (r"no configuration meets the request \((?P<c>.+)\)", "没有满足请求的配置（约束：{c}）"),
     # argparse (cli/main.py _Parser)
     (r"argument (?P<a>\S+): invalid choice: (?P<v>'.*?') \(choose from (?P<c>.+)\) \(see (?P<h>.+)\)",
      "参数 {a}：无效的选项 {v}（可选：{c}）（见 {h}）"),
@@ -103,6 +116,7 @@ _ZH: list[tuple[str, str]] = [
     (r"internal error, please report it: (?P<rest>.+)", "内部错误，请报告：{rest}"),
 ]
 _COMPILED = [(re.compile(p), z) for p, z in _ZH]
+FALLBACK_ZH = "输入有误："
 _WORDS = {"GPU": "GPU", "model": "模型", "instance type": "实例类型", "region": "地域", "efficiency": "效率参数",
           "provider": "云厂商"}
 _DYM = re.compile(r" \(did you mean: (?P<c>.+?)\?\)")
@@ -116,6 +130,7 @@ def _inner(text: str) -> str:
     text = text.replace("; `trainfit instances` lists regions with prices", "；`trainfit instances` 列出有价格的地域")
     text = text.replace("; use a preset (`trainfit models`), a config.json path or a model directory",
                         "；请使用预设（`trainfit models`）、config.json 路径或模型目录")
+    text = text.replace("; choose a preset or paste a config.json", "；请选择预设或粘贴 config.json")
     return text
 
 
@@ -123,13 +138,22 @@ def localize_error(message: str, lang: str) -> str:
     """A bad-input message in `lang` (English when no pattern knows it)."""
     from .notes import first_match
 
-    hit = first_match(_COMPILED, message) if lang == "zh" else None
-    if hit is None:
+    if lang != "zh":
         return message
+    hit = first_match(_COMPILED, message)
+    if hit is None:  # a shape no pattern knows: its English detail behind a Chinese lead-in
+        return FALLBACK_ZH + message
     pattern, template, m = hit
     values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}
     if "rest" in values and values["rest"].startswith(": "):
-        values["rest"] = "：" + localize_error(values["rest"][2:], lang)
+        values["rest"] = "：" + _known(values["rest"][2:])
     elif "rest" in values and pattern.pattern.startswith(("(?P<p>.+?) choice", "internal")):
-        values["rest"] = localize_error(values["rest"], lang)
+        values["rest"] = _known(values["rest"])
     return template.format(**values)
+
+
+def _known(text: str) -> str:
+    """A message inside another one: in Chinese where a pattern knows it, else as it is (no second lead-in)."""
+    out = localize_error(text, "zh")
+    return text if out.startswith(FALLBACK_ZH) else out
+

@@ -69,6 +69,10 @@ _ZH: list[tuple[str, str]] = [
     (r"does not fit in GPU memory", "显存放不下"),
     (r"out-of-memory risk above --max-oom-risk", "显存溢出风险高于 --max-oom-risk"),
     (rf"communication: (?P<p>{_N})% of each step exposed", "通信：每步有 {p}% 未被计算掩盖"),
+    (rf"host RAM: (?P<n>{_N}) of (?P<h>{_N}) GiB per node to load the model",
+     "主机内存：加载模型需要每节点 {n} / {h} GiB"),
+    (rf"host RAM: (?P<n>{_N}) of (?P<h>{_N}) GiB per node to load the model \((?P<o>{_N}) GiB more for CPU offload\)",
+     "主机内存：加载模型需要每节点 {n} / {h} GiB（CPU 卸载另需 {o} GiB）"),
     (r"runner-up: (?P<d>.+) \((?P<m>.+) more\)", "次优：{d}（多 {m}）"),
     (r"caution: (?P<f>.+)", "注意：{f}"),
     (rf"multi-node: (?P<n>{_N}) nodes over (?P<l>\w+) \((?P<g>{_N}) Gbit/s\); exposed communication (?P<p>{_N})% of "
@@ -95,6 +99,13 @@ _ZH: list[tuple[str, str]] = [
     (rf"spot_restart_hours = (?P<v>{_N}) h \(.+\)", "spot_restart_hours = {v} 小时（每次回收后的重启时间；假设值）"),
     (r"spot instances can be reclaimed at any time; .+",
      "抢占式实例可能被随时回收；检查点间隔 sqrt(2 × 检查点时间 × MTBI)（Young 1974），每次回收损失上次检查点以来的工作并需重启"),
+    # plan: host RAM (the counted reason is typed: search/reasons.py HOST_RAM)
+    (rf"loading the model \(and CPU offload\) needs (?P<n>{_N}) GiB of host RAM per node, the instance has "
+     rf"(?P<h>{_N}) GiB", "加载模型（及 CPU 卸载）需要每节点 {n} GiB 主机内存，实例只有 {h} GiB"),
+    (rf"options fit in GPU memory, but loading the model \(and CPU offload\) needs more host RAM than their "
+     rf"instances have \(closest: "
+     rf"(?P<n>{_N}) GiB per node needed, (?P<h>{_N}) GiB available\)",
+     "方案能放进显存，但加载模型（及 CPU 卸载）所需主机内存超过实例内存（最接近的：每节点需要 {n} GiB，实有 {h} GiB）"),
 ]
 _COMPILED = [(re.compile(p), z) for p, z in _ZH]
 _WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销"}

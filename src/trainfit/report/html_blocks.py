@@ -126,7 +126,8 @@ def plan_chart(plan, lang: str) -> str:
 
 
 def plan_doc(plan, lang: str) -> Doc:
-    from .plan import _settings, _where
+    from ..i18n.notes import localize
+    from .plan import _ram_cell, _settings, _where
 
     req, wl = plan.request, plan.workload
     doc = Doc(f"{w('r_plan', lang)}: {plan.model.name} · {wl.task.value} · "
@@ -136,17 +137,17 @@ def plan_doc(plan, lang: str) -> Doc:
         doc.p(w("r_scatter_note", lang), "dim chart-note")
     if plan.recommendations:
         doc.h(tr("recommendations", lang))
-        doc.table(["#", tr("instance_col", lang), tr("settings", lang), "GiB", "tok/s", tr("hours", lang),
-                   tr("cost", lang)],
-                  [[i + 1, _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}",
+        doc.table(["#", tr("instance_col", lang), tr("settings", lang), "GiB", tr("host_ram_col", lang), "tok/s",
+                   tr("hours", lang), tr("cost", lang)],
+                  [[i + 1, _where(c), _settings(c), f"{c.estimate.memory.device / GiB:,.1f}", _ram_cell(c),
                     f"{c.estimate.tokens_per_s:,.0f}", f"{c.hours:,.1f}", f"{c.cost:,.0f} {plan.currency}"]
                    for i, c in enumerate(plan.recommendations)])
         for i, lines in enumerate(plan.why[:3]):
-            doc.p(f"#{i + 1} {tr('why', lang)}:").items(lines)
+            doc.p(f"#{i + 1} {tr('why', lang)}:").items([localize(x, lang) for x in lines])
     else:
         b = plan.binding or {}
         doc.p(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", "bad")
-        doc.p(b.get("explanation", ""))
+        doc.p(localize(b.get("explanation", ""), lang))
         doc.items([tr("relax", lang) + ": " + x for x in b.get("relax", [])])
     if plan.pareto:
         doc.h(tr("pareto", lang)).table([tr("instance_col", lang), tr("settings", lang), tr("hours", lang),
@@ -154,8 +155,8 @@ def plan_doc(plan, lang: str) -> Doc:
                                         [[_where(c), _settings(c), f"{c.hours:,.1f}", f"{c.cost:,.0f}"]
                                          for c in plan.pareto[:12]])
     if plan.excluded:
-        doc.h(tr("excluded", lang)).items([f"{g}: {r}" for g, r in plan.excluded.items()])
+        doc.h(tr("excluded", lang)).items([f"{g}: {localize(r, lang)}" for g, r in plan.excluded.items()])
     from .plan import plan_dict
 
-    doc.h(tr("assumptions", lang)).items(plan_dict(plan)["assumptions"])
+    doc.h(tr("assumptions", lang)).items([localize(x, lang) for x in plan_dict(plan)["assumptions"]])
     return doc

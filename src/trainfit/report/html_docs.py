@@ -14,21 +14,26 @@ VALIDATE_METRICS = (("tokens_per_s_per_gpu", "tokens/s per GPU"), ("step_time_s"
                     ("peak_memory_gib", "peak memory (GiB)"), ("mfu", "MFU"))
 
 
-def trace_doc(doc: dict[str, Any], lang: str, analytic_phases: dict[str, float] | None = None) -> Doc:
-    """`analytic_phases`: the analytic model's moments of the same one-GPU step (name -> GiB), shown beside the
-    traced ones (the two name their moments differently, so they are two charts, not one)."""
+def trace_doc(doc: dict[str, Any], lang: str) -> Doc:
+    """Trace vs analytic per moment of the step (`doc["moments"]`, paired by trainfit.trace.paired_moments) as a
+    grouped bar plot and a table, then both at the peak by part."""
     d = Doc(f"{w('r_trace', lang)}: {doc['model']} · {doc['method']} · seq {doc['seq_len']} × mb {doc['micro_batch']}"
             f" · ckpt {doc['grad_ckpt']}", lang)
     est = doc["estimate"]
+    moments = doc.get("moments") or []
+    if moments:
+        labels = [w(f"m_{m['moment']}", lang) for m in moments]
+        d.chart(svg.grouped_bars(w("r_moment_chart", lang), labels,
+                                 [(w("r_traced", lang), [m["trace_gib"] for m in moments]),
+                                  (w("r_analytic", lang), [m["analytic_gib"] for m in moments])], "GiB"))
+        d.table([w("r_moment", lang), w("r_traced", lang), w("r_analytic", lang), w("r_diff", lang),
+                 w("r_moment_names", lang)],
+                [[label, f"{m['trace_gib']:.3f}", f"{m['analytic_gib']:.3f}",
+                  f"{m['analytic_gib'] - m['trace_gib']:+.3f}", f"{m['trace']} / {', '.join(m['analytic'])}"]
+                 for label, m in zip(labels, moments)])
     d.chart(svg.grouped_bars(w("r_trace_chart", lang), [tr(p, lang) for p in PARTS],
                              [(w("r_traced", lang), [doc["memory_gib"].get(p, 0.0) for p in PARTS]),
                               (w("r_analytic", lang), [est["memory_gib"].get(p, 0.0) for p in PARTS])], "GiB"))
-    moments = doc.get("moments_gib") or {}
-    if moments:
-        d.chart(svg.hbars(f"{w('r_traced', lang)}: GiB", list(moments), list(moments.values()), "GiB", "{:.3f}"))
-    if analytic_phases:
-        d.chart(svg.hbars(f"{w('r_analytic', lang)}: GiB", list(analytic_phases), list(analytic_phases.values()),
-                          "GiB", "{:.3f}"))
     d.table([tr("part", lang), w("r_traced", lang), w("r_analytic", lang)],
             [[tr(p, lang), f"{doc['memory_gib'].get(p, 0):.3f}", f"{est['memory_gib'].get(p, 0):.3f}"] for p in PARTS]
             + [[tr("total", lang), f"{doc['memory_gib']['total']:.3f}", f"{est['allocated_gib']:.3f}"]])

@@ -8,7 +8,7 @@ from typing import Any
 from ..catalog.models import all_models, local_config
 from ..catalog.prices import STALE_DAYS, provenance
 from ..i18n import t as tr
-from ..plan import Plan, hours_cost_band
+from ..plan import Plan, host_ram_gib, hours_cost_band
 from ..planfile import VERSION as PLAN_VERSION
 from ..search.reasons import Reason, Rejection
 from ..search.run import Candidate, headroom_gib
@@ -44,6 +44,7 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         **provenance(o.price), "stock": o.price.stock or None,
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
+        "host_ram_gib": host_ram_gib(c),
     })
     out["uncertainty"] = hours_cost_band(c)
     if c.spot is not None:
@@ -199,6 +200,13 @@ def _settings(c: Candidate) -> str:
     return f"{d['method']}, {engine}{ckpt}, {d['precision']}, mb {d['micro_batch']}x{d['grad_accum']}"
 
 
+def _ram_cell(c: Candidate) -> str:
+    """Host RAM per node that loading (plus CPU offload) needs / the instance's RAM, GiB."""
+    ram = host_ram_gib(c)
+    need = (ram["loading"] or 0) + (ram["offload"] or 0)
+    return f"{need:,.0f}/{ram['instance']:,.0f}" if ram["instance"] else f"{need:,.0f}/?"
+
+
 def render_plan(plan: Plan, lang: str, width: int | None = None):
     """The plan as text: names (instance types) are never cut; at narrow widths the recommendation table becomes
     two (report/tables.py)."""
@@ -222,9 +230,11 @@ def render_plan(plan: Plan, lang: str, width: int | None = None):
             cost = _money(c.cost, plan.currency) + (f"\n({_money(band['cost']['low'], plan.currency)}–"
                                                     f"{_money(band['cost']['high'], plan.currency)})" if band else "")
             rows.append((str(i + 1), _where_cell(c), _settings(c).replace(", bf16", "\nbf16").replace(", fp", "\nfp"),
-                         f"{c.estimate.memory.device / GiB:,.1f}", f"{c.estimate.tokens_per_s:,.0f}", hours, cost))
+                         f"{c.estimate.memory.device / GiB:,.1f}", _ram_cell(c), f"{c.estimate.tokens_per_s:,.0f}", hours,
+                         cost))
         cols = [Col("#"), Col(tr("instance_col", lang)), Col(tr("settings", lang)), Col("GiB", "right"),
-                Col("tok/s", "right"), Col(tr("hours", lang)), Col(tr("cost", lang))]
+                Col(tr("host_ram_col", lang), "right"), Col("tok/s", "right"), Col(tr("hours", lang)),
+                Col(tr("cost", lang))]
         items.extend(fit_tables(tr("recommendations", lang), cols, rows, width))
         # (the sentences below are written in English by the search; localize() gives their Chinese form)
         if req.pricing == "spot":
@@ -238,7 +248,7 @@ def render_plan(plan: Plan, lang: str, width: int | None = None):
     else:
         b = plan.binding or {}
         items.append(Text(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", style="bold red"))
-        items.append(Text(b.get("explanation", ""), style="red"))
+        items.append(Text(localize(b.get("explanation", ""), lang), style="red"))
         if b.get("relax"):
             items.append(Text(tr("relax", lang) + ": " + "; ".join(b["relax"]), style="yellow"))
     if plan.pareto:
@@ -253,7 +263,7 @@ def render_plan(plan: Plan, lang: str, width: int | None = None):
         items.append(Text(tr("too_risky", lang).format(risk=f"{plan.result.max_oom_risk:.0%}") + ":\n"
                           + "\n".join(f"   {risky_text(r)}" for r in plan.too_risky), style="yellow"))
     if plan.excluded:
-        items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {r}" for g, r in plan.excluded.items()),
+        items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {localize(r, lang)}" for g, r in plan.excluded.items()),
                           style="dim"))
     rej = ", ".join(f"{reason_text(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5))
     items.append(Text(tr("searched_line", lang).format(n=f"{plan.result.candidates:,}", s=f"{plan.result.seconds:.2f}",

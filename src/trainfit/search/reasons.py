@@ -21,6 +21,7 @@ class Reason(str, Enum):
     OOM_RISK = "oom_risk"
     DOMINATED_MICRO_BATCH = "dominated_micro_batch"
     OFFLOAD_HOST_RAM = "offload_host_ram"
+    HOST_RAM = "host_ram"  # loading the model (and CPU offload) needs more RAM than the instance has
     # the request's constraints
     TOO_SLOW = "too_slow"
     OVER_BUDGET = "over_budget"

@@ -17,7 +17,9 @@ from ..catalog import get_gpu
 from ..catalog.efficiency import Efficiencies, EfficiencyView
 from ..errors import SpecError
 from ..estimate.core import Estimate, adapt_to_gpu, check_compatibility, memory_of, run_estimate
+from ..estimate.hostram import LoadingRam, loading_ram_of
 from ..estimate.memory import AffineMemory, usable_bytes
+from ..estimate.params import count_params
 from ..estimate.trainable import split_params
 from ..spec.cluster import Cluster, cluster_for
 from ..spec.model import ModelSpec
@@ -28,6 +30,8 @@ from .interruption import SpotOverhead, spot_overhead
 from .reasons import Reason, Rejection
 from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
 from .workload import Workload
+
+# Rejection reasons the search counts (report/ and i18n.notes word them in the user's language).
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Candidate:
     cost: float  # in the request's currency
     spot: SpotOverhead | None = None  # interruptions and the checkpoint interval, on spot prices
     oom_risk: float | None = None  # probability the peak exceeds usable memory (None: judged by the flat headroom)
+    loading: LoadingRam | None = None  # host RAM per node that loading the model needs (estimate.hostram)
 
     @property
     def nodes(self) -> int:
@@ -67,6 +72,8 @@ class SearchResult:
     # (GPU, GPUs, nodes, method) -> the least risky option rejected because its OOM risk exceeds the limit
     too_risky: dict[tuple, "RiskyOption"] = field(default_factory=dict)
     max_oom_risk: float | None = None
+    # GPU -> (smallest host RAM per node that loading needs, the RAM of that instance), bytes: options rejected for it
+    host_ram_short: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,15 @@ class _Estimator:
         self.adaptations: dict[tuple, TrainingSpec] = {}
         self.memory: dict[tuple, AffineMemory | SpecError] = {}
         self.gpu_limits: dict[str, tuple[float, float]] = {}
+        self._params: int | None = None
+
+    def loading(self, e: Estimate) -> LoadingRam:
+        """Host RAM per node while the generated train.py loads the model for this estimate's configuration."""
+        if self._params is None:
+            self._params = count_params(self.model)
+        t, s = e.training, e.strategy
+        return loading_ram_of(self._params, t.method.value, t.precision.value, t.param_dtype, s.engine, s.zero_stage,
+                              s.gpus_per_node, s.gpus, self.view(e.gpu))
 
     def adapted(self, t: TrainingSpec, gpu) -> TrainingSpec:
         """The workload as it must run on this GPU (fp16 where there is no bf16, ...)."""
@@ -276,9 +292,17 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
         res.rejected[Rejection.of(Reason.OFFLOAD_HOST_RAM)] += 1
         return
+    loading = est.loading(e)
+    need = loading.per_node_bytes + e.host_memory_bytes  # offloaded states come on top of the loaded model
+    if ram and need > ram * GiB:
+        res.rejected[Rejection.of(Reason.HOST_RAM)] += 1
+        prev = res.host_ram_short.get(gpu.id)
+        if prev is None or need - ram * GiB < prev[0] - prev[1]:
+            res.host_ram_short[gpu.id] = (need, ram * GiB)
+        return
     train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
-    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, best_risk))
+    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, best_risk, loading))
 
 
 def _bands():

@@ -189,6 +189,7 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
     result = run_trace(cfg, est.model.layers, full=full)
     parts = result.parts()
     total = result.total
+    saved = 0.0
     if cfg.method == "qlora":  # traced as LoRA on a 16-bit base: put the NF4 storage back
         saved = est.split.quantized * (2.0 - NF4_BYTES_PER_PARAM)
         if est.training.kbit_fp32_upcast and est.training.precision.value != "fp32":
@@ -201,7 +202,9 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
     return {
         "memory_gib": mem,
         "peak_moment": result.peak_moment,
-        "moments_gib": {k: round(sum(v.values()) / GiB, 3) for k, v in sorted(result.moments.items())},
+        "moments_gib": {k: round((sum(v.values()) - saved) / GiB, 3) for k, v in sorted(result.moments.items())},
+        "moments": paired_moments({k: sum(v.values()) - saved for k, v in result.moments.items()}, total,
+                                  result.peak_moment, single.memory),
         "categories_gib": {k: round(v / GiB, 3) for k, v in result.peak.items()},
         "traced_layers": list(result.traced_layers), "layers": result.layers,
         "extrapolated": result.traced_layers != (result.layers,),
@@ -222,6 +225,38 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
                                  "analytic allocated figure is compared",
                                  "the trace's activations include the logits buffers; temporaries are in other"],
     }
+
+
+# The moments of one step, each as the trace names it (trace_step's phases; a block's backward runs from its backward
+# pre-hook until the next block's, so the bottom block's moment also holds the embedding's backward) and as the
+# analytic model names it (estimate.memory's phases); where the analytic model splits a traced moment in two, the
+# moment's peak is the larger of the two.
+MOMENTS = (
+    ("forward_end", "forward", ("forward_end",)),
+    ("backward_start", "backward:head", ("backward_start", "backward_head")),
+    ("backward_top_block", "backward:top_block", ("backward_top_block",)),
+    ("backward_end", "backward:bottom_block", ("backward_end", "backward_embedding")),
+    ("optimizer_step", "optimizer", ("optimizer",)),
+)
+
+
+def paired_moments(traced: dict[str, float], traced_peak: float, peak_moment: str,
+                   memory: Any) -> list[dict[str, Any]]:
+    """Trace vs analytic per moment (bytes in, GiB out): forward end, backward start, the top block's backward,
+    backward end, the optimizer step, and the peak of each (which may be at different moments)."""
+    phases = {p.name: p.total for p in memory.phases}
+    out = []
+    for moment, trace_name, analytic_names in MOMENTS:
+        have = [phases[n] for n in analytic_names if n in phases]
+        if trace_name not in traced or not have:
+            continue
+        analytic = max(have)
+        out.append({"moment": moment, "trace": trace_name, "analytic": list(analytic_names),
+                    "trace_gib": round(traced[trace_name] / GiB, 3), "analytic_gib": round(analytic / GiB, 3)})
+    peak = max(memory.phases, key=lambda p: p.total)
+    out.append({"moment": "peak", "trace": peak_moment, "analytic": [peak.name],
+                "trace_gib": round(traced_peak / GiB, 3), "analytic_gib": round(peak.total / GiB, 3)})
+    return out
 
 
 def _allocated_parts(memory: Any) -> dict[str, float]:

@@ -179,6 +179,27 @@ def _one_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
 
 
+def _known_lang(value: Any, default: str = "en") -> str:
+    return value if value in LANGS else default
+
+
+def error_text(exc: BaseException, lang: str) -> str:
+    """One line in the user's language: a LocalizedError's own wording, else the known error shapes (i18n.errors)."""
+    from ..errors import LocalizedError
+    from ..i18n.errors import localize_error
+
+    if isinstance(exc, LocalizedError):
+        return _one_line(RuntimeError(exc.message(lang)))
+    return localize_error(_one_line(exc), lang)
+
+
+def error_response(exc: BaseException, status: int, lang: str):
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse({"error": error_text(exc, lang), "kind": type(exc).__name__, "lang": lang},
+                        status_code=status)
+
+
 def create_app():
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -197,21 +218,20 @@ def create_app():
             raise SpecError("form: expected a JSON object")
         return form
 
-    def _error(exc: BaseException, status: int) -> JSONResponse:
-        return JSONResponse({"error": _one_line(exc), "kind": type(exc).__name__}, status_code=status)
-
     def endpoint(fn, binary: bool = False):
         async def handler(request: Request):
             from starlette.concurrency import run_in_threadpool
 
+            lang = _known_lang(request.query_params.get("lang"))  # the page also names it in the URL
             try:
                 form = await _form(request)
+                lang = _known_lang(form.get("lang"), lang)
                 result = await run_in_threadpool(fn, form)
             except (TrainfitError, UnicodeDecodeError, ValueError) as exc:
-                return _error(exc, 400)
+                return error_response(exc, 400, lang)
             except Exception as exc:  # noqa: BLE001 - a bug: one line for the page, never a traceback
-                return _error(RuntimeError(f"internal error, please report it: {type(exc).__name__}: "
-                                           f"{_one_line(exc)}"), 500)
+                return error_response(RuntimeError(f"internal error, please report it: {type(exc).__name__}: "
+                                                   f"{_one_line(exc)}"), 500, lang)
             if binary:
                 return Response(result, media_type="application/zip",
                                 headers={"Content-Disposition": 'attachment; filename="trainfit-setup.zip"'})

@@ -30,6 +30,8 @@ UI_WORDS: dict[str, dict[str, str]] = {
     "download_zip": {"en": "Download setup (zip)", "zh": "下载训练配置（zip）"},
     "working": {"en": "working…", "zh": "计算中…"},
     "answered": {"en": "answered in {ms} ms", "zh": "用时 {ms} 毫秒"},
+    "network_error": {"en": "cannot reach the trainfit server ({detail})", "zh": "无法连接 trainfit 服务（{detail}）"},
+    "server_error": {"en": "the server answered {status} without a message", "zh": "服务器返回 {status}，没有说明"},
 }
 
 

@@ -1,0 +1,78 @@
+"""Messages of `trainfit generate` (training setups and launch targets), en / zh. Merged into the message table by
+`trainfit.i18n`; errors raise `GenerateError(key, ...)`."""
+
+from __future__ import annotations
+
+GENERATE_MESSAGES: dict[str, dict[str, str]] = {
+    # what the command prints
+    "gen_wrote": {"en": "wrote {out}: {files}", "zh": "已写入 {out}：{files}"},
+    "gen_next_ecs": {"en": "next: pip install -r {out}/requirements.txt && DATA={data} {out}/launch.sh",
+                     "zh": "下一步：pip install -r {out}/requirements.txt && DATA={data} {out}/launch.sh"},
+    "gen_next_submit": {"en": "next: cd {out} && {submit}", "zh": "下一步：cd {out} && {submit}"},
+    "gen_sky_note": {
+        "en": "note: SkyPilot does not reach Alibaba ECS directly; run it on ACK (cloud: kubernetes) or another "
+              "cloud, or use --target ecs / dlc / pytorchjob",
+        "zh": "注意：SkyPilot 不能直接创建阿里云 ECS 实例；可在 ACK 上运行（cloud: kubernetes）或换用其他云，"
+              "或使用 --target ecs / dlc / pytorchjob"},
+    # errors: the command's inputs
+    "gen_e_plan_and_model": {"en": "give --plan or the workload flags (--model ...), not both",
+                             "zh": "请给出 --plan 或工作负载参数（--model ...），不能同时给出"},
+    "gen_e_no_input": {"en": "give --plan plan.json, or --model with the workload flags",
+                       "zh": "请给出 --plan plan.json，或 --model 及工作负载参数"},
+    "gen_e_nofit": {
+        "en": "this setup does not fit: it needs {need} of {usable} GiB per GPU; `trainfit estimate` with the same "
+              "flags lists what would fit (or --force writes it anyway)",
+        "zh": "此配置放不下：每张 GPU 需要 {need} / {usable} GiB；用相同参数运行 `trainfit estimate` 可列出能放下的配置"
+              "（或用 --force 仍然写出）"},
+    "gen_e_data": {"en": "{detail}", "zh": "--data 检查未通过：{detail}"},
+    "gen_e_target": {"en": "unknown --target {target!r} (one of {targets})",
+                     "zh": "未知的 --target {target!r}（可选：{targets}）"},
+    "gen_e_out_not_empty": {"en": "{out} exists and is not empty (use --force to replace it)",
+                            "zh": "{out} 已存在且不为空（用 --force 替换）"},
+    "gen_e_bad_name": {"en": "{what}: {value!r} is not a valid name (letters, digits and . _ : / @ + - only)",
+                       "zh": "{what}：{value!r} 不是有效名称（只能包含字母、数字和 . _ : / @ + -）"},
+    "gen_e_model_source": {"en": "--model-source {source!r}: one of {sources}",
+                           "zh": "--model-source {source!r}：可选 {sources}"},
+    "gen_e_local_needs_path": {
+        "en": "--model-source local needs --model-path (the model directory on the training machines)",
+        "zh": "--model-source local 需要 --model-path（训练机器上的模型目录）"},
+    "gen_e_path_control": {"en": "--model-path: control characters in the path",
+                           "zh": "--model-path：路径中含控制字符"},
+    "gen_e_no_hub_id": {"en": "{model}: no Hub id known; use --model-source local --model-path DIR",
+                        "zh": "{model}：没有已知的 Hub ID；请用 --model-source local --model-path 目录"},
+    "gen_e_needs_config": {"en": "{model}: generate needs a preset or a local config.json",
+                           "zh": "{model}：generate 需要预设模型或本地 config.json"},
+    "gen_e_oib": {
+        "en": "optimizer-in-backward: the generated setup runs it on one GPU only (gradients are stepped before any "
+              "all-reduce could run)",
+        "zh": "optimizer-in-backward：生成的配置只在单张 GPU 上运行它（梯度在任何 all-reduce 之前就已更新）"},
+    # errors: plan.json
+    "gen_e_plan_missing": {"en": "plan file not found: {path}", "zh": "找不到计划文件：{path}"},
+    "gen_e_plan_not_object": {"en": "{path}: not a trainfit plan (expected a JSON object)",
+                              "zh": "{path}：不是 trainfit 计划（应为 JSON 对象）"},
+    "gen_e_plan_version": {
+        "en": "{path}: plan format version {version!r}; this trainfit reads version {expected} (re-run "
+              "`trainfit plan --out`)",
+        "zh": "{path}：计划格式版本 {version!r}；此 trainfit 读取版本 {expected}（请重新运行 `trainfit plan --out`）"},
+    "gen_e_plan_key_missing": {"en": "{path}: missing {name!r}", "zh": "{path}：缺少 {name!r}"},
+    "gen_e_plan_unknown_key": {"en": "{where}: unknown key {name!r} (a plan.json from another trainfit version?)",
+                               "zh": "{where}：未知键 {name!r}（来自其他 trainfit 版本的 plan.json？）"},
+    "gen_e_plan_unknown_key_close": {
+        "en": "{where}: unknown key {name!r} (did you mean: {close}?) (a plan.json from another trainfit version?)",
+        "zh": "{where}：未知键 {name!r}（是否想输入：{close}？）（来自其他 trainfit 版本的 plan.json？）"},
+    "gen_e_no_strategy": {"en": "{path}: choice has no strategy", "zh": "{path}：choice 中没有 strategy"},
+    "gen_e_no_hf_config": {"en": "{path}: the model has no hf_config (needed to build or load it)",
+                           "zh": "{path}：模型没有 hf_config（构建或加载模型需要它）"},
+    # the generated README: where multi-node checkpoints go, per target
+    "gen_storage_ecs": {"en": "NAS or CPFS mounted at the same path on every node (or OSS through ossfs)",
+                        "zh": "在每个节点相同路径挂载的 NAS 或 CPFS（或经 ossfs 挂载的 OSS）"},
+    "gen_storage_dlc": {"en": "a NAS / CPFS / OSS data source mounted at {shared}",
+                        "zh": "挂载在 {shared} 的 NAS / CPFS / OSS 数据源"},
+    "gen_storage_pytorchjob": {
+        "en": "a PersistentVolumeClaim backed by NAS / CPFS / OSS (ACK CSI), mounted at {shared}",
+        "zh": "由 NAS / CPFS / OSS（ACK CSI）提供、挂载在 {shared} 的 PersistentVolumeClaim"},
+    "gen_storage_skypilot": {"en": "a SkyPilot file_mounts / volume entry (or a cloud bucket) for OUTPUT_DIR",
+                             "zh": "为 OUTPUT_DIR 配置的 SkyPilot file_mounts / volume（或云存储桶）"},
+    "gen_storage_slurm": {"en": "the cluster's shared file system (the submit directory)",
+                          "zh": "集群的共享文件系统（提交目录）"},
+}
