@@ -286,3 +286,20 @@ def test_generate_errors_in_chinese(run_cli, tmp_path, small_plan, case):
     code, _, err = run_cli("generate", *argv, "--out", str(out), "--lang", "zh")
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert _cjk(err) and not _english_left(err.split("error:", 1)[-1]), err
+
+
+@pytest.mark.parametrize("cases", ["data/validation/published_dev.jsonl", "data/validation/serving_dev.jsonl"])
+def test_validate_speaks_chinese(run_cli, cases):
+    """validate's frame (counts, table, coverage, OOM) and every reason a case was skipped, under --lang zh."""
+    import json
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", cases)
+    code, out, err = run_cli("validate", path, "--lang", "zh")
+    assert code == 0, err
+    assert "预测误差" in out and "个案例中预测了" in out and "error of the predictions" not in out
+    code, js, err = run_cli("validate", path, "--json")
+    doc = json.loads(js)
+    skipped = dict(doc.get("skipped") or {}, **((doc.get("serving") or {}).get("skipped") or {}))
+    missing = [r for r in skipped if not _CJK.search(localize(r, "zh"))]
+    assert not missing, missing

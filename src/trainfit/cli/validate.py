@@ -107,9 +107,9 @@ def run(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         if cases:
-            render(doc, args.rows)
+            render(doc, args.rows, lang)
         if doc["serving"]:
-            render_serving(doc["serving"], args.rows)
+            render_serving(doc["serving"], args.rows, lang)
     from ..report.html_docs import validate_doc
 
     write_reports(args, lambda: validate_doc(doc, lang))
@@ -122,18 +122,34 @@ def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
-def render(doc: dict, rows: bool = False) -> None:
+def _w(key: str, lang: str, **values) -> str:
+    from ..i18n import t
+
+    return t(key, lang).format(**values)
+
+
+def _error_table(title: str, lang: str):
     from rich.table import Table
 
+    t = Table(title=title)
+    for col, justify in ((_w("v_metric", lang), "left"), (_w("v_group", lang), "left"), ("n", "right"),
+                         ("MAPE", "right"), (_w("v_worst", lang), "right")):
+        t.add_column(col, justify=justify)
+    return t
+
+
+def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
+    from rich.table import Table
+
+    from ..i18n.notes import localize
     from ..validate import metric_key
 
     c = console()
-    c.print(f"{doc['predicted']} of {doc['cases']} cases predicted · efficiencies: {doc['efficiencies']}")
+    c.print(_w("v_predicted", lang, p=doc["predicted"], n=doc["cases"]) + f" · efficiencies: {doc['efficiencies']}")
     if doc["skipped"]:
-        c.print("skipped: " + "; ".join(f"{reason} ({n})" for reason, n in doc["skipped"].items()))
-    t = Table(title="error of the predictions (MAPE = mean absolute percentage error)")
-    for col in ("metric", "group", "n", "MAPE", "worst"):
-        t.add_column(col, justify="left" if col in ("metric", "group") else "right")
+        c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
+                                                  for reason, n in doc["skipped"].items()))
+    t = _error_table(_w("v_title", lang), lang)
     for metric in ("throughput", "memory", "mfu"):
         m = doc[metric]
         if not m["n"]:
@@ -146,15 +162,15 @@ def render(doc: dict, rows: bool = False) -> None:
     for metric in ("throughput", "memory"):
         cov = doc[metric].get("band_coverage") or {}
         if cov.get("n"):
-            c.print(f"{metric}: {cov['coverage']:.0%} of {cov['n']} measured values inside their "
-                    f"{cov['level']:.0%} band (bands from leave-one-source-out residuals)")
+            c.print(_w("v_coverage", lang, metric=metric, c=f"{cov['coverage']:.0%}", n=cov["n"],
+                       level=f"{cov['level']:.0%}"))
     oom = doc["oom"]
     if oom["n"]:
-        c.print(f"out of memory: {oom['correct']} of {oom['n']} OOM cases predicted as not fitting")
+        c.print(_w("v_oom", lang, ok=oom["correct"], n=oom["n"]))
     for ex in doc["excluded"]:
-        c.print(f"excluded from {ex['metric']} ({_pct(ex['error'])} off): {ex['id']}: {ex['reason']}")
+        c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"], reason=ex["reason"]))
     if rows:
-        r = Table(title="per case")
+        r = Table(title=_w("v_per_case", lang))
         for col in ("case", "gpu", "method", "tok/s/GPU or s pred", "meas", "err", "GiB pred", "meas", "err"):
             r.add_column(col, justify="left" if col in ("case", "gpu", "method") else "right")
         for row in doc["rows"]:
@@ -170,16 +186,17 @@ def render(doc: dict, rows: bool = False) -> None:
         c.print(f"- {note}", style="dim")
 
 
-def render_serving(doc: dict, rows: bool = False) -> None:
+def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:
     from rich.table import Table
 
+    from ..i18n.notes import localize
+
     c = console()
-    c.print(f"serving: {doc['predicted']} of {doc['cases']} cases predicted")
+    c.print(_w("v_serving", lang) + _w("v_predicted", lang, p=doc["predicted"], n=doc["cases"]))
     if doc["skipped"]:
-        c.print("skipped: " + "; ".join(f"{reason} ({n})" for reason, n in doc["skipped"].items()))
-    t = Table(title="serving: error of the predictions (MAPE = mean absolute percentage error)")
-    for col in ("metric", "group", "n", "MAPE", "worst"):
-        t.add_column(col, justify="left" if col in ("metric", "group") else "right")
+        c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
+                                                  for reason, n in doc["skipped"].items()))
+    t = _error_table(_w("v_serving", lang) + _w("v_title", lang), lang)
     for metric in ("kv_capacity", "throughput", "ttft", "tpot"):
         m = doc[metric]
         if not m["n"]:
@@ -190,9 +207,9 @@ def render_serving(doc: dict, rows: bool = False) -> None:
                 t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
     c.print(t)
     for ex in doc.get("excluded", []):
-        c.print(f"excluded from {ex['metric']} ({_pct(ex['error'])} off): {ex['id']}: {ex['reason']}")
+        c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"], reason=ex["reason"]))
     if rows:
-        r = Table(title="serving: per case")
+        r = Table(title=_w("v_serving", lang) + _w("v_per_case", lang))
         for col in ("case", "metric", "predicted", "measured", "error"):
             r.add_column(col, justify="left" if col in ("case", "metric") else "right")
         for row in doc["rows"]:

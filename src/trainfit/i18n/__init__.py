@@ -7,6 +7,23 @@ import os
 LANGS = ("en", "zh")
 
 _MESSAGES: dict[str, dict[str, str]] = {
+    # validate
+    "v_predicted": {"en": "{p} of {n} cases predicted", "zh": "{n} 个案例中预测了 {p} 个"},
+    "v_skipped": {"en": "skipped: ", "zh": "跳过："},
+    "v_title": {"en": "error of the predictions (MAPE = mean absolute percentage error)",
+                "zh": "预测误差（MAPE = 平均绝对百分比误差）"},
+    "v_metric": {"en": "metric", "zh": "指标"},
+    "v_group": {"en": "group", "zh": "分组"},
+    "v_worst": {"en": "worst", "zh": "最差"},
+    "v_coverage": {"en": "{metric}: {c} of {n} measured values inside their {level} band (bands from "
+                         "leave-one-source-out residuals)",
+                   "zh": "{metric}：{n} 个实测值中有 {c} 落在 {level} 误差带内（误差带取自留一来源交叉验证残差）"},
+    "v_oom": {"en": "out of memory: {ok} of {n} OOM cases predicted as not fitting",
+              "zh": "显存溢出：{n} 个 OOM 案例中有 {ok} 个被预测为放不下"},
+    "v_excluded": {"en": "excluded from {metric} ({err} off): {id}: {reason}",
+                   "zh": "未计入 {metric}（偏差 {err}）：{id}：{reason}"},
+    "v_per_case": {"en": "per case", "zh": "逐个案例"},
+    "v_serving": {"en": "serving: ", "zh": "推理部署："},
     # why the search set an option aside (search/reasons.py Reason, worded by report.plan.reason_text)
     "rj_not_training_instance": {"en": "not a training instance (vGPU slice or unknown GPU)",
                                  "zh": "不是训练实例（vGPU 切片或未知 GPU）"},
