@@ -195,10 +195,11 @@ def resolve_job_defaults(values: dict, model=None) -> tuple[dict, list[str]]:
     return out, notes
 
 
-def training_spec(model: "ModelSpec | None" = None, **job: Any) -> "TrainingSpec":
-    """A TrainingSpec from the declared job fields (spec/job.py) given as keywords, text or values; defaults that
-    depend on the model (task, sequence length) resolved against `model`."""
-    training, strategy = split_keywords(job, API)
+def training_spec(method: Any = None, task: Any = None, *, model: "ModelSpec | None" = None,
+                  **job: Any) -> "TrainingSpec":
+    """A TrainingSpec from the declared job fields (spec/job.py) given as keywords (method and task also by
+    position), text or values; defaults that depend on the model (task, sequence length) resolved against `model`."""
+    training, strategy = split_keywords(dict(job, method=method, task=task), API)
     if strategy:
         raise SpecError(f"training_spec: {', '.join(strategy)} describe the strategy, not the workload")
     return TrainingSpec(**resolve_job_defaults(training, model)[0])
