@@ -175,3 +175,13 @@ def test_other_architectures_do_not_match_a_shipped_structure():
                        ("num_experts", 64)]:
         assert _shipped_match({**cfg, key: value}) is None, key
     assert _shipped_match({k: v for k, v in cfg.items() if k != "rope_theta"}) is None  # presence counts
+
+
+def test_peft_target_mapping_read_without_importing_peft_equals_peft():
+    pytest.importorskip("peft")
+    from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
+
+    from trainfit.catalog.generic import _peft_moe_target_mapping
+
+    _peft_moe_target_mapping.cache_clear()
+    assert _peft_moe_target_mapping() == _MOE_TARGET_MODULE_MAPPING

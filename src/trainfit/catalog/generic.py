@@ -422,12 +422,43 @@ def peft_target_map(model_type: str) -> tuple[tuple[str, str], ...]:
     """How PEFT renames LoRA target names for this MoE type under transformers 5 (private tables of PEFT and
     transformers; empty when either is missing or they moved)."""
     try:
-        from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
         from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN
     except Exception:  # noqa: BLE001 - optional, private API
         return ()
     base = _MODEL_TO_CONVERSION_PATTERN.get(model_type)
-    return tuple(sorted((_MOE_TARGET_MODULE_MAPPING.get(base) or {}).items())) if base else ()
+    if not base:
+        return ()
+    return tuple(sorted((_peft_moe_target_mapping().get(base) or {}).items()))
+
+
+@lru_cache(maxsize=1)
+def _peft_moe_target_mapping() -> dict:
+    """PEFT's `_MOE_TARGET_MODULE_MAPPING` (peft/utils/transformers_weight_conversion.py), read from the installed
+    file as the literal it is, without importing PEFT (~0.3 s of a first read); imported when it is not a literal."""
+    import ast
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("peft")
+        if spec is None or not spec.submodule_search_locations:
+            return {}
+        file = os.path.join(list(spec.submodule_search_locations)[0], "utils", "transformers_weight_conversion.py")
+        with open(file, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else \
+                (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            if isinstance(target, ast.Name) and target.id == "_MOE_TARGET_MODULE_MAPPING" and node.value is not None:
+                value = ast.literal_eval(node.value)
+                if isinstance(value, dict):
+                    return value
+    except (OSError, ValueError, SyntaxError, TypeError):
+        pass
+    try:
+        from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
+    except Exception:  # noqa: BLE001 - optional, private API
+        return {}
+    return dict(_MOE_TARGET_MODULE_MAPPING)
 
 
 def with_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:
