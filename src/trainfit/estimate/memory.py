@@ -220,8 +220,14 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         one_block = sum(per_block.values()) * tokens
     merged = split.block_trainable.merged_expert_elements
     if merged:  # per block, not per token: PEFT's merged expert weights in the base dtype
-        out["activations/lora_merged_expert_weights"] = r.act * merged * active_blocks
-        one_block += r.act * merged
+        top = _top_group_merged(m, t)
+        if t.grad_ckpt == GradCkpt.FULL:
+            # a checkpointed block saves nothing: its merged copies live only while it runs or is recomputed (seen in
+            # a trace of Qwen3-MoE cut to 4 blocks, LoRA all-linear, seq 1024: +50% before this)
+            one_block += r.act * (top if top is not None else merged)
+        else:
+            out["activations/lora_merged_expert_weights"] = r.act * merged * active_blocks
+            one_block += r.act * (top if top is not None else merged)
     # embeddings output / final norm / head input
     out["activations/final_norm_and_head_input"] = (4 + r.act) * m.hidden * tokens
     if t.grad_ckpt == GradCkpt.FULL:
@@ -229,6 +235,15 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         # blocks' inputs, one fp32 and one 16-bit hidden-sized tensor per micro-batch stay alive into backward.
         out["activations/checkpoint/boundary_tensors"] = (4 + r.act) * m.hidden * tokens
     return out, sum(out.values()), one_block
+
+
+def _top_group_merged(m: ModelSpec, t: TrainingSpec) -> float | None:
+    """Elements of the fused expert tensors PEFT merges in the top block (a read structure); None without one."""
+    s = m.structure
+    if s is None or not s.pattern:
+        return None
+    return float(sum(x.in_features * x.out_features * x.count
+                     for x in wrapped_experts(m, t.lora_targets, s.groups[s.pattern[-1]])))
 
 
 def _structure_activations(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
@@ -443,7 +458,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             "activations/last_block": one_block,
             "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
             t.tokens_per_micro_batch,
-            "activations/eager_softmax_backward": eager_softmax_backward(m, t, r)}), totals),
+            "activations/eager_softmax_backward": eager_softmax_backward(m, t, r),
+            "gradients/merged_expert_weight": merged_expert_grad(m, t, r, split.lowest_trainable_block)}), totals),
         # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
         # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
@@ -482,16 +498,24 @@ def _lora_merged_top_block(m: ModelSpec, t: TrainingSpec, r: Regime, acts_total:
     reaches the adapters, while every block's activations are still held. The first one backward meets is the
     experts' down projection (the last in forward). Seen in traces: DeepSeek-V3 cut to 4 blocks, LoRA all-linear
     at seq 1024, 7.0 GiB for the down projection's 256 experts (-9.5% before this term)."""
-    s = m.structure
-    if s is None or not s.pattern:
+    grad = merged_expert_grad(m, t, r, -1)
+    if not grad:
         return {}
-    wrapped = wrapped_experts(m, t.lora_targets, s.groups[s.pattern[-1]])
-    if not wrapped:
-        return {}
-    first = next((x for x in wrapped if "down" in x.roles), max(wrapped, key=lambda x: x.in_features * x.out_features))
     recomputed = one_block if t.grad_ckpt == GradCkpt.FULL else 0.0
-    return {"activations/all_blocks": acts_total + recomputed,
-            "gradients/merged_expert_weight": r.act * first.in_features * first.out_features * first.count}
+    return {"activations/all_blocks": acts_total + recomputed, "gradients/merged_expert_weight": grad}
+
+
+def merged_expert_grad(m: ModelSpec, t: TrainingSpec, r: Regime, block: int) -> float:
+    """Bytes of the 16-bit gradient of the first merged expert tensor a block's backward meets (the experts' down
+    projection, last in forward); 0 when PEFT wraps no expert of that block (e.g. a dense-first layer)."""
+    s = m.structure
+    if s is None or not s.pattern or t.method not in (Method.LORA, Method.QLORA):
+        return 0.0
+    wrapped = wrapped_experts(m, t.lora_targets, s.groups[s.pattern[block]])
+    if not wrapped:
+        return 0.0
+    first = next((x for x in wrapped if "down" in x.roles), max(wrapped, key=lambda x: x.in_features * x.out_features))
+    return r.act * first.in_features * first.out_features * first.count
 
 
 def top_block_params(m: ModelSpec) -> tuple[float, float]:
