@@ -135,3 +135,53 @@ def test_lora_counts_equal_peft_for_read_structures(model_type, targets):
     theirs = sum(p.numel() for n, p in peft.named_parameters() if "lora_" in n)
     ours = split_params(spec, training_spec(method="lora", lora_rank=8, lora_targets=targets)).adapters
     assert ours == theirs
+
+
+FINE_TUNE_CHANGES = {"eos_token_id": 7, "bos_token_id": 3, "max_position_embeddings": 65536, "rope_theta": 2_000_000.0,
+                     "initializer_range": 0.01, "use_cache": False, "_name_or_path": "someone/a-fine-tune"}
+
+
+@pytest.mark.parametrize("preset", ["qwen3-30b-a3b", "deepseek-v3", "qwen3.5-35b-a3b", "gpt-oss-20b"])
+def test_fine_tune_config_reuses_the_shipped_structure_exactly(preset):
+    """A config.json with a preset's architecture but other token ids, positions, rope base and name (what a
+    fine-tune ships) takes the preset's read structure without building the model; the result equals a fresh read
+    of that config by transformers on the meta device."""
+    from trainfit.catalog import all_models
+    from trainfit.catalog.generic import _read_cached, _shipped_match, read_model, spec_to_dict
+    import json
+
+    cfg = json.loads(json.dumps(all_models()[preset].hf_config))
+    part = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+    part.update({k: v for k, v in FINE_TUNE_CHANGES.items() if k in part or k == "_name_or_path"})
+    text = {k: v for k, v in part.items() if k not in ("architectures", "auto_map", "quantization_config",
+                                                         "_name_or_path", "transformers_version", "torch_dtype",
+                                                         "dtype")}
+    assert _shipped_match(part) is not None  # taken from the preset
+    ours = read_model(cfg, name="ft")
+    note = text_config(cfg)[1]  # a multimodal config's "text model only" note
+    fresh = _read_cached(json.dumps(text, sort_keys=True, default=str), "ft", "", None, note, json.dumps(cfg))
+    assert spec_to_dict(ours) == spec_to_dict(fresh)
+    assert ours.max_positions == part["max_position_embeddings"]
+
+
+def test_other_architectures_do_not_match_a_shipped_structure():
+    from trainfit.catalog import all_models
+    from trainfit.catalog.generic import _shipped_match
+    import json
+
+    cfg = json.loads(json.dumps(all_models()["qwen3-30b-a3b"].hf_config))
+    assert _shipped_match(cfg) is not None
+    for key, value in [("num_hidden_layers", 47), ("moe_intermediate_size", 512), ("tie_word_embeddings", True),
+                       ("num_experts", 64)]:
+        assert _shipped_match({**cfg, key: value}) is None, key
+    assert _shipped_match({k: v for k, v in cfg.items() if k != "rope_theta"}) is None  # presence counts
+
+
+def test_peft_target_mapping_read_without_importing_peft_equals_peft():
+    pytest.importorskip("peft")
+    from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
+
+    from trainfit.catalog.generic import _peft_moe_target_mapping
+
+    _peft_moe_target_mapping.cache_clear()
+    assert _peft_moe_target_mapping() == _MOE_TARGET_MODULE_MAPPING

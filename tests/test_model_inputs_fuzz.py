@@ -42,6 +42,31 @@ def test_any_config_json_gives_an_answer_or_one_line(run_cli, tmp_path_factory, 
     _check(run_cli, str(folder if as_dir else file))
 
 
+SHIPPED = ["qwen3-30b-a3b", "deepseek-v3", "qwen3.5-35b-a3b", "gpt-oss-20b", "llama-4-scout", "gemma-3-1b-it"]
+FINE_TUNE_KEYS = ["eos_token_id", "bos_token_id", "max_position_embeddings", "rope_theta", "rope_scaling",
+                  "rope_parameters", "initializer_range", "use_cache", "_name_or_path", "torch_dtype",
+                  "num_hidden_layers", "vocab_size"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(preset=st.sampled_from(SHIPPED), changes=st.dictionaries(st.sampled_from(FINE_TUNE_KEYS), VALUES, max_size=3),
+       drop=st.lists(st.sampled_from(FINE_TUNE_KEYS), max_size=2))
+def test_a_presets_config_with_changed_keys_gives_an_answer_or_one_line(run_cli, tmp_path_factory, preset, changes,
+                                                                         drop):
+    """A shipped preset's config.json edited as a fine-tune would (or broken): the shipped-structure match, the
+    generic reader or one line."""
+    from trainfit.catalog import all_models
+
+    cfg = json.loads(json.dumps(all_models()[preset].hf_config))
+    part = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+    part.update(changes)
+    for key in drop:
+        part.pop(key, None)
+    file = tmp_path_factory.mktemp("ft") / "config.json"
+    file.write_text(json.dumps(cfg))
+    _check(run_cli, str(file))
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.one_of(st.text(max_size=20), st.sampled_from(["./nope", "/nonexistent/config.json", "a/b", ".json",
                                                              "qwen3-0.6b", "deepseek-v2-lite", "/"])))

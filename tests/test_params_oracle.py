@@ -28,6 +28,8 @@ def _hf_config(name):
     preset = all_models()[name]
     spec = preset.spec()
     cfg = EQUIVALENT[name](spec) if name in EQUIVALENT else dict(preset.hf_config)
+    if isinstance(cfg.get("text_config"), dict):  # multimodal (Gemma 4, Llama 4, Qwen3.5): the text model is counted
+        cfg = dict(cfg["text_config"])
     cfg.pop("architectures", None)
     return transformers.AutoConfig.for_model(**cfg), spec
 

@@ -56,6 +56,9 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
     model_type = str(text.get("model_type", "")).lower()
     key = json.dumps({k: v for k, v in text.items() if k not in _DROP_KEYS}, sort_keys=True, default=str)
     name = name or str(cfg.get("_name_or_path") or model_type)
+    shipped = _shipped_match(text)
+    if shipped is not None:  # the architecture of a shipped preset (a fine-tune's config.json): no torch needed
+        return spec_from_dict(shipped, name=name, source=source, params_reported=params_reported, hf_config=cfg)
     cached = _disk_get(key)
     if cached is not None:
         return spec_from_dict(cached, name=name, source=source, params_reported=params_reported, hf_config=cfg)
@@ -66,6 +69,52 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
     spec = _read_cached(key, name, source, params_reported, note, json.dumps(cfg, sort_keys=True, default=str))
     _disk_put(key, spec)
     return spec
+
+
+# ---- shipped structures: a config with a preset's architecture ---------------------------------------------------
+# Keys that change nothing the reader records (token ids, runtime switches, initialisation, auxiliary-loss weights).
+_RUNTIME_KEYS = ("bos_token_id", "eos_token_id", "use_cache", "initializer_range", "output_router_logits",
+                 "router_aux_loss_coef", "aux_loss_alpha", "seq_aux", "tokenizer_class", "output_attentions",
+                 "output_hidden_states", "return_dict", "use_bfloat16", "finetuning_task", "problem_type")
+# Keys whose value only feeds a scalar of the ModelSpec (re-set from the user's config) when the model has rotary
+# positions (no position-embedding table whose size they would set).
+_ROPE_KEYS = ("max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters")
+
+
+def _arch_key(text: dict[str, Any]) -> str:
+    """The architecture of a text config: what the reader's result depends on. Rope keys keep their presence, not
+    their value."""
+    arch = {k: ("<present>" if k in _ROPE_KEYS else v) for k, v in text.items()
+            if k not in _DROP_KEYS and k not in _RUNTIME_KEYS}
+    return json.dumps(arch, sort_keys=True, default=str)
+
+
+@lru_cache(maxsize=1)
+def _shipped_index() -> dict[str, dict]:
+    """Architecture key -> the read structure shipped in a preset (presets outside the fast path carry it)."""
+    from .models import all_models
+
+    out: dict[str, dict] = {}
+    for preset in all_models().values():
+        if preset.structure is not None and not preset.fast_path \
+                and preset.structure.get("position", "rope") == "rope":
+            out.setdefault(_arch_key(text_config(preset.hf_config)[0]), preset.structure)
+    return out
+
+
+def _shipped_match(text: dict[str, Any]) -> dict | None:
+    shipped = _shipped_index().get(_arch_key(text))
+    if shipped is None:
+        return None
+    out = dict(shipped)
+    out["structure"] = {**shipped["structure"],
+                        "config_hash": config_hash({k: v for k, v in text.items() if k not in _DROP_KEYS})}
+    out["extra"] = {k: v for k, v in shipped.get("extra", {}).items() if k != "rope_theta"}
+    if "rope_theta" in text:
+        out["extra"]["rope_theta"] = text["rope_theta"]
+    if isinstance(text.get("max_position_embeddings"), int):
+        out["max_positions"] = text["max_position_embeddings"]
+    return out
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
@@ -373,12 +422,43 @@ def peft_target_map(model_type: str) -> tuple[tuple[str, str], ...]:
     """How PEFT renames LoRA target names for this MoE type under transformers 5 (private tables of PEFT and
     transformers; empty when either is missing or they moved)."""
     try:
-        from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
         from transformers.conversion_mapping import _MODEL_TO_CONVERSION_PATTERN
     except Exception:  # noqa: BLE001 - optional, private API
         return ()
     base = _MODEL_TO_CONVERSION_PATTERN.get(model_type)
-    return tuple(sorted((_MOE_TARGET_MODULE_MAPPING.get(base) or {}).items())) if base else ()
+    if not base:
+        return ()
+    return tuple(sorted((_peft_moe_target_mapping().get(base) or {}).items()))
+
+
+@lru_cache(maxsize=1)
+def _peft_moe_target_mapping() -> dict:
+    """PEFT's `_MOE_TARGET_MODULE_MAPPING` (peft/utils/transformers_weight_conversion.py), read from the installed
+    file as the literal it is, without importing PEFT (~0.3 s of a first read); imported when it is not a literal."""
+    import ast
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("peft")
+        if spec is None or not spec.submodule_search_locations:
+            return {}
+        file = os.path.join(list(spec.submodule_search_locations)[0], "utils", "transformers_weight_conversion.py")
+        with open(file, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+        for node in tree.body:
+            target = node.target if isinstance(node, ast.AnnAssign) else \
+                (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+            if isinstance(target, ast.Name) and target.id == "_MOE_TARGET_MODULE_MAPPING" and node.value is not None:
+                value = ast.literal_eval(node.value)
+                if isinstance(value, dict):
+                    return value
+    except (OSError, ValueError, SyntaxError, TypeError):
+        pass
+    try:
+        from peft.utils.transformers_weight_conversion import _MOE_TARGET_MODULE_MAPPING
+    except Exception:  # noqa: BLE001 - optional, private API
+        return {}
+    return dict(_MOE_TARGET_MODULE_MAPPING)
 
 
 def with_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:

@@ -64,12 +64,101 @@ class Trainable:
     # LoRA on fused 3-D expert tensors (PEFT's ParamWrapper): elements per mean block of the expert weights PEFT
     # merges with their adapters (baddbmm) for each forward; the merged copy is saved for the input gradient
     merged_expert_elements: float = 0.0
+    wrapped_expert_roles: frozenset[str] = frozenset()  # roles of those fused expert tensors (gate, up, down)
 
 
-def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention) -> dict[str, float]:
-    """Bytes saved for backward per token in one block, by named item (no checkpointing)."""
+@dataclass(frozen=True)
+class BlockShape:
+    """What one kind of block computes where a read structure's groups differ from the mean spec: the widths of its
+    MLP parts and its attention. A hand-written family has one shape, from the spec (`shape_of(m)`)."""
+
+    dense: int = 0  # a dense MLP's intermediate size (0: none)
+    routed: int = 0  # a routed expert's intermediate size (0: not a MoE block)
+    topk: int = 0
+    experts: int = 0
+    shared: int = 0  # always-on shared experts, their intermediate sizes summed
+    mla: tuple[int, int, int, int, int] | None = None  # MLA: (q_lora_rank, kv_lora_rank, qk head dim, nope dim, v dim)
+
+    @property
+    def mlp_rows(self) -> int:
+        """Rows per token the MLP's input projections read: top-k routed copies, plus one for a dense MLP or the
+        shared experts (which read the block's hidden states as they are)."""
+        return (self.topk if self.routed else 0) + (1 if self.dense or self.shared else 0)
+
+    @property
+    def mlp_width(self) -> int:
+        """Intermediate elements per token over every MLP part that runs (routed experts k times)."""
+        return self.dense + self.shared + self.routed * self.topk
+
+
+def shape_of(m: ModelSpec, group=None) -> BlockShape:
+    """The block shape of a structure group (MLP widths from its down projections, MLA dims from its projections);
+    the mean spec's when there is no group."""
+    if group is None:
+        if m.is_moe:
+            return BlockShape(routed=m.intermediate, topk=m.experts_per_tok, experts=m.num_experts)
+        return BlockShape(dense=m.intermediate)
+    return _group_shape(m, group)
+
+
+def _group_shape(m: ModelSpec, g) -> BlockShape:
+    downs = [x for x in g.linears if "down" in x.roles]
+    routed = [x for x in downs if x.kind == "routed" or x.count > 1]
+    shared = sum(x.in_features for x in downs if x.kind == "shared" and x.count == 1)
+    dense = sum(x.in_features for x in downs if x.kind == "" and x.count == 1)
+    if not downs:  # an MLP the reader did not name: the mean spec's
+        base = shape_of(m)
+        dense, shared, routed_f, topk, experts = base.dense, 0, base.routed, base.topk, base.experts
+    else:
+        routed_f = routed[0].in_features if routed else 0
+        experts = routed[0].count if routed else 0
+        topk = m.experts_per_tok if routed else 0
+    mla = None
+    if g.mixer == "mla":
+        by = {role: x for x in g.linears for role in x.roles}
+        kv_a, kv_b = by.get("kv_a"), by.get("kv_b")
+        if kv_a is not None and kv_b is not None and m.heads:
+            q_lora = by["q_b"].in_features if "q_b" in by else 0
+            kv_lora = kv_b.in_features
+            rope = kv_a.out_features - kv_lora
+            qk = m.head_dim
+            nope = qk - rope
+            v = kv_b.out_features // m.heads - nope
+            if rope > 0 and nope > 0 and v > 0:
+                mla = (q_lora, kv_lora, qk, nope, v)
+    return BlockShape(dense=dense, routed=routed_f, topk=topk, experts=experts, shared=shared, mla=mla)
+
+
+# roles whose Linear reads the block's attention input (an adapter there makes the attention core save its inputs)
+ATTENTION_INPUT_ROLES = frozenset({"q", "k", "v", "q_a", "q_b", "kv_a", "kv_b", "mixer"})
+
+
+def first_block_without_input_grad(saved: dict[str, float], tr: Trainable) -> dict[str, float]:
+    """The lowest block when nothing below it takes gradients (LoRA without trained embeddings): its input needs
+    no gradient, so the pre-attention norm saves nothing, and neither does the attention core unless an adapter
+    feeds it (LoRA on o_proj or the MLP only); the post-attention norm saves nothing when no attention module has
+    an adapter. Seen in traces (DeepSeek-V3 with LoRA on o_proj: block 0 saves no attention tensors)."""
+    attn_in = bool(tr.adapters & ATTENTION_INPUT_ROLES)
+    attn_any = attn_in or "o" in tr.adapters
+    out = {}
+    for k, v in saved.items():
+        if k.startswith("norm1/"):
+            continue
+        if k.startswith("attn/") and not attn_in:
+            continue
+        if k.startswith("norm2/") and not attn_any:
+            continue
+        out[k] = v
+    return out
+
+
+def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention,
+                group=None) -> dict[str, float]:
+    """Bytes saved for backward per token in one block, by named item (no checkpointing); `group`: one group of a
+    read structure (its own MLP widths, MLA dims and adapted Linears), else the mean spec's block."""
     if not tr.needs_input_grad and not tr.linears and not tr.adapters:
         return {}
+    shape = shape_of(m, group)
     h = m.hidden
     out: dict[str, float] = {}
     norm_sites = 1 if m.parallel_block else (2 if m.norms_per_layer < 4 else 4)
@@ -79,11 +168,13 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
         out.update(_norm_saved(m, r, tr, h, f"norm{i + 1}"))
     if m.qk_norm:  # RMSNorm on q and k: each saves its fp32 input and a per-row rstd
         out["attn/qk_norm_fp32"] = 4 * (m.q_dim + m.kv_dim)
-    out.update(_linear_inputs(m, r, tr))
-    out.update(_adapter_inputs(m, r, tr))
-    out.update(_kbit_kept_inputs(m, r, tr))
-    out.update(_attention_saved(m, r, seq_len, attention))
-    out.update(_mlp_saved(m, r, tr))
+    out.update(_linear_inputs(m, r, tr, shape))
+    out.update(_adapter_inputs(m, r, tr, group))
+    out.update(_kbit_kept_inputs(m, r, tr, shape))
+    out.update(_attention_saved(m, r, seq_len, attention, shape))
+    if shape.mla is not None:  # q_a_layernorm and kv_a_layernorm (RMSNorm): fp32 inputs and rstd
+        out["attn/mla_norms_fp32"] = 4 * (shape.mla[0] + shape.mla[1]) + 8
+    out.update(_mlp_saved(m, r, tr, shape))
     if m.hidden_dropout > 0:
         out["dropout/residual_masks"] = 2 * h  # bool masks after attention and MLP outputs
     return out
@@ -99,12 +190,12 @@ def _norm_saved(m: ModelSpec, r: Regime, tr: Trainable, h: int, name: str) -> di
     return {f"{name}/input": r.residual * h, f"{name}/mean_rstd": 8}
 
 
-def _linear_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
+def _linear_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape) -> dict[str, float]:
     """Inputs of Linear layers with trainable weights (needed for the weight gradient)."""
-    h, f = m.hidden, m.intermediate
+    h = m.hidden
     lin = tr.linears
     out: dict[str, float] = {}
-    experts = m.experts_per_tok if m.is_moe else 1
+    experts = shape.mlp_rows
     if r.amp_casts:  # one bf16 cast per Linear module reading an fp32 input
         qkv_modules = 1 if m.fused_qkv else len(lin & {"q", "k", "v"})
         mlp_in_modules = (1 if m.fused_gate_up or not m.gated_mlp else len(lin & {"gate", "up"})) \
@@ -120,7 +211,7 @@ def _linear_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
             out["linear_in/mlp"] = r.act * h * experts
     # o_proj reads the attention output (already saved by the attention kernel) -> nothing extra for SDPA.
     if "down" in lin:
-        out["linear_in/down"] = r.act * f * experts
+        out["linear_in/down"] = r.act * shape.mlp_width
     return out
 
 
@@ -135,13 +226,34 @@ def _adapter_modules(m: ModelSpec, adapters: frozenset[str]) -> list[tuple[int, 
     return out
 
 
-def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
+def _group_adapter_modules(g, adapters: frozenset[str]) -> list[tuple[int, str]]:
+    """(input width, input group) of each adapted Linear of a structure group (fused modules are one Linear)."""
+    out: list[tuple[int, str]] = []
+    for x in g.linears:
+        if x.count != 1 or not set(x.roles) & adapters:
+            continue
+        roles = set(x.roles)
+        if "o" in roles:
+            key = "o_in"
+        elif roles & {"gate", "up"}:
+            key = "mlp_in"
+        elif "down" in roles:
+            key = f"down_in:{x.module}"
+        elif roles & {"q", "k", "v", "q_a", "kv_a"}:
+            key = "attn_in"
+        else:
+            key = f"in:{x.module}"
+        out.append((x.in_features, key))
+    return out
+
+
+def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable, group=None) -> dict[str, float]:
     """LoRA: each adapted module keeps its own cast of the input, plus lora_A's r-dim output.
 
     PEFT casts the input to the adapter dtype (fp32); under autocast the matmul re-casts that copy to bf16, which
     is what autograd keeps. Only when no cast happens (fp32 training) do the adapters share their input tensors.
     """
-    modules = _adapter_modules(m, tr.adapters)
+    modules = _adapter_modules(m, tr.adapters) if group is None else _group_adapter_modules(group, tr.adapters)
     if not modules:
         return {}
     separate = r.autocast or r.adapter != r.act
@@ -154,7 +266,7 @@ def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
     return {"lora/inputs": inputs, "lora/a_outputs": len(modules) * tr.lora_rank * copy}
 
 
-def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
+def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape) -> dict[str, float]:
     """Old bitsandbytes' MatMul4Bit holds each frozen 4-bit Linear's input until backward. Inputs some other saved
     tensor already is add nothing: a trainable base weight's input, an adapter's shared input (no cast), and
     o_proj's input (the attention output, counted with attention)."""
@@ -162,7 +274,7 @@ def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float
         return {}
     shared = not (r.autocast or r.adapter != r.act)  # adapters read the very input tensor (see _adapter_inputs)
     seen = tr.linears | (tr.adapters if shared else frozenset())
-    experts = m.experts_per_tok if m.is_moe else 1
+    experts = shape.mlp_rows
     out = 0.0
     attn_in, mlp_in = not seen & {"q", "k", "v"}, not seen & {"gate", "up"}
     if m.parallel_block:  # attention and MLP read the same normalized input: kept once, unless either saves it
@@ -172,7 +284,7 @@ def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float
     if mlp_in:
         out += r.residual * m.hidden * experts
     if "down" not in seen:
-        out += (4 if r.kbit_upcast else r.act) * m.intermediate * experts
+        out += (4 if r.kbit_upcast else r.act) * shape.mlp_width
     return {"linear_in/kbit_frozen_inputs": out} if out else {}
 
 
@@ -186,9 +298,12 @@ def softmax_bytes(m: ModelSpec, r: Regime) -> int:
     return 4 if (m.model_type not in NO_SOFTMAX_UPCAST or r.autocast) else r.act
 
 
-def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention) -> dict[str, float]:
+def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention,
+                     shape: BlockShape | None = None) -> dict[str, float]:
     q, kv, a = m.q_dim, m.kv_dim, m.heads
     b = r.act
+    if shape is not None and shape.mla is not None:
+        return _mla_saved(m, r, seq_len, attention, shape.mla)
     if attention == Attention.EAGER:
         soft = softmax_bytes(m, r)
         out = {"attn/q": b * q, "attn/k_repeated": b * q, "attn/v_repeated": b * q,
@@ -203,19 +318,47 @@ def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention
     return {"attn/q": b * q, "attn/k": b * kv, "attn/v": b * kv, "attn/out": b * q, "attn/lse": 4 * a}
 
 
-def _mlp_saved(m: ModelSpec, r: Regime, tr: Trainable) -> dict[str, float]:
-    b, f = (4 if r.kbit_upcast else r.act), m.intermediate
-    k = m.experts_per_tok if m.is_moe else 1
+def _mla_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention,
+               mla: tuple[int, int, int, int, int]) -> dict[str, float]:
+    """Multi-head latent attention (transformers' DeepseekV2/V3 attention): q and k are built per head at the q/k
+    head dim (nope + rope), the values are a view of kv_b_proj's output (nope + v per head), so saving them keeps
+    that whole output alive; the output has the value head dim. A GPU runs SDPA's memory-efficient kernel for unequal
+    q/k and v head dims (flash needs equal ones): q, k, v, output and the log-sum-exp are saved."""
+    _, _, qk, nope, v = mla
+    a, b = m.heads, r.act
+    out = {"attn/q": b * a * qk, "attn/k": b * a * qk, "attn/v_kv_b_output": b * a * (nope + v), "attn/out": b * a * v}
+    if attention == Attention.EAGER:
+        soft = softmax_bytes(m, r)
+        out["attn/softmax_fp32"] = soft * a * seq_len
+        if m.attention_dropout > 0:
+            out["attn/dropout_mask"] = a * seq_len
+            out["attn/dropped_probs"] = b * a * seq_len
+        elif b < soft:
+            out["attn/probs"] = b * a * seq_len
+        return out
+    out["attn/lse"] = 4 * a
+    return out
+
+
+def _mlp_saved(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape | None = None) -> dict[str, float]:
+    shape = shape or shape_of(m)
+    b, width = (4 if r.kbit_upcast else r.act), shape.mlp_width
     out: dict[str, float] = {}
     if m.gated_mlp:  # act(gate) * up: act saves its input, the product saves both factors
-        out = {"mlp/act_in": b * f * k, "mlp/act_out": b * f * k, "mlp/up_out": b * f * k}
+        out = {"mlp/act_in": b * width, "mlp/act_out": b * width, "mlp/up_out": b * width}
     else:
-        out = {"mlp/act_in": b * f * k}
+        out = {"mlp/act_in": b * width}
         if m.activation in ("gelu_new", "gelu_fast"):  # GPT-2's python tanh-GELU saves 3 intermediates
-            out["mlp/gelu_tanh_intermediates"] = 3 * b * f * k
-    if m.is_moe:
-        out["moe/router_logits"] = 4 * m.num_experts
-        out["moe/expert_inputs"] = b * m.hidden * k
+            out["mlp/gelu_tanh_intermediates"] = 3 * b * width
+    if shape.routed:
+        out["moe/router_logits"] = 4 * shape.experts
+        out["moe/expert_inputs"] = b * m.hidden * shape.topk
+        # experts whose (merged) weights take a gradient keep their matmul inputs: the routed rows for gate/up and
+        # the gated product for down (frozen experts keep neither); seen in traces of LoRA on fused experts
+        if tr.wrapped_expert_roles & {"gate", "up"}:
+            out["moe/trained_expert_inputs"] = b * m.hidden * shape.topk
+        if "down" in tr.wrapped_expert_roles:
+            out["moe/trained_expert_down_inputs"] = b * shape.routed * shape.topk
     return out
 
 

@@ -105,18 +105,10 @@ def generic_lora(m: ModelSpec, targets: tuple[str, ...], rank: int) -> tuple[flo
     (`Structure.peft_target_map`, read from PEFT: e.g. gate_proj/up_proj -> gate_up_proj with rank 2r, down_proj ->
     down_proj, gate -> the router's weight) — so no Linear module with those names (dense-first MLPs, shared experts)
     keeps an adapter. Each wrapped expert tensor gets rank x experts: A (rE x in), B (out x rE)."""
-    s = m.structure
-    mapping = dict(s.peft_target_map)
+    mapping = dict(m.structure.peft_target_map)
     linears = layer_linears(m)
     leaf = {lin.module: lin.module.rsplit(".", 1)[-1] for lin in linears}
-    if any(x.strip().lower() in ("all-linear", "all", "all_linear") for x in targets):
-        names = {leaf[lin.module] for lin in linears if lin.count == 1} | set(mapping)
-    else:
-        names = {x.strip() for x in targets}
-        aliases = {_ROLE_ALIASES.get(x.lower()) for x in names} | {r for x in names for r in _FUSED.get(x.lower(), ())}
-        names |= {leaf[lin.module] for lin in linears if lin.count == 1 and set(lin.roles) & aliases}
-    params = {mapping[n] for n in names if n in mapping}
-    modules = names - set(mapping)
+    names, params, modules = _target_names(m, targets)
     total = merged = 0.0
     roles: set[str] = set()
     for lin in linears:
@@ -133,6 +125,34 @@ def generic_lora(m: ModelSpec, targets: tuple[str, ...], rank: int) -> tuple[flo
         if x.role == "router" and any(x.name.endswith(r) for r in routers):
             total += rank * (x.rows + x.cols) * x.share
     return total, merged, frozenset(roles)
+
+
+def _target_names(m: ModelSpec, targets: tuple[str, ...]) -> tuple[set[str], set[str], set[str]]:
+    """(target names, fused expert parameters PEFT wraps for them, Linear module names they adapt)."""
+    mapping = dict(m.structure.peft_target_map)
+    linears = layer_linears(m)
+    leaf = {lin.module: lin.module.rsplit(".", 1)[-1] for lin in linears}
+    if any(x.strip().lower() in ("all-linear", "all", "all_linear") for x in targets):
+        names = {leaf[lin.module] for lin in linears if lin.count == 1} | set(mapping)
+    else:
+        names = {x.strip() for x in targets}
+        aliases = {_ROLE_ALIASES.get(x.lower()) for x in names} | {r for x in names for r in _FUSED.get(x.lower(), ())}
+        names |= {leaf[lin.module] for lin in linears if lin.count == 1 and set(lin.roles) & aliases}
+    return names, {mapping[n] for n in names if n in mapping}, names - set(mapping)
+
+
+def wrapped_experts(m: ModelSpec, targets: tuple[str, ...], group) -> list:
+    """The fused expert Linears of a structure group PEFT wraps (and merges with their adapters) for the targets."""
+    if m.structure is None:
+        return []
+    _, params, _ = _target_names(m, targets)
+    return [x for x in group.linears if x.count > 1 and x.module.rsplit(".", 1)[-1] in params]
+
+
+def _wrapped_roles(m: ModelSpec, targets: tuple[str, ...]) -> frozenset[str]:
+    if m.structure is None:
+        return frozenset()
+    return frozenset(r for g in m.structure.groups for x in wrapped_experts(m, targets, g) for r in x.roles)
 
 
 def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all_linear: bool = False,
@@ -217,7 +237,8 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
                             for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1)
     return ParamSplit(total, adapters + head_train + saved, total - head_train, adapters, quantized, m.layers, 0,
                       adapter_tensors + (peft_head if t.task == Task.CLASSIFICATION else ()),
-                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank, merged_expert_elements=merged),
+                      Trainable(frozenset(), roles, False, lora_rank=t.lora_rank, merged_expert_elements=merged,
+                                wrapped_expert_roles=_wrapped_roles(m, t.lora_targets)),
                       saved)
 
 

@@ -115,6 +115,10 @@ def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
         moments = extrapolate(a, b, la, lb, layers)
         traced = (la, lb)
     notes += _moe_notes(cfg)
+    if cfg.attention != "eager" and _mla(cfg.hf_config):
+        from .tracer import SDPA_NOTE
+
+        notes.append(SDPA_NOTE)
     return TraceResult(layers, traced, moments, _peak_of(moments), time.perf_counter() - start, notes)
 
 
@@ -143,6 +147,14 @@ def _has_dropout(hf: dict) -> bool:
     text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else hf
     return any(isinstance(text.get(k), (int, float)) and text.get(k) > 0
                for k in ("attention_dropout", "hidden_dropout", "attn_pdrop", "resid_pdrop"))
+
+
+def _mla(hf: dict) -> bool:
+    """Attention whose value head dim differs from the query's (MLA: qk_nope + qk_rope vs v_head_dim)."""
+    text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else hf
+    v = text.get("v_head_dim")
+    return v is not None and text.get("qk_nope_head_dim") is not None and \
+        int(text["qk_nope_head_dim"]) + int(text.get("qk_rope_head_dim") or 0) != int(v)
 
 
 def _moe_notes(cfg: TraceConfig) -> list[str]:

@@ -264,15 +264,45 @@ class as_a_gpu_run:
     """
 
     def __enter__(self):
+        import torch.nn.functional as F
         from transformers import masking_utils
 
         self._module = masking_utils
         self._saved = masking_utils.find_packed_sequence_indices
         masking_utils.find_packed_sequence_indices = _not_packed
+        self._functional, self._sdpa = F, F.scaled_dot_product_attention
+        F.scaled_dot_product_attention = _gpu_kernel_sdpa(self._sdpa)
         return self
 
     def __exit__(self, *exc) -> None:
         self._module.find_packed_sequence_indices = self._saved
+        self._functional.scaled_dot_product_attention = self._sdpa
+
+
+SDPA_NOTE = ("attention with a value head dim other than the query's (MLA) was traced with SDPA's memory-efficient "
+             "kernel, which a GPU selects for it (it saves q, k, v, the output and the log-sum-exp); the CPU would "
+             "fall back to the math path, which keeps the s x s probabilities")
+
+
+def _gpu_kernel_sdpa(sdpa):
+    """SDPA as a GPU dispatches it. Unequal q/k and v head dims (MLA: 192 and 128) rule out the flash kernel on
+    every device; CUDA then takes the memory-efficient kernel (torch/csrc/.../sdp_utils.cpp, check_head_dim_size_
+    flash / _mem_efficient), but the CPU has no such kernel and falls back to the math path (an s x s matrix per
+    head, saved for backward). Fake tensors run the memory-efficient kernel's meta function on the CPU."""
+    import torch
+
+    def sdpa_as_on_a_gpu(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                         enable_gqa=False):
+        if query.shape[-1] == value.shape[-1] or query.shape[-3] != key.shape[-3] or query.dim() != 4 or \
+                (attn_mask is not None and attn_mask.dtype == torch.bool):
+            return sdpa(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                        scale=scale, enable_gqa=enable_gqa)
+        out = torch.ops.aten._scaled_dot_product_efficient_attention(
+            query, key, value, attn_mask, query.requires_grad or key.requires_grad or value.requires_grad,
+            dropout_p, is_causal, scale=scale)
+        return out[0]
+
+    return sdpa_as_on_a_gpu
 
 
 def _not_packed(position_ids):  # noqa: ARG001 - the traced batches are never packed
