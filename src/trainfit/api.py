@@ -20,11 +20,19 @@ from .spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimize
 
 
 def training_spec(method: str = "full", task: str | None = None, seq_len: int | None = None, micro_batch: int = 1,
-                  grad_accum: int = 1, precision: str = "bf16", param_dtype: str = "fp32",
+                  grad_accum: int = 1, precision: str = "bf16", param_dtype: str | None = None,
                   optimizer: str = "adamw", grad_ckpt: str = "none", attention: str = "sdpa", lora_rank: int = 16,
                   lora_targets: Any = None, num_labels: int = 2, model: ModelSpec | None = None,
                   modules_to_save: Any = None, optimizer_in_backward: bool = False,
-                  paged_optimizer: bool = False, optimizer_impl: str = "fused") -> TrainingSpec:
+                  paged_optimizer: bool = False, optimizer_impl: str = "fused",
+                  framework: str | None = None) -> TrainingSpec:
+    """`framework`: the training stack (frameworks.yaml); its defaults fill what is not given (param_dtype, how it
+    prepares a QLoRA model)."""
+    from .catalog.frameworks import check_framework, framework_defaults
+
+    stack = framework_defaults().get(check_framework(framework) or "", {})
+    if param_dtype is None:
+        param_dtype = stack.get("param_dtype", "fp32")
     if task is None:
         task = "classification" if model is not None and model.is_encoder else "sft"
     if seq_len is None:
@@ -36,7 +44,9 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int | 
         grad_ckpt=GradCkpt.parse(grad_ckpt, "grad-ckpt"), attention=Attention.parse(attention, "attention"),
         lora_rank=lora_rank, lora_targets=parse_targets(lora_targets), num_labels=num_labels,
         modules_to_save=parse_saved_modules(modules_to_save), optimizer_in_backward=optimizer_in_backward,
-        paged_optimizer=paged_optimizer, optimizer_impl=OptimizerImpl.parse(optimizer_impl, "optimizer implementation"))
+        paged_optimizer=paged_optimizer, optimizer_impl=OptimizerImpl.parse(optimizer_impl, "optimizer implementation"),
+        kbit_fp32_upcast=bool(stack.get("kbit_fp32_upcast", True)),
+        kbit_keeps_inputs=bool(stack.get("kbit_keeps_inputs", False)))
 
 
 def strategy_spec(gpus: int = 1, nodes: int = 1, zero: int | None = None, fsdp: str | None = None,
@@ -75,15 +85,25 @@ def load_efficiencies(overrides: dict[str, Any] | None = None, calibration: str 
     return eff
 
 
+def with_framework(eff: Efficiencies, framework: str | None) -> Efficiencies:
+    """The efficiencies for a stated training stack (its by_framework values); unchanged when none is stated."""
+    from .catalog.frameworks import check_framework
+
+    name = check_framework(framework)
+    return eff if name is None else eff.for_framework(name)
+
+
 def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1, method: str = "full",
              task: str | None = None, seq_len: int | None = None, micro_batch: int = 1, grad_accum: int = 1,
-             precision: str = "bf16", param_dtype: str = "fp32", optimizer: str = "adamw", zero: int | None = None,
+             precision: str = "bf16", param_dtype: str | None = None, optimizer: str = "adamw", zero: int | None = None,
              fsdp: str | None = None, offload: str = "none", grad_ckpt: str = "none", attention: str = "sdpa",
              lora_rank: int = 16, lora_targets: Any = None, num_labels: int = 2, modules_to_save: Any = None,
              optimizer_in_backward: bool = False, paged_optimizer: bool = False, optimizer_impl: str = "fused",
              instance: str | None = None, network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
-             calibration: str | None = None, efficiencies: Efficiencies | None = None) -> Estimate:
-    """Estimate memory per GPU, step time and throughput of one training configuration."""
+             calibration: str | None = None, efficiencies: Efficiencies | None = None,
+             framework: str | None = None) -> Estimate:
+    """Estimate memory per GPU, step time and throughput of one training configuration. `framework`: the training
+    stack (frameworks.yaml names, or "other"), when known: its fitted factors and its narrower error band."""
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
     inst = get_instance(instance) if instance else None
     gpu_spec = get_gpu(gpu) if gpu else None
@@ -98,11 +118,11 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
     t = training_spec(method, task, seq_len, micro_batch, grad_accum, precision, param_dtype, optimizer, grad_ckpt,
                       attention, lora_rank, lora_targets, num_labels, model=spec, modules_to_save=modules_to_save,
                       optimizer_in_backward=optimizer_in_backward, paged_optimizer=paged_optimizer,
-                      optimizer_impl=optimizer_impl)
+                      optimizer_impl=optimizer_impl, framework=framework)
     s = strategy_spec(gpus, nodes, zero, fsdp, offload)
     if network_gbps is not None:
         check_network_gbps(network_gbps)
-    eff = efficiencies or load_efficiencies(overrides, calibration)
+    eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), framework)
     default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if nodes > 1 else None
     cluster = cluster_for(gpu_spec, gpus, nodes, inst, network_gbps, default_net)
     return run_estimate(spec, t, s, cluster, eff)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .advise import alternatives
-from .api import load_efficiencies, strategy_spec, training_spec
+from .api import load_efficiencies, strategy_spec, training_spec, with_framework
 from .catalog import get_gpu, instances_for_gpu, resolve_model
 from .catalog.efficiency import Efficiencies
 from .catalog.instances import cheapest_price
@@ -173,7 +173,7 @@ def compare(model: str, gpus_list: list[str] | None = None, *, gpus: int = 1, no
     spec = resolve_model(model)
     t = training_spec(model=spec, **workload)
     s = strategy_spec(gpus, nodes, zero, fsdp, offload)
-    eff = efficiencies or load_efficiencies(overrides, calibration)
+    eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), workload.get("framework"))
     rows = []
     for name in gpus_list or DEFAULT_GPUS:
         gpu = get_gpu(name)

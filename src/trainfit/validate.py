@@ -111,9 +111,9 @@ def _choice(enum, value, default, what: str):
 
 
 def framework_defaults() -> dict[str, dict]:
-    from .catalog._io import read_yaml
+    from .catalog.frameworks import framework_defaults as defaults
 
-    return (read_yaml("frameworks.yaml") or {}).get("frameworks", {})
+    return defaults()
 
 
 # Settings the schema has no field for, stated in a case's `notes` in fixed words (shared/validation's

@@ -47,8 +47,9 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--micro-batch", type=int, default=1, help="sequences per GPU per step (DPO: pairs)")
     g.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps (default 1)")
     g.add_argument("--precision", default="bf16", help="bf16 | fp16 | fp32 | fp8 (default bf16)")
-    g.add_argument("--param-dtype", default="fp32",
-                   help="storage dtype of trained weights without DeepSpeed: fp32 (mixed precision) | bf16 (pure)")
+    g.add_argument("--param-dtype", default=None,
+                   help="storage dtype of trained weights without DeepSpeed: fp32 (mixed precision) | bf16 (pure); "
+                        "default fp32, or the --framework's default")
     g.add_argument("--optimizer", default="adamw", help="adamw | adamw-8bit | adafactor | sgd | lamb")
     g.add_argument("--grad-ckpt", default="none", help="activation checkpointing: none | selective | full")
     g.add_argument("--attention", default="sdpa", help="flash | sdpa | eager (default sdpa)")
@@ -67,6 +68,14 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
                    help="how torch runs AdamW/SGD: fused (Hugging Face Trainer's default, train.py), foreach "
                         "(torch's own default on CUDA: one more state's worth of memory in the step) or forloop")
     g.add_argument("--num-labels", type=int, default=2, help="classes for --task classification")
+
+
+def add_framework_flag(p: argparse.ArgumentParser) -> None:
+    """--framework: the training stack a job runs on (frameworks.yaml names), for its factors and error band."""
+    p.add_argument("--framework", default=None, metavar="NAME",
+                   help="your training stack: hf-trainer, trainfit, torchtune, torchtitan, litgpt, unsloth, composer, "
+                        "or other (a stack not listed); selects its fitted factors and its error band (default: "
+                        "unstated, the wider band of any stack)")
 
 
 def add_strategy_flags(p: argparse.ArgumentParser, gpus_default: int = 1) -> None:

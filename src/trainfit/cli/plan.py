@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_efficiency_flags, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
+from .common import (add_efficiency_flags, add_framework_flag, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
                      parse_sets, print_json)
 
 HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
@@ -59,6 +59,7 @@ def add_parser(sub) -> None:
                    help="accepted probability that an option runs out of memory, from the cross-validated error "
                         "bands (default 0.05; replaces the flat memory headroom)")
     p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
+    add_framework_flag(p)
     add_efficiency_flags(p)
     add_prices_flag(p)
     add_report_flags(p)
@@ -78,7 +79,7 @@ def build_request(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..api import load_efficiencies
+    from ..api import load_efficiencies, with_framework
     from ..errors import SpecError
     from ..plan import make_plan
     from ..report.plan import plan_dict, render_plan, write_plan
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     req = build_request(args)
     if not 0 < args.max_oom_risk < 1:
         raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {args.max_oom_risk}")
-    plan = make_plan(req, load_efficiencies(parse_sets(args.set), args.calibration), max_oom_risk=args.max_oom_risk)
+    eff = with_framework(load_efficiencies(parse_sets(args.set), args.calibration), args.framework)
+    plan = make_plan(req, eff, max_oom_risk=args.max_oom_risk)
     if args.out:
         if not plan.recommendations:
             raise SpecError(f"nothing to write to {args.out}: no configuration meets the request "

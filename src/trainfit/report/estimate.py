@@ -133,7 +133,11 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     speed.add_row(tr("mfu", lang), f"{est.mfu:.1%}")
     speed.add_row(tr("bottleneck", lang), tr(est.bottleneck, lang))
     params = Text(f"{tr('params', lang)}: {est.split.total:,} · {tr('trainable', lang)}: {est.split.trainable:,}")
-    items: list = [Text(title, style="bold"), params, verdict, table, speed]
+    items: list = [Text(title, style="bold"), params, verdict]
+    unc = uncertainty_of(est)
+    if unc and unc.get("band"):
+        items.append(Text("(" + tr("band_" + unc["band"], lang).format(fw=unc.get("framework")) + ")", style="dim"))
+    items += [table, speed]
     if not mem.fits:
         items += [Text("· " + line, style="red") for line in overflow_terms(est)]
         if alternatives:
