@@ -10,6 +10,8 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "fits": {"en": "fits", "zh": "可以放下"},
     "does_not_fit": {"en": "does NOT fit", "zh": "放不下"},
     "fit_likely": {"en": "{p} likely to fit", "zh": "放得下的概率 {p}"},
+    "precedence": {"en": "how a value is chosen for a GPU (first match wins)",
+                   "zh": "某块 GPU 取值的优先顺序（先匹配者生效）"},
     "band_known-stack": {"en": "80% band for {fw}", "zh": "{fw} 的 80% 区间"},
     "band_unseen-stack": {"en": "80% band for a stack the calibration has not seen ({fw})",
                           "zh": "校准未见过的训练框架（{fw}）的 80% 区间"},
