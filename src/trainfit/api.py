@@ -25,9 +25,12 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int | 
                   lora_targets: Any = None, num_labels: int = 2, model: ModelSpec | None = None,
                   modules_to_save: Any = None, optimizer_in_backward: bool = False,
                   paged_optimizer: bool = False, optimizer_impl: str = "fused",
-                  framework: str | None = None) -> TrainingSpec:
+                  framework: str | None = None, max_len: int | None = None, avg_len: int | None = None,
+                  data: str | None = None, expandable_segments: bool = False) -> TrainingSpec:
     """`framework`: the training stack (frameworks.yaml); its defaults fill what is not given (param_dtype, how it
-    prepares a QLoRA model)."""
+    prepares a QLoRA model). Variable-length data (padded to the longest of each micro-batch, not packed):
+    `max_len` the longest sample (the same as seq_len), `avg_len` the mean, or `data` a file whose sample lengths
+    are counted (spec/lengths.py); `expandable_segments`: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True."""
     from .catalog.frameworks import check_framework, framework_defaults
 
     stack = framework_defaults().get(check_framework(framework) or "", {})
@@ -35,8 +38,15 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int | 
         param_dtype = stack.get("param_dtype", "fp32")
     if task is None:
         task = "classification" if model is not None and model.is_encoder else "sft"
+    if max_len is not None:
+        if seq_len is not None and seq_len != max_len:
+            raise SpecError(f"--max-len {max_len} and --seq-len {seq_len} name the same length: give one")
+        seq_len = max_len
     if seq_len is None:
         seq_len, _ = default_seq_len(model.max_positions if model is not None else None)
+    sequences = micro_batch * (2 if str(task).lower() == "dpo" else 1)
+    varlen = _variable_lengths(seq_len, avg_len, data, sequences, model)
+    seq_len = varlen.pop("longest", seq_len)  # --data: memory at the longest sample the data holds
     return TrainingSpec(
         method=Method.parse(method, "method"), task=Task.parse(task, "task"), seq_len=seq_len,
         micro_batch=micro_batch, grad_accum=grad_accum, precision=Precision.parse(precision, "precision"),
@@ -46,7 +56,50 @@ def training_spec(method: str = "full", task: str | None = None, seq_len: int | 
         modules_to_save=parse_saved_modules(modules_to_save), optimizer_in_backward=optimizer_in_backward,
         paged_optimizer=paged_optimizer, optimizer_impl=OptimizerImpl.parse(optimizer_impl, "optimizer implementation"),
         kbit_fp32_upcast=bool(stack.get("kbit_fp32_upcast", True)),
-        kbit_keeps_inputs=bool(stack.get("kbit_keeps_inputs", False)))
+        kbit_keeps_inputs=bool(stack.get("kbit_keeps_inputs", False)),
+        expandable_segments=bool(expandable_segments), **varlen)
+
+
+def _variable_lengths(seq_len: int, avg_len: int | None, data: str | None, sequences: int,
+                      model: ModelSpec | None) -> dict[str, Any]:
+    """TrainingSpec fields of variable-length data: {} for packed sequences (neither avg_len nor data)."""
+    if avg_len is None and data is None:
+        return {}
+    if avg_len is not None and data is not None:
+        raise SpecError("give --avg-len or --data (whose lengths give the mean), not both")
+    if data is None:
+        if isinstance(avg_len, bool) or not isinstance(avg_len, int) or not 1 <= avg_len <= seq_len:
+            raise SpecError(f"--avg-len must be an integer in [1, the longest sample {seq_len}], got {avg_len!r}")
+        return {"variable_length": True, "avg_len": avg_len, "lengths_from": "--avg-len (exponential lengths "
+                "assumed: a micro-batch of b is padded to about avg x (1 + 1/2 + ... + 1/b))"}
+    from .spec.lengths import TOKENS_PER_CJK_CHAR, TOKENS_PER_WORD, read_lengths
+
+    tok = _local_tokenizer(model)
+    lengths = read_lengths(data, seq_len, tok)
+    how = ("the model's tokenizer" if tok else f"whitespace words x {TOKENS_PER_WORD:.2f}, CJK characters x "
+           f"{TOKENS_PER_CJK_CHAR:g}, no tokenizer at hand")
+    return {"variable_length": True, "avg_len": lengths.avg, "padded_len": lengths.padded(sequences),
+            "longest": lengths.longest,
+            "lengths_from": f"--data {data}: {len(lengths.lengths)} samples, longest {lengths.longest} ({how})"}
+
+
+def _local_tokenizer(model: ModelSpec | None):
+    """A token counter from the model's own tokenizer when its files are on this machine (a model directory),
+    else None (no download)."""
+    import os
+
+    path = str(getattr(model, "source", "") or "") if model is not None else ""
+    if os.path.isfile(path):
+        path = os.path.dirname(path) or "."
+    if not path or not any(os.path.isfile(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json")):
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception:  # noqa: BLE001 - no usable tokenizer: the whitespace count, said so
+        return None
+    return lambda text: len(tok(text, add_special_tokens=True)["input_ids"])
 
 
 def strategy_spec(gpus: int = 1, nodes: int = 1, zero: int | None = None, fsdp: str | None = None,
@@ -101,7 +154,8 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
              optimizer_in_backward: bool = False, paged_optimizer: bool = False, optimizer_impl: str = "fused",
              instance: str | None = None, network_gbps: float | None = None, overrides: dict[str, Any] | None = None,
              calibration: str | None = None, efficiencies: Efficiencies | None = None,
-             framework: str | None = None) -> Estimate:
+             framework: str | None = None, max_len: int | None = None, avg_len: int | None = None,
+             data: str | None = None, expandable_segments: bool = False) -> Estimate:
     """Estimate memory per GPU, step time and throughput of one training configuration. `framework`: the training
     stack (frameworks.yaml names, or "other"), when known: its fitted factors and its narrower error band."""
     spec = model if isinstance(model, ModelSpec) else resolve_model(model)
@@ -118,7 +172,8 @@ def estimate(model: str | ModelSpec, gpu: str, *, gpus: int = 1, nodes: int = 1,
     t = training_spec(method, task, seq_len, micro_batch, grad_accum, precision, param_dtype, optimizer, grad_ckpt,
                       attention, lora_rank, lora_targets, num_labels, model=spec, modules_to_save=modules_to_save,
                       optimizer_in_backward=optimizer_in_backward, paged_optimizer=paged_optimizer,
-                      optimizer_impl=optimizer_impl, framework=framework)
+                      optimizer_impl=optimizer_impl, framework=framework, max_len=max_len, avg_len=avg_len,
+                      data=data, expandable_segments=expandable_segments)
     s = strategy_spec(gpus, nodes, zero, fsdp, offload)
     if network_gbps is not None:
         check_network_gbps(network_gbps)

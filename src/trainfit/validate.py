@@ -164,18 +164,32 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
     targets = t.get("lora_targets")
     saved = ("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else ()
     return TrainingSpec(
-        method=method, task=_choice(Task, task, Task.PRETRAIN, "task"), seq_len=int(t["seq_len"]),
+        method=method, task=_choice(Task, task, Task.PRETRAIN, "task"), **_lengths(t),
         micro_batch=int(t["micro_batch"]), grad_accum=int(t.get("grad_accum") or 1),
         precision=_choice(Precision, t.get("precision"), Precision.BF16, "precision"),
         param_dtype=t.get("param_dtype") or defaults.get("param_dtype", "fp32"),
         optimizer=_choice(Optimizer, t.get("optimizer"), Optimizer.ADAMW, "optimizer"),
-        grad_ckpt=_choice(GradCkpt, t.get("grad_ckpt"), GradCkpt.NONE, "grad_ckpt"),
+        grad_ckpt=_choice(GradCkpt, t.get("grad_ckpt") or defaults.get("grad_ckpt"), GradCkpt.NONE, "grad_ckpt"),
         attention=_choice(Attention, t.get("attention"), Attention.SDPA, "attention"),
         lora_rank=int(t.get("lora_rank") or 16),
         lora_targets=parse_targets(targets if targets else None), modules_to_save=saved,
         optimizer_in_backward="optimizer_in_backward" in features, paged_optimizer="paged_optimizer" in features,
         kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and "gptq_base" not in features,
         kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and "gptq_base" not in features)
+
+
+def _lengths(t: dict) -> dict:
+    """seq_len and the variable-length fields of a case: with fixed_length false, seq_len is the cap, max_len (when
+    stated) the longest sample the data held (memory is taken there) and avg_len (when stated) the mean (time)."""
+    cap = int(t["seq_len"])
+    if t.get("fixed_length", True) is not False:
+        return {"seq_len": cap}
+    longest = int(t.get("max_len") or cap)
+    avg = int(t["avg_len"]) if t.get("avg_len") else None
+    if not 1 <= longest <= cap or (avg is not None and not 1 <= avg <= longest):
+        raise Skip("variable-length fields out of range (avg_len <= max_len <= seq_len)")
+    return {"seq_len": longest, "variable_length": True, "avg_len": avg,
+            "lengths_from": "the case's avg_len / max_len" if avg else ""}
 
 
 def _strategy(case: dict) -> Strategy:
@@ -277,8 +291,9 @@ def metric_key(measured: dict, metric: str) -> str | None:
 
 def comparable(case: dict, metric: str) -> bool:
     """Whether `metric` of this case is compared. Variable-length runs process fewer tokens than seq_len x batch:
-    their throughput and MFU are not."""
-    if metric != "memory" and ((case.get("training") or {}).get("fixed_length", True) is False):
+    their throughput and MFU are compared only when the case states its mean sample length (training.avg_len)."""
+    t = case.get("training") or {}
+    if metric != "memory" and t.get("fixed_length", True) is False and not t.get("avg_len"):
         return False
     return metric_key(measured_values(case), metric) is not None
 

@@ -78,6 +78,27 @@ def add_framework_flag(p: argparse.ArgumentParser) -> None:
                         "unstated, the wider band of any stack)")
 
 
+def add_length_flags(p: argparse.ArgumentParser) -> None:
+    """Variable-length data: samples padded to the longest of each micro-batch instead of packed."""
+    g = p.add_argument_group("variable-length data (not packed)")
+    g.add_argument("--max-len", type=int, default=None, metavar="TOKENS",
+                   help="the longest sample (truncation length; the same as --seq-len): memory is taken there")
+    g.add_argument("--avg-len", type=int, default=None, metavar="TOKENS",
+                   help="mean tokens per sample: time is taken at micro-batches padded to their longest sample, "
+                        "throughput counts these tokens, not the padding")
+    g.add_argument("--data", default=None, metavar="FILE",
+                   help="JSON lines (or one sample per line) whose sample lengths give the mean, the longest and the "
+                        "padding: counted with the model's tokenizer when its files are local, else whitespace "
+                        "words x 4/3 (CJK characters x 1)")
+    g.add_argument("--expandable-segments", action="store_true",
+                   help="PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less memory reserved when shapes vary")
+
+
+def length_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(max_len=args.max_len, avg_len=args.avg_len, data=args.data,
+                expandable_segments=args.expandable_segments)
+
+
 def add_strategy_flags(p: argparse.ArgumentParser, gpus_default: int = 1) -> None:
     g = p.add_argument_group("parallelism")
     g.add_argument("--gpus", type=int, default=gpus_default, help="GPUs per node (default 1)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_framework_flag, add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+from .common import (add_framework_flag, add_job_flags, add_length_flags, length_kwargs, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
 
 HELP = "will it fit, how fast: memory breakdown and step time of one training configuration"
@@ -24,6 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--network-gbps", type=float, default=None, help="network between nodes, Gbit/s")
     add_job_flags(p)
     add_framework_flag(p)
+    add_length_flags(p)
     add_report_flags(p)
     p.set_defaults(run=run)
 
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     check_reports(args)
     eff = load_efficiencies(parse_sets(args.set), args.calibration)
     est = estimate(args.model, args.gpu, instance=args.instance, network_gbps=args.network_gbps,
-                   efficiencies=eff, framework=args.framework, **workload_kwargs(args), **strategy_kwargs(args))
+                   efficiencies=eff, framework=args.framework, **length_kwargs(args), **workload_kwargs(args), **strategy_kwargs(args))
     alts = alternatives(est, eff) if not est.fits else []
     if args.json:
         print_json(estimate_dict(est, alts))

@@ -180,6 +180,15 @@ class TrainingSpec:
     # backward although a frozen weight needs none (fixed by bitsandbytes PR #1270, July 2024). LitGPT pinned
     # bitsandbytes 0.41-0.42 through 2024.
     kbit_keeps_inputs: bool = False
+    # Variable-length data (not packed): each micro-batch is padded to its longest sample, so shapes change from
+    # step to step. seq_len is then the longest sample (--max-len: memory is taken at the longest batch), avg_len
+    # the mean sample length (--avg-len: the tokens that count) and padded_len the expected length a micro-batch is
+    # padded to (time is taken there; see spec/lengths.py). avg_len None: lengths unknown, time at seq_len.
+    variable_length: bool = False
+    avg_len: int | None = None
+    padded_len: int | None = None
+    expandable_segments: bool = False  # PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (less reserve when shapes vary)
+    lengths_from: str = field(default="", compare=False)  # where avg_len / padded_len came from (said with them)
 
     def __post_init__(self) -> None:
         for name, low, high in (("seq_len", 1, 2_097_152), ("micro_batch", 1, 65_536), ("grad_accum", 1, 65_536),
@@ -193,6 +202,17 @@ class TrainingSpec:
             raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
         if self.optimizer_in_backward and self.precision == Precision.FP16:
             raise SpecError("optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16")
+        for name in ("avg_len", "padded_len"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not 1 <= value <= self.seq_len):
+                raise SpecError(f"{name.replace('_', '-')} must be an integer in [1, max-len {self.seq_len}], "
+                                f"got {value!r}")
+        if (self.avg_len or self.padded_len) and not self.variable_length:
+            raise SpecError("avg-len / padded-len describe variable-length data (variable_length)")
+        if self.avg_len and self.padded_len and self.padded_len < self.avg_len:
+            raise SpecError(f"padded-len {self.padded_len} is below avg-len {self.avg_len}: a micro-batch is padded "
+                            "to its longest sample")
         if self.paged_optimizer and self.optimizer not in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.LAMB):
             raise SpecError(f"paged optimizers are AdamW, 8-bit AdamW or LAMB, not {self.optimizer.value}")
 
@@ -201,7 +221,8 @@ class TrainingSpec:
                                    self.precision, self.param_dtype, self.optimizer, self.grad_ckpt, self.attention,
                                    self.lora_rank, self.lora_targets, self.num_labels, self.modules_to_save,
                                    self.optimizer_in_backward, self.paged_optimizer, self.kbit_fp32_upcast,
-                                   self.kbit_keeps_inputs, self.optimizer_impl))
+                                   self.kbit_keeps_inputs, self.optimizer_impl, self.variable_length,
+                                   self.avg_len, self.padded_len, self.expandable_segments))
 
     @property
     def is_peft(self) -> bool:
@@ -214,7 +235,32 @@ class TrainingSpec:
 
     @property
     def tokens_per_micro_batch(self) -> int:
+        """Tokens a micro-batch holds (padding included; for variable-length data: at the longest sample)."""
         return self.sequences_per_micro_batch * self.seq_len
+
+    @property
+    def useful_tokens_per_micro_batch(self) -> int:
+        """The tokens that count (not padding): sequences x the mean sample length for variable-length data."""
+        return self.sequences_per_micro_batch * (self.avg_len or self.seq_len)
+
+    @property
+    def time_len(self) -> int:
+        """The sequence length a micro-batch is computed at: padded to its longest sample for variable-length data
+        (padded_len, else derived from avg_len, see spec/lengths.py), else seq_len."""
+        if not self.variable_length or not self.avg_len:
+            return self.seq_len
+        if self.padded_len:
+            return self.padded_len
+        from .lengths import expected_padded_len
+
+        return expected_padded_len(self.avg_len, self.seq_len, self.sequences_per_micro_batch)
+
+    @cached_property
+    def for_time(self) -> "TrainingSpec":
+        """The workload as its micro-batches are computed: fixed length time_len (padding included)."""
+        if not self.variable_length:
+            return self
+        return replace(self, seq_len=self.time_len, variable_length=False, avg_len=None, padded_len=None)
 
     def with_(self, **changes) -> "TrainingSpec":
         return replace(self, **changes)
