@@ -112,3 +112,14 @@ def test_validate_uses_the_lengths_a_case_states():
     bad = copy.deepcopy(case)
     bad["training"].update(max_len=99999)
     assert validate([bad], Efficiencies.default()).skipped
+
+
+def test_estimate_json_states_the_lengths_and_the_stack():
+    from trainfit.report.estimate import estimate_dict
+
+    var = trainfit.estimate("qwen2-7b", "a10", max_len=2048, avg_len=300, micro_batch=2, **JOB)
+    c = estimate_dict(var)["config"]
+    assert c["variable_length"] and c["avg_len"] == 300 and c["seq_len"] == 2048 and c["framework"] == "hf-trainer"
+    assert c["padded_len"] == expected_padded_len(300, 2048, 2) == var.training.time_len
+    packed = estimate_dict(trainfit.estimate("qwen2-7b", "a10", method="lora"))["config"]
+    assert not packed["variable_length"] and packed["avg_len"] is None and packed["framework"] is None

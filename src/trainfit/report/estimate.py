@@ -33,6 +33,9 @@ def config_dict(est: Estimate) -> dict[str, Any]:
         "freeze_trainable_layers": int(est.table.shared_view(est.gpu)("freeze_trainable_layers"))
         if t.method.value == "freeze" else None,
         "engine": s.engine, "instance": est.cluster.instance.key if est.cluster.instance else None,
+        "framework": est.table.framework,
+        "variable_length": t.variable_length, "avg_len": t.avg_len if t.variable_length else None,
+        "padded_len": t.time_len if t.variable_length else None, "expandable_segments": t.expandable_segments,
     }
 
 
