@@ -48,3 +48,78 @@ def test_validate_reports_band_coverage(run_cli, tmp_path):
         cov = doc[metric]["band_coverage"]
         assert cov["n"] == sum(1 for r in doc["rows"] if metric in r["band"])
         assert cov["n"] == 0 or 0 <= cov["coverage"] <= 1
+
+
+QWEN_A10 = ("estimate", "--model", "qwen2-7b", "--gpu", "a10", "--method", "lora", "--seq-len", "2048",
+            "--grad-ckpt", "full", "--json")
+
+
+def _width(doc, key):
+    band = doc["uncertainty"][key]
+    return band["high"] / band["low"]
+
+
+def test_stated_framework_narrows_the_band_and_says_which(run_cli):
+    """--framework NAME: a stack the calibration has seen gets its own (narrower) band; no --framework, or a stack
+    it has not seen ('other'), gets the wide band of any stack. The JSON names the band used."""
+    docs = {}
+    for fw in (None, "hf-trainer", "other"):
+        code, out, err = run_cli(*QWEN_A10, *(("--framework", fw) if fw else ()))
+        assert code == 0, err
+        docs[fw] = json.loads(out)
+    assert docs[None]["uncertainty"]["band"] == "unstated-stack" and docs[None]["uncertainty"]["framework"] is None
+    assert docs["other"]["uncertainty"]["band"] == "unseen-stack"
+    known = docs["hf-trainer"]["uncertainty"]
+    assert known["band"] == "known-stack" and known["framework"] == "hf-trainer" and known["framework_known"]
+    for key in ("memory_gib", "tokens_per_s"):  # never narrower for an unstated stack
+        assert _width(docs["hf-trainer"], key) <= _width(docs[None], key), key
+        assert _width(docs["other"], key) == _width(docs[None], key), key
+    # memory: strictly narrower (LoRA throughput of known stacks is as spread as any stack's: QwenLM/Qwen's
+    # left-out throughput residuals alone span the unstated band)
+    assert _width(docs["hf-trainer"], "memory_gib") < 0.75 * _width(docs[None], "memory_gib")
+    assert docs["hf-trainer"]["fit_probability"] != docs[None]["fit_probability"]
+
+
+def test_stated_framework_applies_its_defaults_and_factors(run_cli):
+    """torchtune trains bf16 weights (frameworks.yaml) and has fitted factors (calibration.yaml by_framework)."""
+    code, out, err = run_cli(*QWEN_A10, "--framework", "torchtune")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["config"]["param_dtype"] == "bf16"
+    assert doc["efficiencies"]["framework_logits_factor"]["from"] == "by_framework[torchtune]"
+    code, out, _ = run_cli(*QWEN_A10, "--framework", "torchtune", "--param-dtype", "fp32")
+    assert json.loads(out)["config"]["param_dtype"] == "fp32"  # a stated value beats the stack's default
+
+
+def test_unknown_framework_is_one_line_with_did_you_mean(run_cli):
+    for cmd in (QWEN_A10, ("compare", "--model", "qwen2-7b", "--method", "lora", "--gpu", "a10"),
+                ("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "10M", "--gpu", "a10")):
+        code, out, err = run_cli(*cmd, "--framework", "torchtun")
+        assert code == 2 and "Traceback" not in err, err
+        assert "did you mean: torchtune" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_plan_reads_the_stated_stacks_band(run_cli):
+    base = ("plan", "--model", "qwen2-7b", "--task", "sft", "--method", "lora", "--dataset-tokens", "200M",
+            "--epochs", "3", "--seq-len", "2048", "--gpu", "a10", "--json")
+    bands = {}
+    for fw in (None, "hf-trainer"):
+        code, out, err = run_cli(*base, *(("--framework", fw) if fw else ()))
+        assert code == 0, err
+        bands[fw] = json.loads(out)["band"]
+    assert bands[None]["name"] == "unstated-stack" and bands["hf-trainer"]["name"] == "known-stack"
+
+
+def test_python_api_takes_the_framework():
+    import trainfit
+    from trainfit.errors import SpecError
+    from trainfit.report.estimate import estimate_dict
+
+    est = trainfit.estimate("qwen2-7b", "a10", method="lora", seq_len=2048, grad_ckpt="full", framework="litgpt")
+    assert estimate_dict(est)["uncertainty"]["band"] == "known-stack"
+    try:
+        trainfit.estimate("qwen2-7b", "a10", method="lora", framework="axolotl")
+    except SpecError as exc:
+        assert "unknown framework" in str(exc)
+    else:
+        raise AssertionError("an unknown framework must be refused")

@@ -11,6 +11,7 @@ from typing import Any
 
 from .catalog import get_gpu, get_instance, resolve_model
 from .catalog.efficiency import Efficiencies, load_efficiencies, user_calibration_path  # noqa: F401
+from .catalog.frameworks import with_framework
 from .errors import SpecError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import check_network_gbps, cluster_for
@@ -37,10 +38,10 @@ def estimate(model: str | ModelSpec, gpu: str | None = None, *, instance: str | 
         gpu_spec = get_gpu(inst.gpu)
     if gpu_spec is None:
         raise SpecError("give --gpu or --instance")
-    t, s = job_specs(spec, **job)
+    t, s, inputs = job_specs(spec, **job)
     if network_gbps is not None:
         check_network_gbps(network_gbps)
-    eff = efficiencies or load_efficiencies(overrides, calibration)
+    eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), inputs.get("framework"))
     default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if s.nodes > 1 else None
     cluster = cluster_for(gpu_spec, s.gpus_per_node, s.nodes, inst, network_gbps, default_net)
     return run_estimate(spec, t, s, cluster, eff)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import os
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -133,8 +134,9 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
                 level = (name, "by_link", link) if name == "comm_efficiency" else (name, "default", None)
             else:
                 view(name)
-                key, _, sub = view.used[name]["from"].partition("[")  # "default" or "by_x[key]"
-                level = (name, key, sub.rstrip("]") or None)
+                # "default" or "by_x[key]" (first one: an uncalibrated GPU's ratio moves with its architecture)
+                key, sub = re.match(r"(\w+)(?:\[([^\]]+)\])?", view.used[name]["from"]).groups()
+                level = (name, key, sub)
             counts.setdefault(level, []).append(by_id[row.id])
     params: dict[Param, list[dict]] = {}
     for (name, key, sub), used in sorted(counts.items(), key=lambda kv: (list(FITTED).index(kv[0][0]),

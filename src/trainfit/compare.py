@@ -9,6 +9,7 @@ from typing import Any
 
 from .advise import alternatives
 from .catalog.efficiency import load_efficiencies
+from .catalog.frameworks import with_framework
 from .spec.training import job_specs
 from .catalog import get_gpu, instances_for_gpu, resolve_model
 from .catalog.efficiency import Efficiencies
@@ -171,8 +172,8 @@ def compare(model: str, gpus_list: list[str] | None = None, *, overrides: dict |
             calibration: str | None = None, efficiencies: Efficiencies | None = None, **job: Any) -> list[CompareRow]:
     """One job on several GPUs; `job` holds the declared job fields as keywords (spec/job.py)."""
     spec = resolve_model(model)
-    t, s = job_specs(spec, **job)
-    eff = efficiencies or load_efficiencies(overrides, calibration)
+    t, s, inputs = job_specs(spec, **job)
+    eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), inputs.get("framework"))
     rows = []
     for name in gpus_list or DEFAULT_GPUS:
         gpu = get_gpu(name)

@@ -259,12 +259,13 @@ def host_ram_gib(c: Candidate) -> dict[str, float | None]:
 
 
 def hours_cost_band(c: Candidate) -> dict[str, Any] | None:
-    """80% bands of hours and cost from the throughput band (an unseen training stack's): training hours scale
+    """80% bands of hours and cost from the throughput band (the stated stack's; any stack's without --framework): training hours scale
     with 1 / throughput, start-up and checkpoints do not; cost scales with hours (billing steps not re-applied)."""
-    from .uncertainty import LEVEL, shipped_bands
+    from .uncertainty import LEVEL, framework_known, shipped_bands
 
     bands = shipped_bands()
-    f = bands.interval("throughput", c.estimate.training.method.value, None, False) if bands else None
+    known = framework_known(getattr(c.estimate.table, "framework", None))  # plan --framework
+    f = bands.interval("throughput", c.estimate.training.method.value, None, known) if bands else None
     if f is None or c.hours <= 0:
         return None
     low_h, high_h = c.train_hours / f[1] + c.overhead_hours, c.train_hours / f[0] + c.overhead_hours

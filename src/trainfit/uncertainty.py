@@ -124,6 +124,14 @@ def framework_known(framework: str | None) -> bool:
                                                                or framework in calibrated_frameworks())
 
 
+def band_name(framework: str | None, known: bool) -> str:
+    """Which band an estimate carries: "known-stack" (a stack the calibration has seen), "unseen-stack" (a named
+    stack it has not) or "unstated-stack" (no --framework: any stack, the widest)."""
+    if known:
+        return "known-stack"
+    return "unstated-stack" if framework in (None, "None") else "unseen-stack"
+
+
 def measured_band(bands: Bands, metric: str, key: str, predicted: float, method: str, memory_kind: str | None,
                   known: bool, level: float = LEVEL) -> tuple[float, float] | None:
     """The band around a predicted value of the measured field `key` (step time: the inverse of throughput's)."""
@@ -142,20 +150,24 @@ VERDICT_KIND = "nvidia-smi"
 def estimate_uncertainty(est, framework: str | None = None, bands: Bands | None = None,
                          level: float = LEVEL) -> dict[str, Any] | None:
     """{level, memory_gib: {low, high}, tokens_per_s: {low, high}, fit_probability, cells} for an Estimate, or
-    None when no residuals are available. `framework`: the training stack, when known (None: not known, the wider
-    band)."""
+    None when no residuals are available. `framework`: the training stack (default: the one the estimate's
+    efficiencies were resolved for, `--framework`); one the calibration has not seen, or none stated, gets the wider
+    band."""
     from .units import GiB
 
     bands = bands or shipped_bands()
     if bands is None:
         return None
+    if framework is None:
+        framework = getattr(est.table, "framework", None)  # the stack the estimate was made for (--framework)
     known = framework_known(framework)
     method, mem = est.training.method.value, est.memory
     resident = dict(mem.overheads).get("optimizer/paged_states_resident", 0.0)
     need = mem.device - resident
     mem_f = bands.interval("memory", method, VERDICT_KIND, known, level)
     tps_f = bands.interval("throughput", method, None, known, level)
-    out: dict[str, Any] = {"level": level, "framework_known": known,
+    out: dict[str, Any] = {"level": level, "framework": framework, "framework_known": known,
+                           "band": band_name(framework, known),
                            "basis": "leave-one-source-out residuals (trainfit calibrate --cv source)"}
     out["memory_gib"] = ({"low": round(mem.device * mem_f[0] / GiB, 2), "high": round(mem.device * mem_f[1] / GiB, 2)}
                          if mem_f else None)

@@ -6,7 +6,6 @@ reason, never a crash.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections import Counter, defaultdict
@@ -101,9 +100,9 @@ def _model(case: dict) -> ModelSpec:
 
 
 def framework_defaults() -> dict[str, dict]:
-    from .catalog._io import read_yaml
+    from .catalog.frameworks import framework_defaults as defaults
 
-    return (read_yaml("frameworks.yaml") or {}).get("frameworks", {})
+    return defaults()
 
 
 # Settings the schema has no field for, stated in a case's `notes` in fixed words (shared/validation's
@@ -146,7 +145,7 @@ def note_features(case: dict) -> tuple[str, ...]:
 def _training(case: dict, m: ModelSpec) -> TrainingSpec:
     """The case's "training" object read through the job declaration (spec/job.py, the case door); what the schema
     has no field for comes from the case's framework (frameworks.yaml) and its notes (NOTE_FEATURES)."""
-    from .spec.job import CASE, fields_of
+    from .spec.job import BY_NAME, CASE, fields_of
 
     t = case.get("training") or {}
     defaults = framework_defaults().get(str(t.get("framework")), {})
@@ -163,6 +162,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
             raise Skip(f"unsupported {f.name.replace('_', '-')}") from None
     values.setdefault("task", Task.CLASSIFICATION if m.is_encoder else Task.PRETRAIN)
     values.setdefault("param_dtype", defaults.get("param_dtype", "fp32"))
+    if "grad_ckpt" not in values and defaults.get("grad_ckpt"):  # the stack's own default (frameworks.yaml)
+        values["grad_ckpt"] = BY_NAME["grad_ckpt"].convert(defaults["grad_ckpt"])
     features = note_features(case)
     gptq = "gptq_base" in features
     values.update(modules_to_save=("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else (),
@@ -170,7 +171,22 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   paged_optimizer="paged_optimizer" in features,
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
                   kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq)
+    values.update(_lengths(t))
     return TrainingSpec(**values)
+
+
+def _lengths(t: dict) -> dict:
+    """seq_len and the variable-length fields of a case: with fixed_length false, seq_len is the cap, max_len (when
+    stated) the longest sample the data held (memory is taken there) and avg_len (when stated) the mean (time)."""
+    cap = int(t["seq_len"])
+    if t.get("fixed_length", True) is not False:
+        return {"seq_len": cap}
+    longest = int(t.get("max_len") or cap)
+    avg = int(t["avg_len"]) if t.get("avg_len") else None
+    if not 1 <= longest <= cap or (avg is not None and not 1 <= avg <= longest):
+        raise Skip("variable-length fields out of range (avg_len <= max_len <= seq_len)")
+    return {"seq_len": longest, "variable_length": True, "avg_len": avg,
+            "lengths_from": "the case's avg_len / max_len" if avg else ""}
 
 
 def _strategy(case: dict) -> Strategy:
@@ -272,8 +288,9 @@ def metric_key(measured: dict, metric: str) -> str | None:
 
 def comparable(case: dict, metric: str) -> bool:
     """Whether `metric` of this case is compared. Variable-length runs process fewer tokens than seq_len x batch:
-    their throughput and MFU are not."""
-    if metric != "memory" and ((case.get("training") or {}).get("fixed_length", True) is False):
+    their throughput and MFU are compared only when the case states its mean sample length (training.avg_len)."""
+    t = case.get("training") or {}
+    if metric != "memory" and t.get("fixed_length", True) is False and not t.get("avg_len"):
         return False
     return metric_key(measured_values(case), metric) is not None
 

@@ -173,24 +173,29 @@ class EfficiencyView:
         entry = self.eff.table.get(name)
         if entry is None:
             raise KeyError(f"efficiency {name!r} is not defined in efficiency.yaml")
-        value, level = self._resolve(entry, link)
+        value, level = self._resolve(name, entry, link)
         self.used[key] = {"value": value, "from": level, "unit": entry.get("unit", ""), "basis": entry.get("basis", "")}
         return value
 
-    def _resolve(self, entry: dict, link: str | None) -> tuple[float, str]:
+    def _resolve(self, name: str, entry: dict, link: str | None) -> tuple[float, str]:
         key = (self.gpu.id, self.gpu.architecture, self.gpu.memory_type, id(entry), link, self.eff.framework)
         hit = self.eff._resolved.get(key)
         if hit is None:
-            hit = self.eff._resolved[key] = self._lookup(entry, link)
+            hit = self.eff._resolved[key] = self._lookup(name, entry, link)
         return hit
 
-    def _lookup(self, entry: dict, link: str | None) -> tuple[float, str]:
+    def _lookup(self, name: str, entry: dict, link: str | None) -> tuple[float, str]:
+        """The value by PRECEDENCE; an uncalibrated by_gpu value is a ratio to its architecture's (see there)."""
         g = self.gpu
         candidates = [("by_link", link), ("by_framework", self.eff.framework), ("by_gpu", g.id),
                       ("by_architecture", g.architecture), ("by_memory_type", g.memory_type)]
         for key, sub in candidates:
             table = entry.get(key)
             if sub is not None and isinstance(table, dict) and sub in table:
+                if key == "by_gpu":
+                    relative = _relative_to_architecture(name, entry, g)
+                    if relative is not None:
+                        return relative
                 return float(table[sub]), f"{key}[{sub}]"
         if "default" in entry:
             return float(entry["default"]), "default"
@@ -238,3 +243,35 @@ def load_efficiencies(overrides: dict | None = None, calibration: str | None = N
         eff = eff.with_overrides(overrides, origin="--set")
     return eff
 
+
+# How a named value is chosen for one GPU, first match wins (printed by `trainfit efficiencies`).
+PRECEDENCE = (
+    "--set NAME=VALUE (a plain value replaces every per-GPU/architecture/... variant)",
+    "by_link[link] (collectives: the link that carries them)",
+    "by_framework[stack] (--framework, or a validation case's stack)",
+    "by_gpu[gpu] set by a calibration, --calibration FILE or --set",
+    "by_gpu[gpu] from efficiency.yaml alone (uncalibrated): a ratio to its architecture, applied to the "
+    "architecture's current value = by_architecture[arch] x by_gpu[gpu] / efficiency.yaml's by_architecture[arch] "
+    "(so a calibrated architecture moves its GPUs with it and an uncalibrated GPU never overrides it)",
+    "by_architecture[arch] (calibrated or efficiency.yaml)",
+    "by_memory_type[type]",
+    "default",
+)
+
+
+def _relative_to_architecture(name: str, entry: dict, g: GpuSpec) -> tuple[float, str] | None:
+    """An uncalibrated by_gpu value (equal to efficiency.yaml's) as its ratio to efficiency.yaml's architecture
+    value, times the architecture's current value (calibrated or not), kept inside the valid range; None when the
+    by_gpu value was calibrated or set, or there is no architecture value to be relative to."""
+    prior = _shipped().get(name) or {}
+    own = float(entry["by_gpu"][g.id])
+    prior_gpu = (prior.get("by_gpu") or {}).get(g.id)
+    prior_arch = (prior.get("by_architecture") or {}).get(g.architecture, prior.get("default"))
+    arch = (entry.get("by_architecture") or {}).get(g.architecture)
+    if prior_gpu is None or float(prior_gpu) != own or not prior_arch or arch is None:
+        return None
+    value = own * float(arch) / float(prior_arch)
+    if entry.get("valid"):
+        low, high, low_open, high_open = parse_interval(entry["valid"])
+        value = min(max(value, low), high)
+    return value, f"by_architecture[{g.architecture}] x by_gpu[{g.id}]/by_architecture (efficiency.yaml ratio)"

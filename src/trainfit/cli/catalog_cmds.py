@@ -184,7 +184,10 @@ def run_efficiencies(args: argparse.Namespace) -> int:
     from ..calibrate import at_bound
     from ..catalog.efficiency import shipped_calibration
 
-    lang_of(args)
+    from ..catalog.efficiency import PRECEDENCE
+    from ..i18n import t as tr
+
+    lang = lang_of(args)
     eff = Efficiencies.default()
     bounds = at_bound((shipped_calibration() or {}).get("values") or {})
     doc: dict = {}
@@ -194,6 +197,7 @@ def run_efficiencies(args: argparse.Namespace) -> int:
         if view is not None and ("default" in entry or any(k.startswith("by_") and k != "by_link" for k in entry)):
             try:
                 entry["value_for_gpu"] = view(name)
+                entry["value_for_gpu_from"] = view.used[name]["from"]
             except KeyError:
                 pass
         hits = [f"{b['level']} = {b['value']:g} at the fit's {b['side']} bound" for b in bounds if b["name"] == name]
@@ -201,17 +205,22 @@ def run_efficiencies(args: argparse.Namespace) -> int:
             entry["at_bound"] = hits
         doc[name] = entry
     if args.json:
-        print_json({"efficiencies": doc})
+        print_json({"efficiencies": doc, "precedence": list(PRECEDENCE)})
     else:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title="named efficiencies and overheads (override with --set NAME=VALUE)")
         for col in ("name", "value", "unit", "basis", "description"):
             table.add_column(col)
         for name, e in doc.items():
             value = e.get("value_for_gpu", e.get("default", "per " + ",".join(k[3:] for k in e if k.startswith("by_"))))
+            if "value_for_gpu_from" in e:
+                value = f"{value:.4g} ({e['value_for_gpu_from']})"
             flag = " ⚠ at bound: " + "; ".join(e["at_bound"]) if e.get("at_bound") else ""
-            table.add_row(name, str(value) + flag, e.get("unit", ""), e.get("basis", ""),
+            table.add_row(name, Text(str(value) + flag), e.get("unit", ""), e.get("basis", ""),
                           e.get("description", "")[:80])
         console().print(table)
+        console().print(Text(tr("precedence", lang) + ":\n" +
+                             "\n".join(f"  {i}. {p}" for i, p in enumerate(PRECEDENCE, 1))))
     return 0

@@ -46,11 +46,13 @@ def help_lang() -> str:
     return default_lang()
 
 
-def _add_field_flags(group, part: str, door: str = "cli") -> None:
+def _add_field_flags(group, part: str, door: str = "cli", skip: tuple[str, ...] = ()) -> None:
     from ..spec.job import fields_of
 
     lang = help_lang()
     for f in fields_of(part, door):
+        if f.name in skip:
+            continue
         if f.kind is bool:
             group.add_argument(f.cli_flag, dest=f.name, action="store_true", default=None, help=f.help_text(lang))
         else:
@@ -58,10 +60,11 @@ def _add_field_flags(group, part: str, door: str = "cli") -> None:
                                help=f.help_text(lang))
 
 
-def add_workload_flags(p: argparse.ArgumentParser, door: str = "cli") -> None:
+def add_workload_flags(p: argparse.ArgumentParser, door: str = "cli", skip: tuple[str, ...] = ()) -> None:
     """The workload flags of a job (estimate, compare, trace, bench, generate; `plan` with door="request"), one per
-    declared field of spec/job.py."""
-    _add_field_flags(p.add_argument_group("workload"), "training", door)
+    declared field of spec/job.py: what is trained, and what it is resolved from (the training stack, the data)."""
+    _add_field_flags(p.add_argument_group("workload"), "training", door, skip)
+    _add_field_flags(p.add_argument_group("training stack and data"), "input", door, skip)
 
 
 def add_strategy_flags(p: argparse.ArgumentParser) -> None:
@@ -75,9 +78,9 @@ def add_efficiency_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--calibration", default=None, help="calibration file from `trainfit calibrate`")
 
 
-def add_job_flags(p: argparse.ArgumentParser) -> None:
+def add_job_flags(p: argparse.ArgumentParser, skip: tuple[str, ...] = ()) -> None:
     """The flags of a command that estimates one training job: workload, parallelism, model knobs, output."""
-    add_workload_flags(p)
+    add_workload_flags(p, skip=skip)
     add_strategy_flags(p)
     add_efficiency_flags(p)
     add_output_flags(p)
@@ -104,9 +107,10 @@ def job_kwargs(args: argparse.Namespace, door: str = "cli") -> dict[str, Any]:
 
 
 def workload_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """What is trained and what it is resolved from (the training stack, the data), as API keywords."""
     from ..spec.job import fields_of
 
-    return {f.keyword: getattr(args, f.name, None) for f in fields_of("training", "cli")}
+    return {f.keyword: getattr(args, f.name, None) for f in fields_of("training", "cli") + fields_of("input", "cli")}
 
 
 def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:

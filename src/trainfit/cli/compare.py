@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     apply_prices(args)
     gpus_list = [g.strip() for g in args.gpus_list.split(",") if g.strip()] if args.gpus_list else None
     eff = load_efficiencies(parse_sets(args.set), args.calibration)
-    rows = compare(args.model, gpus_list, efficiencies=eff, **strategy_kwargs(args), **workload_kwargs(args))
+    rows = compare(args.model, gpus_list, efficiencies=eff, **strategy_kwargs(args),
+                   **workload_kwargs(args))
     if args.json:
         print_json(compare_dict(args.model, rows))
     else:

@@ -25,7 +25,8 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", help="plan.json written by `trainfit plan --out DIR`")
     p.add_argument("--out", required=True, help="directory to write (must not exist or be empty; --force replaces)")
-    p.add_argument("--data", help="training data (JSONL/Parquet file or directory), checked now and by train.py")
+    p.add_argument("--data", dest="train_data",
+                   help="training data (JSONL/Parquet file or directory), checked now and by train.py")
     p.add_argument("--output-dir", default="output", help="where train.py writes checkpoints and metrics")
     p.add_argument("--force", action="store_true",
                    help="replace a non-empty --out directory, and write a setup even when it does not fit")
@@ -58,7 +59,7 @@ def add_parser(sub) -> None:
     sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged); with --model-source local, the "
                     "base model directory to train from")
     sv.add_argument("--adapter", default=None, help="serve this LoRA adapter on the base model (engine LoRA)")
-    add_job_flags(p)
+    add_job_flags(p, skip=("data",))  # --data here is the training data (train.py reads it)
     p.set_defaults(run=run)
 
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     c = setup.choice
     if c.get("fits") is False and not args.force:
         raise GenerateError("gen_e_nofit", need=c.get("memory_gib"), usable=c.get("gpu_memory_gib"))
-    files = generate(setup, args.out, data=args.data, lang=lang, force=args.force, output_dir=args.output_dir,
+    files = generate(setup, args.out, data=args.train_data, lang=lang, force=args.force, output_dir=args.output_dir,
                      target=args.target, image=args.image, storage=args.storage, pvc=args.pvc,
                      model_source=args.model_source, model_path=args.model_path)
     submit = submit_command(args.target, setup)
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     console().print(t("gen_wrote", lang).format(out=args.out, files=", ".join(files)), markup=False,
                     soft_wrap=True)
-    data = shlex.quote(os.path.abspath(args.data)) if args.data else "/path/to/data"
+    data = shlex.quote(os.path.abspath(args.train_data)) if args.train_data else "/path/to/data"
     out = shlex.quote(args.out)
     if args.target == "ecs":
         console().print(t("gen_next_ecs", lang).format(out=out, data=data), soft_wrap=True, markup=False)

@@ -64,7 +64,7 @@ class Estimate:
     @property
     def tokens_per_step(self) -> int:
         t = self.training
-        return t.tokens_per_micro_batch * t.grad_accum * self.strategy.gpus
+        return t.useful_tokens_per_micro_batch * t.grad_accum * self.strategy.gpus
 
     @property
     def tokens_per_s(self) -> float:
@@ -79,7 +79,13 @@ class Estimate:
         """Model FLOPs (PaLM convention) per second per GPU over the dense peak of the training dtype."""
         peak = self.gpu.peak(_mfu_dtype(self.training.precision)) or self.gpu.peak("fp32")
         per_gpu = self.flops.model_flops * self.training.grad_accum / self.step_time_s
-        return per_gpu / peak
+        return per_gpu * self.useful_share / peak
+
+    @property
+    def useful_share(self) -> float:
+        """Share of the computed tokens that are data, not padding (1 for packed sequences)."""
+        t = self.training
+        return t.useful_tokens_per_micro_batch / t.for_time.tokens_per_micro_batch
 
     @property
     def bottleneck(self) -> str:
@@ -158,12 +164,13 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     warnings = check_compatibility(m, t, s, cluster)
     eff = view if view is not None else (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
     split = split_params(m, t, int(eff("freeze_trainable_layers")))
-    flops = step_flops(m, t, split)
+    tt = t.for_time  # variable-length data: micro-batches computed at their padded length
+    flops = step_flops(m, tt, split)
     st = StepTime()
-    fwd, bwd = compute_time(m, t, s, split, flops, cluster, eff, st)
+    fwd, bwd = compute_time(m, tt, s, split, flops, cluster, eff, st)
     optimizer_time(s, split, cluster, eff, st)
-    comm_time(m, t, s, split, cluster, eff, fwd, bwd, st)
-    offload_time(t, s, split, cluster, eff, st)
+    comm_time(m, tt, s, split, cluster, eff, fwd, bwd, st)
+    offload_time(tt, s, split, cluster, eff, st)
     st.add("overhead/step", eff("step_overhead_s"), "overhead")
     host = host_offload_bytes(t, s, split)
     inst = cluster.instance
@@ -203,7 +210,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: Par
 
 
 def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[str]:
-    out = [f"sequences packed to exactly {t.seq_len} tokens (no padding)"]
+    out = [_length_assumption(t)]
     if t.method in (Method.LORA, Method.QLORA):
         out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in fp32 (PEFT default)")
     if t.method == Method.FREEZE:
@@ -223,6 +230,18 @@ def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[st
         out.append("full fine-tuning without DeepSpeed/FSDP keeps fp32 weights under autocast"
                    if t.param_dtype == "fp32" else "pure bf16: weights, gradients and AdamW states in bf16")
     return out
+
+
+def _length_assumption(t: TrainingSpec) -> str:
+    if not t.variable_length:
+        return f"sequences packed to exactly {t.seq_len} tokens (no padding)"
+    if not t.avg_len:
+        return (f"variable-length samples, mean length not given: memory and time at the longest, {t.seq_len} "
+                "tokens (time an upper bound; --avg-len or --data gives it)")
+    waste = 1.0 - t.avg_len / t.time_len
+    return (f"variable-length samples padded to the longest of each micro-batch: memory at the longest, {t.seq_len} "
+            f"tokens; time at {t.time_len} tokens per sequence (mean sample {t.avg_len}; {waste:.0%} padding)"
+            + (f"; lengths from {t.lengths_from}" if t.lengths_from else ""))
 
 
 def gib(x: float) -> float:

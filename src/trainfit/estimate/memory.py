@@ -472,7 +472,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             else 0.0}), totals),
         _phase("optimizer", (states, other, grads, step_buffers), totals),
     )
-    return _finish(phases, gpu, eff, s, r, notes, paged)
+    return _finish(phases, gpu, eff, s, r, notes, paged, t)
 
 
 def _top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, r: Regime, acts_total: float, one_block: float,
@@ -607,15 +607,34 @@ def _fsdp_states(t: TrainingSpec, s: Strategy, n: int, psi: float, w_t: float, g
     _add(grads, "gradients/unsharded_block", 2.0 * block_grad)
 
 
+def varying_shapes_reserve(peak: Phase, t: TrainingSpec | None, eff: EfficiencyView) -> tuple[float, str | None]:
+    """The caching allocator's extra reserve when shapes change from step to step (variable-length batches): blocks
+    cached for one length cannot serve a longer one, so memory reserved grows beyond memory allocated. A named share
+    of the activations and logits at the peak (what changes shape); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+    grows segments in place and keeps a smaller one. Not in allocated memory."""
+    if t is None or not t.variable_length:
+        return 0.0, None
+    name = "allocator_varlen_expandable_fraction" if t.expandable_segments else "allocator_varlen_fraction"
+    varying = sum(v for k, v in peak.items.items() if k.startswith(("activations/", "logits/")))
+    extra = eff(name) * varying
+    return extra, (f"allocator: shapes vary from step to step, {extra / GiB:.2f} GiB more reserved "
+                   f"({name} = {eff(name):g} of activations and logits)")
+
+
 def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Strategy, r: Regime,
-            notes: list[str], paged: float = 0.0) -> MemoryResult:
+            notes: list[str], paged: float = 0.0, t: TrainingSpec | None = None) -> MemoryResult:
     peak = max(phases, key=lambda p: p.total)
     allocated = peak.total
     fraction, constant = eff("allocator_overhead_fraction"), eff("allocator_overhead_gib") * GiB
-    overhead = allocated * fraction + constant
+    varlen, note = varying_shapes_reserve(peak, t, eff)
+    if note:
+        notes = [*notes, note]
+    overhead = allocated * fraction + constant + varlen
     context = eff("cuda_context_gib") * GiB
     nccl = eff("nccl_buffers_gib") * GiB if s.gpus > 1 else 0.0
-    overheads = [("other/allocator_overhead", overhead), ("other/cuda_context", context)]
+    overheads = [("other/allocator_overhead", overhead - varlen), ("other/cuda_context", context)]
+    if varlen:
+        overheads.append(("other/allocator_varying_shapes", varlen))
     if nccl:
         overheads.append(("other/nccl_buffers", nccl))
     usable = usable_bytes(gpu, eff)

@@ -12,6 +12,21 @@ _N = r"[0-9][0-9,.]*"
 _ZH: list[tuple[str, str]] = [
     # estimate: assumptions
     (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\)", "序列打包为恰好 {n} 个 token（无填充）"),
+    (rf"variable-length samples, mean length not given: memory and time at the longest, (?P<n>{_N}) tokens "
+     r"\(time an upper bound; --avg-len or --data gives it\)",
+     "变长样本，未给出平均长度：显存与时间均按最长 {n} 个 token 计（时间为上限；--avg-len 或 --data 可给出）"),
+    (rf"variable-length samples padded to the longest of each micro-batch: memory at the longest, (?P<n>{_N}) "
+     rf"tokens; time at (?P<p>{_N}) tokens per sequence \(mean sample (?P<a>{_N}); (?P<w>{_N})% padding\)"
+     r"; lengths from (?P<src>.+)",
+     "变长样本，每个 micro-batch 填充到其中最长者：显存按最长 {n} 个 token 计；时间按每条序列 {p} 个 token 计"
+     "（样本平均 {a}；填充占 {w}%）；长度来自 {src}"),
+    (rf"variable-length samples padded to the longest of each micro-batch: memory at the longest, (?P<n>{_N}) "
+     rf"tokens; time at (?P<p>{_N}) tokens per sequence \(mean sample (?P<a>{_N}); (?P<w>{_N})% padding\)",
+     "变长样本，每个 micro-batch 填充到其中最长者：显存按最长 {n} 个 token 计；时间按每条序列 {p} 个 token 计"
+     "（样本平均 {a}；填充占 {w}%）"),
+    (rf"allocator: shapes vary from step to step, (?P<g>{_N}) GiB more reserved \((?P<name>\w+) = (?P<f>{_N}) of "
+     r"activations and logits\)",
+     "分配器：形状逐步变化，多保留 {g} GiB（{name} = 激活与 logits 的 {f}）"),
     (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in (?P<d>\w+) \(PEFT default\)",
      "LoRA 秩 {r}，作用于 {t}；适配器为 {d}（PEFT 默认）"),
     (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in (?P<d>\w+)(?P<rest>.*)", "LoRA 秩 {r}，作用于 {t}；适配器为 {d}{rest}"),

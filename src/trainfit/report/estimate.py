@@ -29,7 +29,10 @@ def config_dict(est: Estimate) -> dict[str, Any]:
         "freeze_trainable_layers": int(est.table.shared_view(est.gpu)("freeze_trainable_layers"))
         if t.method.value == "freeze" else None,
         "engine": s.engine, "instance": est.cluster.instance.key if est.cluster.instance else None,
+        "framework": est.table.framework,
     })
+    if t.variable_length:  # the length micro-batches are padded to (derived from avg_len when the data is not read)
+        out["padded_len"] = t.time_len
     return out
 
 
@@ -134,7 +137,11 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     speed.add_row(tr("mfu", lang), f"{est.mfu:.1%}")
     speed.add_row(tr("bottleneck", lang), tr(est.bottleneck, lang))
     params = Text(f"{tr('params', lang)}: {est.split.total:,} · {tr('trainable', lang)}: {est.split.trainable:,}")
-    items: list = [Text(title, style="bold"), params, verdict, table, speed]
+    items: list = [Text(title, style="bold"), params, verdict]
+    unc = uncertainty_of(est)
+    if unc and unc.get("band"):
+        items.append(Text("(" + tr("band_" + unc["band"], lang).format(fw=unc.get("framework")) + ")", style="dim"))
+    items += [table, speed]
     if not mem.fits:
         items += [Text("· " + line, style="red") for line in overflow_terms(est)]
         if alternatives:

@@ -96,6 +96,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "binding_constraint": plan.binding,
         "excluded_gpus": plan.excluded,
         "max_oom_risk": res.max_oom_risk,
+        "band": _band(plan),
         "rejected_for_risk": [{"gpu": r.gpu, "gpus": r.gpus * r.nodes, "nodes": r.nodes, "method": r.method,
                                "strategy": r.strategy, "micro_batch": r.micro_batch,
                                "memory_gib": round(r.need / GiB, 2), "gpu_memory_gib": round(r.usable / GiB, 2),
@@ -107,7 +108,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "assumptions": list(plan.assumptions) + [
             f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']}: "
             f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS
-            if not (name == "plan_memory_headroom_fraction" and res.max_oom_risk is not None)] + _risk_assumption(res)
+            if not (name == "plan_memory_headroom_fraction" and res.max_oom_risk is not None)] + _risk_assumption(plan)
         + [
             "billing: " + eff.describe("billing_granularity_s")["basis"].strip(),
             "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"]
@@ -115,12 +116,24 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _risk_assumption(res) -> list[str]:
+def _band(plan: Plan) -> dict[str, Any]:
+    """Which error band the risks and the hours/cost bands were read from (plan --framework)."""
+    from ..uncertainty import band_name, framework_known
+
+    fw = plan.efficiencies.framework
+    return {"framework": fw, "framework_known": framework_known(fw), "name": band_name(fw, framework_known(fw))}
+
+
+def _risk_assumption(plan: Plan) -> list[str]:
+    res = plan.result
     if res.max_oom_risk is None:
         return []
+    band = _band(plan)
+    which = (f"the band of {band['framework']} (--framework)" if band["framework_known"] else
+             "the wider band of a training stack the calibration has not seen (--framework NAME narrows it)")
     return [f"memory: an option is kept when its out-of-memory risk is at most {res.max_oom_risk:.0%} (--max-oom-risk), "
             "the risk read from leave-one-source-out residuals of peak memory (trainfit calibrate --cv source), "
-            "the wider band of a training stack the calibration has not seen"]
+            + which]
 
 
 def _spot_assumptions(plan: Plan) -> list[str]:

@@ -259,12 +259,13 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     best = None
     n = s.gpus
     rejected = res.rejected
-    risk_of = None
+    risk_of, known = None, False
     if res.max_oom_risk is not None:
         limit = usable
+        known = _known(efficiencies)
 
         def risk_of(need: float) -> float:
-            return 1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", False) or 0.0)
+            return 1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)
     best_risk = None
     for mb in mbs:
         need = (whole if mb == per_gpu else accumulating).device(mb, n)
@@ -277,7 +278,7 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         risk = risk_of(need) if risk_of else None
         if risk is not None and risk > res.max_oom_risk:
             rejected[_OOM_RISK] += 1
-            _note_risky(res, gpu.id, s, method, mb, need, usable, risk)
+            _note_risky(res, gpu.id, s, method, mb, need, usable, risk, known)
             continue
         if best is not None:
             rejected[_DOMINATED] += 1
@@ -305,6 +306,13 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, best_risk, loading))
 
 
+def _known(efficiencies: Efficiencies) -> bool:
+    """Whether the stated training stack (plan --framework) has been seen by the calibration: its narrower band."""
+    from ..uncertainty import framework_known
+
+    return framework_known(efficiencies.framework)
+
+
 def _bands():
     from ..uncertainty import shipped_bands
 
@@ -312,19 +320,19 @@ def _bands():
 
 
 def _note_risky(res: SearchResult, gpu: str, s: Strategy, method: Method, mb: int, need: float, usable: float,
-                risk: float) -> None:
+                risk: float, known: bool = False) -> None:
     """Keep the least risky rejected option per (GPU, GPUs, nodes, method), with the peak that would be safe."""
     key = (gpu, s.gpus_per_node, s.nodes, method.value)
     prev = res.too_risky.get(key)
     if prev is not None and prev.risk <= risk:
         return
     res.too_risky[key] = RiskyOption(gpu, s.gpus_per_node, s.nodes, method.value, mb, s.label(), need, usable,
-                                     risk, safe_need(usable, method.value, res.max_oom_risk))
+                                     risk, safe_need(usable, method.value, res.max_oom_risk, known))
 
 
-def safe_need(usable: float, method: str, max_risk: float) -> float | None:
+def safe_need(usable: float, method: str, max_risk: float, known: bool = False) -> float | None:
     """The predicted peak whose out-of-memory risk is `max_risk`: usable / exp(the (1 - max_risk) residual)."""
-    res = _bands().residuals("memory", method, "nvidia-smi", False)
+    res = _bands().residuals("memory", method, "nvidia-smi", known)
     return None if res is None else usable / math.exp(res.quantile(1.0 - max_risk))
 
 

@@ -50,6 +50,7 @@ class JobField:
     relevant: Callable[[Any], bool] | None = None  # when the value means something (else plan.json shows null)
     parse: Callable[[Any], Any] | None = None  # text / list -> value (default: by kind)
     metavar: str | None = None
+    optional: bool = False  # None is a value ("not known / not used"), not only "not given"
 
     @property
     def cli_flag(self) -> str:
@@ -138,6 +139,8 @@ class JobField:
     def check(self, value: Any) -> None:
         """A value already converted (a constructor argument): its type and range."""
         what = self.cli_flag.lstrip("-")
+        if value is None and self.optional:
+            return
         if self.kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SpecError(f"{what} must be an integer in [{_num(self.low)}, {_num(self.high)}], got {value!r}")
@@ -168,8 +171,18 @@ def _peft(t) -> bool:
     return t.method in (Method.LORA, Method.QLORA)
 
 
+def _varlen(t) -> bool:
+    return t.variable_length
+
+
 def _classification(t) -> bool:
     return t.task == Task.CLASSIFICATION
+
+
+def _framework(value: Any) -> str | None:
+    from ..catalog.frameworks import check_framework
+
+    return check_framework(value)
 
 
 def _zero(value: Any) -> int:
@@ -186,7 +199,7 @@ def _zero(value: Any) -> int:
     return stage
 
 
-_T, _S = "training", "strategy"
+_T, _S, _I = "training", "strategy", "input"
 _NOT_SEARCHED = ALL_DOORS  # a field the user gives and every door passes
 _SEARCHED = ALL_DOORS - {REQUEST}  # decided by `plan`'s search: not a request key
 _SPREAD = _SEARCHED - {CASE}  # strategy fields: a case states them in its own "parallel" object
@@ -242,6 +255,36 @@ FIELDS: tuple[JobField, ...] = (
              "every Linear's input alive for backward (fixed by bitsandbytes PR #1270)",
              "bitsandbytes 0.43.2 之前的 QLoRA：4 位矩阵乘为反向保留每个 Linear 的输入（bitsandbytes PR #1270 修复）",
              doors=frozenset({API})),
+    # Variable-length data (not packed): each micro-batch is padded to its longest sample, so shapes change from step
+    # to step. seq_len is then the longest sample (memory is taken there), avg_len the mean sample length (the tokens
+    # that count), padded_len the expected length a micro-batch is padded to (time is taken there; spec/lengths.py).
+    JobField("avg_len", _T, int, None, "variable-length data: mean tokens per sample; time is taken at micro-batches "
+             "padded to their longest sample, throughput counts these tokens, not the padding",
+             "变长数据：每条样本的平均 token 数；时间按补齐到各 micro-batch 最长样本计算，吞吐只计这些 token、不计填充",
+             low=1, high=2_097_152, unit="tokens", optional=True, metavar="TOKENS", relevant=_varlen,
+             doors=frozenset({CLI, API, PLAN})),
+    JobField("variable_length", _T, bool, False, "samples padded per micro-batch instead of packed (set by "
+             "--avg-len / --data)", "样本按 micro-batch 补齐而非打包（由 --avg-len / --data 设定）",
+             doors=frozenset({API, PLAN})),
+    JobField("padded_len", _T, int, None, "expected length a micro-batch is padded to (from --data, else from "
+             "--avg-len)", "micro-batch 补齐后的期望长度（来自 --data，否则由 --avg-len 推出）", low=1,
+             high=2_097_152, unit="tokens", optional=True, relevant=_varlen, doors=frozenset({API, PLAN})),
+    JobField("expandable_segments", _T, bool, False, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less memory "
+             "reserved when shapes vary", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True：形状变化时预留显存更少",
+             doors=frozenset({CLI, API, PLAN, REQUEST})),
+    # --- what the job is resolved from, not stored in a spec: the training stack and the data's lengths ----------
+    JobField("framework", _I, str, None, "your training stack (frameworks.yaml names, or 'other'): its defaults, "
+             "fitted factors and error band (default: unstated, the wider band of any stack)",
+             "你的训练框架（frameworks.yaml 中的名称，或 other）：采用其默认值、拟合系数和误差带（默认：未说明，取更宽的误差带）",
+             optional=True, parse=lambda v: _framework(v), doors=frozenset({CLI, API})),
+    JobField("max_len", _I, int, None, "variable-length data: the longest sample (truncation length; the same as "
+             "--seq-len): memory is taken there", "变长数据：最长样本（截断长度；与 --seq-len 相同）：显存按此计算",
+             low=1, high=2_097_152, unit="tokens", optional=True, metavar="TOKENS", doors=frozenset({CLI, API})),
+    JobField("data", _I, str, None, "JSON lines (or one sample per line) whose sample lengths give the mean, the "
+             "longest and the padding: counted with the model's tokenizer when its files are local, else whitespace "
+             "words x 4/3 (CJK characters x 1)", "JSON lines（或每行一条样本）文件，由样本长度得出平均、最长和填充："
+             "模型的分词器文件在本地时用它计数，否则按空白分词 × 4/3（中日韩字符 × 1）", optional=True,
+             metavar="FILE", doors=frozenset({CLI, API})),
     # --- how it is spread ------------------------------------------------------------------------------------------
     JobField("gpus_per_node", _S, int, 1, "GPUs per node", "每个节点的 GPU 数", low=1, high=64, flag="--gpus",
              api="gpus", doors=frozenset({CLI, API})),
@@ -267,10 +310,10 @@ def through(door: str) -> tuple[JobField, ...]:
     return tuple(f for f in FIELDS if door in f.doors)
 
 
-def split_keywords(values: dict[str, Any], door: str = API, where: str = "") -> tuple[dict, dict]:
-    """API keywords / request keys -> (training values, strategy values), converted and checked; unknown names are
-    a SpecError with a "did you mean"."""
-    training, strategy = {}, {}
+def split_keywords(values: dict[str, Any], door: str = API, where: str = "") -> dict[str, dict]:
+    """API keywords / request keys -> {"training": ..., "strategy": ..., "input": ...} values, converted and
+    checked; unknown names are a SpecError with a "did you mean". None means "not given"."""
+    out: dict[str, dict] = {_T: {}, _S: {}, _I: {}}
     allowed = {f.keyword: f for f in through(door)}
     for key, value in values.items():
         f = allowed.get(key)
@@ -278,8 +321,8 @@ def split_keywords(values: dict[str, Any], door: str = API, where: str = "") -> 
             raise SpecError(f"{where}unknown job field {key!r}{did_you_mean(key, allowed)}")
         if value is None:  # "not given": the declared default, or one resolved against the model
             continue
-        (training if f.part == _T else strategy)[f.name] = f.convert(value)
-    return training, strategy
+        out[f.part][f.name] = f.convert(value)
+    return out
 
 
 def json_values(spec: Any, part: str, door: str) -> dict[str, Any]:

@@ -67,12 +67,24 @@ class _TrainingSpec(_Spec):
     """The workload of one optimizer step on one data-parallel rank (fields: spec/job.py)."""
 
     _PART = "training"
+    _EXTRA = {"lengths_from": field(default="", compare=False)}  # where avg_len / padded_len came from (said with them)
 
     def _rules(self) -> None:
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
         if self.optimizer_in_backward and self.precision == Precision.FP16:
             raise SpecError("optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16")
+        for name in ("avg_len", "padded_len"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or not 1 <= value <= self.seq_len):
+                raise SpecError(f"{name.replace('_', '-')} must be an integer in [1, max-len {self.seq_len}], "
+                                f"got {value!r}")
+        if (self.avg_len or self.padded_len) and not self.variable_length:
+            raise SpecError("avg-len / padded-len describe variable-length data (variable_length)")
+        if self.avg_len and self.padded_len and self.padded_len < self.avg_len:
+            raise SpecError(f"padded-len {self.padded_len} is below avg-len {self.avg_len}: a micro-batch is padded "
+                            "to its longest sample")
         if self.paged_optimizer and self.optimizer not in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.LAMB):
             raise SpecError(f"paged optimizers are AdamW, 8-bit AdamW or LAMB, not {self.optimizer.value}")
 
@@ -87,7 +99,32 @@ class _TrainingSpec(_Spec):
 
     @property
     def tokens_per_micro_batch(self) -> int:
+        """Tokens a micro-batch holds (padding included; for variable-length data: at the longest sample)."""
         return self.sequences_per_micro_batch * self.seq_len
+
+    @property
+    def useful_tokens_per_micro_batch(self) -> int:
+        """The tokens that count (not padding): sequences x the mean sample length for variable-length data."""
+        return self.sequences_per_micro_batch * (self.avg_len or self.seq_len)
+
+    @property
+    def time_len(self) -> int:
+        """The sequence length a micro-batch is computed at: padded to its longest sample for variable-length data
+        (padded_len, else derived from avg_len, see spec/lengths.py), else seq_len."""
+        if not self.variable_length or not self.avg_len:
+            return self.seq_len
+        if self.padded_len:
+            return self.padded_len
+        from .lengths import expected_padded_len
+
+        return expected_padded_len(self.avg_len, self.seq_len, self.sequences_per_micro_batch)
+
+    @cached_property
+    def for_time(self) -> "TrainingSpec":
+        """The workload as its micro-batches are computed: fixed length time_len (padding included)."""
+        if not self.variable_length:
+            return self
+        return replace(self, seq_len=self.time_len, variable_length=False, avg_len=None, padded_len=None)
 
     @cached_property
     def for_memory(self) -> "TrainingSpec":
@@ -181,39 +218,61 @@ def default_seq_len(max_positions: int | None) -> tuple[int, str | None]:
     return DEFAULT_SEQ_LEN, None
 
 
-def resolve_job_defaults(values: dict, model=None) -> tuple[dict, list[str]]:
-    """The defaults of a job that depend on the model, resolved in one place (CLI, API, plan and generate come here):
-    the task (classification for encoders, else sft) and the sequence length (2048, capped at the model's
-    positions). Returns the completed values and notes on what was resolved."""
-    out, notes = dict(values), []
+def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -> tuple[dict, list[str]]:
+    """The defaults of a job that depend on the model, the training stack or the data, resolved in one place (CLI,
+    API, plan and generate come here): the stack's defaults (param_dtype, how it prepares a QLoRA model), the task
+    (classification for encoders, else sft), the sequence length (--max-len, else 2048 capped at the model's
+    positions) and variable-length data (--avg-len or --data: spec/lengths.py). Returns the completed values and
+    notes on what was resolved."""
+    from ..catalog.frameworks import framework_defaults
+    from .lengths import variable_lengths
+
+    out, notes, inputs = dict(values), [], inputs or {}
+    stack = framework_defaults().get(inputs.get("framework") or "", {})
+    out.setdefault("param_dtype", stack.get("param_dtype", "fp32"))
+    out.setdefault("kbit_fp32_upcast", bool(stack.get("kbit_fp32_upcast", True)))
+    out.setdefault("kbit_keeps_inputs", bool(stack.get("kbit_keeps_inputs", False)))
     if out.get("task") is None:
         out["task"] = Task.CLASSIFICATION if model is not None and model.is_encoder else Task.SFT
+    max_len = inputs.get("max_len")
+    if max_len is not None:
+        if out.get("seq_len") is not None and out["seq_len"] != max_len:
+            raise SpecError(f"--max-len {max_len} and --seq-len {out['seq_len']} name the same length: give one")
+        out["seq_len"] = max_len
     if out.get("seq_len") is None:
         out["seq_len"], note = default_seq_len(model.max_positions if model is not None else None)
         if note:
             notes.append(note)
+    if out.get("avg_len") is not None or inputs.get("data") is not None:
+        sequences = out.get("micro_batch", 1) * (2 if out["task"] == Task.DPO else 1)
+        lengths = variable_lengths(out["seq_len"], out.pop("avg_len", None), inputs.get("data"), sequences, model)
+        out["seq_len"] = lengths.pop("longest", out["seq_len"])  # --data: memory at the longest sample it holds
+        out.update(lengths)
     return out, notes
 
 
 def training_spec(method: Any = None, task: Any = None, *, model: "ModelSpec | None" = None,
                   **job: Any) -> "TrainingSpec":
     """A TrainingSpec from the declared job fields (spec/job.py) given as keywords (method and task also by
-    position), text or values; defaults that depend on the model (task, sequence length) resolved against `model`."""
-    training, strategy = split_keywords(dict(job, method=method, task=task), API)
-    if strategy:
-        raise SpecError(f"training_spec: {', '.join(strategy)} describe the strategy, not the workload")
-    return TrainingSpec(**resolve_job_defaults(training, model)[0])
+    position), text or values; defaults that depend on the model, the stack or the data resolved in one place."""
+    parts = split_keywords(dict(job, method=method, task=task), API)
+    if parts["strategy"]:
+        raise SpecError(f"training_spec: {', '.join(parts['strategy'])} describe the strategy, not the workload")
+    return TrainingSpec(**resolve_job_defaults(parts["training"], model, parts["input"])[0])
 
 
 def strategy_spec(**job: Any) -> "Strategy":
     """A Strategy from the declared strategy fields as keywords (gpus, nodes, zero, fsdp, offload)."""
-    training, strategy = split_keywords(job, API)
-    if training:
-        raise SpecError(f"strategy_spec: {', '.join(training)} describe the workload, not the strategy")
-    return Strategy(**strategy)
+    parts = split_keywords(job, API)
+    if parts["training"] or parts["input"]:
+        raise SpecError(f"strategy_spec: {', '.join(parts['training'] | parts['input'])} describe the workload, "
+                        "not the strategy")
+    return Strategy(**parts["strategy"])
 
 
-def job_specs(model: "ModelSpec | None", **job: Any) -> "tuple[TrainingSpec, Strategy]":
-    """Both specs from one set of job keywords (the CLI's and the API's)."""
-    training, strategy = split_keywords(job, API)
-    return TrainingSpec(**resolve_job_defaults(training, model)[0]), Strategy(**strategy)
+def job_specs(model: "ModelSpec | None", **job: Any) -> "tuple[TrainingSpec, Strategy, dict]":
+    """Both specs from one set of job keywords (the CLI's and the API's), and the inputs they were resolved from
+    (framework, max_len, data)."""
+    parts = split_keywords(job, API)
+    training = TrainingSpec(**resolve_job_defaults(parts["training"], model, parts["input"])[0])
+    return training, Strategy(**parts["strategy"]), parts["input"]

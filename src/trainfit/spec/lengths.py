@@ -1,0 +1,150 @@
+"""Sample lengths of variable-length data: how long a padded micro-batch is, and lengths read from a data file.
+
+A micro-batch of b samples is padded to its longest. With the lengths known (--data FILE) its expected length is
+exact for b samples drawn at random with replacement: E[max] = sum_i l_(i) ((i/n)^b - ((i-1)/n)^b) over the sorted
+lengths. With only the mean known (--avg-len), lengths are taken as exponentially distributed with that mean (the
+right-skewed shape of instruction data) and cut at the longest (--max-len): the expected maximum of b such lengths
+is mean x H_b (H_b = 1 + 1/2 + ... + 1/b), at most the longest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from ..errors import SpecError
+
+# Without the model's tokenizer a sample's tokens are counted from its text: English-like words (split on
+# whitespace) x 4/3 (a common rule of thumb: a token is about 3/4 of an English word, OpenAI's tokenizer guide), and
+# each CJK character as one token (whitespace does not separate Chinese or Japanese words).
+TOKENS_PER_WORD = 4 / 3
+TOKENS_PER_CJK_CHAR = 1.0
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def expected_padded_len(avg_len: int, max_len: int, sequences: int) -> int:
+    """Expected length of a micro-batch of `sequences` samples padded to its longest, from the mean alone."""
+    harmonic = sum(1.0 / k for k in range(1, sequences + 1))
+    return max(avg_len, min(max_len, round(avg_len * harmonic)))
+
+
+def expected_max(lengths: list[int], sequences: int) -> float:
+    """E[max of `sequences` lengths drawn at random with replacement] over the observed lengths."""
+    xs = sorted(lengths)
+    n = len(xs)
+    return sum(x * (((i + 1) / n) ** sequences - (i / n) ** sequences) for i, x in enumerate(xs))
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Sample lengths read from a data file (each cut at the longest allowed)."""
+    lengths: tuple[int, ...]
+    counted_by: str  # "tokenizer <name>" or "whitespace"
+
+    @property
+    def avg(self) -> int:
+        return max(1, round(sum(self.lengths) / len(self.lengths)))
+
+    @property
+    def longest(self) -> int:
+        return max(self.lengths)
+
+    def padded(self, sequences: int) -> int:
+        return max(self.avg, round(expected_max(list(self.lengths), sequences)))
+
+
+def _texts(path: str):
+    """Each sample's text: a JSON object per line (its string values joined, nested lists and objects included) or,
+    for other files, each non-empty line."""
+    n = 0
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                if line[0] in "{[":
+                    try:
+                        yield " ".join(_strings(json.loads(line)))
+                        continue
+                    except ValueError:
+                        pass
+                yield line
+    except UnicodeDecodeError:
+        raise SpecError(f"--data {path}: not UTF-8 text (line {n + 1})") from None
+
+
+def _strings(obj) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return []
+
+
+def count_tokens(text: str) -> int:
+    cjk = len(_CJK.findall(text))
+    words = len(_CJK.sub(" ", text).split())
+    return max(1, round(words * TOKENS_PER_WORD + cjk * TOKENS_PER_CJK_CHAR))
+
+
+def read_lengths(path: str, max_len: int, tokenizer=None, limit: int = 200_000) -> Lengths:
+    """Lengths of the first `limit` samples of a data file, cut at max_len; `tokenizer`: a callable text -> token
+    count (the model's tokenizer), else the whitespace count above."""
+    import os
+
+    if not os.path.isfile(path):
+        raise SpecError(f"--data {path}: no such file")
+    count = tokenizer or count_tokens
+    out = []
+    for text in _texts(path):
+        out.append(min(max_len, max(1, int(count(text)))))
+        if len(out) >= limit:
+            break
+    if not out:
+        raise SpecError(f"--data {path}: no samples (expected JSON lines or one sample per line)")
+    return Lengths(tuple(out), "tokenizer" if tokenizer else "whitespace")
+
+
+def variable_lengths(seq_len: int, avg_len: int | None, data: str | None, sequences: int, model=None) -> dict:
+    """TrainingSpec fields of variable-length data: {} for packed sequences (neither avg_len nor data); with --data
+    also "longest" (the longest sample the data holds, where memory is taken)."""
+    if avg_len is None and data is None:
+        return {}
+    if avg_len is not None and data is not None:
+        raise SpecError("give --avg-len or --data (whose lengths give the mean), not both")
+    if data is None:
+        if isinstance(avg_len, bool) or not isinstance(avg_len, int) or not 1 <= avg_len <= seq_len:
+            raise SpecError(f"--avg-len must be an integer in [1, the longest sample {seq_len}], got {avg_len!r}")
+        return {"variable_length": True, "avg_len": avg_len, "lengths_from": "--avg-len (exponential lengths "
+                "assumed: a micro-batch of b is padded to about avg x (1 + 1/2 + ... + 1/b))"}
+    tok = _local_tokenizer(model)
+    lengths = read_lengths(data, seq_len, tok)
+    how = ("the model's tokenizer" if tok else f"whitespace words x {TOKENS_PER_WORD:.2f}, CJK characters x "
+           f"{TOKENS_PER_CJK_CHAR:g}, no tokenizer at hand")
+    return {"variable_length": True, "avg_len": lengths.avg, "padded_len": lengths.padded(sequences),
+            "longest": lengths.longest,
+            "lengths_from": f"--data {data}: {len(lengths.lengths)} samples, longest {lengths.longest} ({how})"}
+
+
+def _local_tokenizer(model):
+    """A token counter from the model's own tokenizer when its files are on this machine (a model directory),
+    else None (no download)."""
+    import os
+
+    path = str(getattr(model, "source", "") or "") if model is not None else ""
+    if os.path.isfile(path):
+        path = os.path.dirname(path) or "."
+    if not path or not any(os.path.isfile(os.path.join(path, f)) for f in ("tokenizer.json", "tokenizer_config.json")):
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception:  # noqa: BLE001 - no usable tokenizer: the whitespace count, said so
+        return None
+    return lambda text: len(tok(text, add_special_tokens=True)["input_ids"])
+
