@@ -97,6 +97,28 @@ def draws(n: int, seed: int = 0) -> list[Draw]:
     return [draw(rng) for _ in range(n)]
 
 
+def ci_sample(n: int = 40, seed: int = 19) -> list[Draw]:
+    """The CI sample: the first draws of a seeded stream that each bring a value of some dimension (`Draw.dims`)
+    no earlier pick had, then the next draws in order up to `n`. Fixed by the seed; every value of every dimension
+    appears (tests/test_conformance.py checks that too)."""
+    rng = random.Random(seed)
+    pool = [draw(rng) for _ in range(2000)]
+    wanted = {(k, v) for d in pool for k, v in d.dims().items()}
+    picked: list[Draw] = []
+    seen: set[tuple[str, str]] = set()
+    for d in pool:
+        new = set(d.dims().items()) - seen
+        if new:
+            picked.append(d)
+            seen |= new
+        if seen == wanted:
+            break
+    rest = (d for d in pool if d not in picked)
+    while len(picked) < n:
+        picked.append(next(rest))
+    return picked
+
+
 def stage(moment: str) -> str:
     """The stage of a moment, analytic or traced: forward, backward or optimizer."""
     if moment.startswith("forward"):

@@ -305,7 +305,9 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
 
     states: dict[str, float] = {}
     # ---- frozen weights (LoRA / QLoRA / freeze base) -----------------------------------------------------------
-    frozen_bytes = 4.0 if t.precision == Precision.FP32 else 2.0
+    # a freeze fine-tune with fp32 weights loads the whole model in fp32 (train/runner.py `load_dtype`), its frozen
+    # blocks too; LoRA/QLoRA bases are 16-bit
+    frozen_bytes = 4.0 if t.precision == Precision.FP32 or (t.method == Method.FREEZE and r.weight == 4) else 2.0
     quantized = split.quantized
     frozen_shard = n if s.shards_params else 1
     upcast = t.method == Method.QLORA and t.kbit_fp32_upcast and t.precision != Precision.FP32
@@ -401,6 +403,9 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
               id(acts): acts_total}
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
+    backward_buffers = {  # a block's backward temporaries beside its saved activations
+        "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
+        "activations/eager_softmax_backward": eager_softmax_backward(m, t, r)}
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         _phase("forward_end", (states, other, acts, held, casts, {
@@ -414,16 +419,15 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
-        _phase("backward_end", (states, other, grads, {
-            "activations/last_block": one_block,
-            "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
-            t.tokens_per_micro_batch,
-            "activations/eager_softmax_backward": eager_softmax_backward(m, t, r)}), totals),
+        _phase("backward_end", (states, other, _grads_in_bottom_block(m, t, s, split, grads, g_t, head), {
+            "activations/last_block": one_block, **backward_buffers}), totals),
         # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
         # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
-        _phase("backward_top_block", (states, other, _top_block_items(m, t, s, r, acts_total, one_block,
-                                                                     block_casts, head_grad, g_t)), totals),
+        _phase("backward_top_block", (states, other, _larger(
+            _top_block_items(m, t, s, r, acts_total, one_block, block_casts, head_grad, g_t),
+            _in_top_block_items(m, t, s, split, r, acts, one_block, block_casts, head_grad, g_t, held,
+                                backward_buffers))), totals),
         # the tied embedding's backward, last of all: embedding_dense_backward writes a dense V x h gradient, and
         # adding it to the gradient the output head left makes a third V x h tensor before the old one is freed
         _phase("backward_embedding", (states, other, grads, {
@@ -447,6 +451,67 @@ def _top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, r: Regime, acts
             "gradients/weight_grad_16bit_temporaries": 2 * 2.0 * largest if r.amp_casts else 0.0}
 
 
+def _larger(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return a if sum(a.values()) >= sum(b.values()) else b
+
+
+def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, r: Regime,
+                        acts: dict[str, float], one_block: float, block_casts: dict[str, float], head_grad: float,
+                        g_t: float, held: dict[str, float], buffers: dict[str, float]) -> dict[str, float]:
+    """The peak inside the top trained block's backward (one GPU / DDP): what the bottom block's backward holds
+    (its saved or recomputed activations and backward temporaries), with the gradients of the head side only and,
+    instead of the block's own, what the blocks below still keep for their backward — their saved activations and
+    autocast copies, or only their checkpointed inputs. The bottom block's moment is the larger when the
+    gradients outweigh the blocks' activations, this one when activations do (traced: benchmarks/conformance.py)."""
+    if s.engine not in ("single", "ddp") or t.optimizer_in_backward:
+        return {}
+    active = m.layers - split.lowest_trainable_block
+    outside = ("activations/final_norm_and_head_input", "activations/checkpoint/boundary_tensors",
+               "activations/lora_merged_expert_weights")
+    kept = sum(v for k, v in acts.items() if k not in outside) / max(1, active)
+    out = {"activations/lower_blocks": kept * (active - 1), "activations/top_block": one_block, **buffers}
+    if t.grad_ckpt != GradCkpt.FULL:
+        out["other/autocast_copies_lower_blocks"] = sum(block_casts.values()) * (active - 1) / max(1, active)
+    if held:
+        out.update({f"{k}_held": v for k, v in held.items()})
+    elif t.method in (Method.FULL, Method.FREEZE):
+        last = layer_linears(m)[-1]
+        out["gradients/output_head"] = head_grad
+        out["gradients/top_block_first"] = last.in_features * last.out_features * last.count * last.share * g_t
+    else:
+        out["gradients/output_head"] = head_grad
+    return out
+
+
+def _grads_in_bottom_block(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, grads: dict[str, float],
+                           g_t: float, head: str) -> dict[str, float]:
+    """The gradients alive while the lowest trained block runs its backward (one GPU / DDP, one micro-batch, the
+    optimizer after backward): every gradient but that block's own — only its first, the block's last Linear
+    (down_proj), exists at the block's peak — and the input embedding's, which its backward writes after the
+    blocks' (a tied embedding already holds the output head's). Seen in traces (benchmarks/conformance.py): the
+    block's own and the embedding's gradients made full fine-tunes of small models 10-30 % high there. LoRA: the
+    block's peak comes before any of its adapters' gradients."""
+    if s.engine not in ("single", "ddp") or t.grad_accum > 1 or t.optimizer_in_backward or not grads:
+        return grads
+    linears = layer_linears(m)
+    last = linears[-1] if linears else None
+    if t.method in (Method.FULL, Method.FREEZE):
+        block = layer_params(m)
+        first = last.in_features * last.out_features * last.count * last.share if last else 0
+        absent = block - first
+        if t.method == Method.FULL and not (m.tie_embeddings and head == "lm"):
+            absent += m.vocab * m.hidden  # the input embedding's gradient comes last
+    else:  # LoRA: the block's peak comes before any of its adapters' gradients
+        absent = split.adapters / m.layers
+    out = dict(grads)
+    if "embed_tokens" in t.modules_to_save and head == "lm" and t.is_peft:  # the trained copy's gradient comes last
+        key = "gradients/modules_to_save" if "gradients/modules_to_save" in out else "gradients/trainable"
+        per = out[key] / (split.saved if key == "gradients/modules_to_save" else split.trainable)
+        out[key] = max(0.0, out[key] - m.vocab * m.hidden * per)
+    out["gradients/trainable"] = max(0.0, out.get("gradients/trainable", 0.0) - absent * g_t)
+    return out
+
+
 def top_block_params(m: ModelSpec) -> tuple[float, float]:
     """(parameters of the top block, its largest weight tensor's elements); a read structure's last block group."""
     if m.structure is not None and m.structure.pattern:
@@ -466,13 +531,16 @@ def _tied_trained(m: ModelSpec, t: TrainingSpec, s: Strategy, head: str) -> bool
 
 
 def eager_softmax_backward(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
-    """Eager attention's softmax backward: the incoming gradient of the probabilities and the softmax's input
-    gradient are both alive in the softmax dtype (fp32 in Llama-family code) while the 16-bit probabilities and
-    their gradient are gone: one more softmax-sized tensor, heads x seq² per sequence, beyond the saved ones
-    (traced: benchmarks/conformance.py)."""
+    """Eager attention's softmax backward, beyond the block's saved tensors: the probabilities' gradient, cast back
+    to the softmax dtype (fp32 in Llama-family code), and the softmax's input gradient are alive together beside
+    the saved fp32 softmax, while the low-precision probabilities PV's matmul saved are already freed: two
+    softmax-sized tensors less that copy, heads x seq² per sequence (traced: benchmarks/conformance.py; at 8K
+    tokens the block's backward holds three fp32 softmax-sized tensors)."""
     if t.attention != Attention.EAGER:
         return 0.0
-    return float(softmax_bytes(m, r) * m.heads * t.seq_len * t.tokens_per_micro_batch)
+    soft = softmax_bytes(m, r)
+    probs = r.act if (m.attention_dropout > 0 or r.act < soft) else 0
+    return float((2 * soft - probs) * m.heads * t.seq_len * t.tokens_per_micro_batch)
 
 
 def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
@@ -486,7 +554,9 @@ def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime
             blocks = blocks * split.trainable_blocks / m.layers
         head_w = m.vocab * m.hidden if head == "lm" and t.task != Task.CLASSIFICATION else 0
         return ({"other/autocast_weight_copies": 2.0 * blocks},
-                {"other/autocast_head_copy": 2.0 * head_w} if head_w and t.method != Method.FREEZE else {})
+                # a frozen head's cast too (autocast caches only trainable leaves' casts, but the head's matmul
+                # saves its weight's cast for the input's gradient)
+                {"other/autocast_head_copy": 2.0 * head_w} if head_w else {})
     # QLoRA with PEFT's fp32 upcast: the output head's fp32 weight is cast to bf16 for its matmul and kept for its
     # backward
     upcast_head = (2.0 * m.vocab * m.hidden if t.method == Method.QLORA and t.kbit_fp32_upcast and r.autocast
