@@ -405,10 +405,13 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     causal = t.task != Task.CLASSIFICATION
     backward_buffers = {  # a block's backward temporaries beside its saved activations
         "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
+        # the gradient arriving at the block's output and the one its residual branch adds (traced)
+        "activations/residual_gradients": 2.0 * r.residual * m.hidden * tokens,
         "activations/eager_softmax_backward": eager_softmax_backward(m, t, r)}
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         _phase("forward_end", (states, other, acts, held, casts, {
+            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
             "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens
             if causal else 0.0}), totals),
         # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
@@ -416,11 +419,17 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
         _phase("backward_head", (states, other, acts, held, saved_casts, {
             "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
+            # a classification head's backward: the final RMSNorm's backward, run op by op in fp32, holds five
+            # fp32 hidden-sized temporaries (traced; under a language-model head the logits' gradient outweighs it)
+            "activations/final_norm_backward": 0.0 if causal else 5 * 4.0 * m.hidden * tokens,
             "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
         _phase("backward_end", (states, other, _grads_in_bottom_block(m, t, s, split, grads, g_t, head), {
-            "activations/last_block": one_block, **backward_buffers}), totals),
+            "activations/last_block": one_block - freed_before_peak(m, r, split, t), **backward_buffers,
+            "activations/checkpoint/own_input": kept_input(m, r, t),
+            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t)
+            if t.grad_ckpt == GradCkpt.FULL else 0.0}), totals),
         # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
         # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
@@ -451,6 +460,35 @@ def _top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, r: Regime, acts
             "gradients/weight_grad_16bit_temporaries": 2 * 2.0 * largest if r.amp_casts else 0.0}
 
 
+def kept_input(m: ModelSpec, r: Regime, t: TrainingSpec) -> float:
+    """Under full checkpointing, the block input checkpoint saved, alive beside the recomputed block — a tensor of
+    its own when the residual stream is 16-bit (the first norm then saves an fp32 upcast); an fp32 residual is the
+    very tensor the first norm saves, counted with the block (traced)."""
+    return r.residual * m.hidden * t.tokens_per_micro_batch if t.grad_ckpt == GradCkpt.FULL and r.residual < 4 \
+        else 0.0
+
+
+def freed_before_peak(m: ModelSpec, r: Regime, split: ParamSplit, t: TrainingSpec) -> float:
+    """Saved bytes of a block already freed at its backward's peak: with a trainable down projection the peak
+    follows its weight gradient, whose saved input is then gone (traced)."""
+    k = m.experts_per_tok if m.is_moe else 1
+    if "down" in split.block_trainable.linears:
+        return r.act * m.intermediate * k * t.tokens_per_micro_batch
+    if "down" in split.block_trainable.adapters and not (r.autocast or r.adapter != r.act):
+        # a 16-bit adapter on down reads the very input its frozen base does: freed with its gradients
+        return r.act * m.intermediate * k * t.tokens_per_micro_batch
+    return 0.0
+
+
+def lora_fp32_input_copy(m: ModelSpec, r: Regime, split: ParamSplit, t: TrainingSpec) -> float:
+    """PEFT casts an adapter's input to the adapter's dtype (fp32) before lora_A; under autocast that fp32 copy of
+    down_proj's input (the widest) is alive while the block (re)computes its forward, beside everything the block
+    saved so far (traced: the peak of a checkpointed block's backward, and of the forward)."""
+    if "down" not in split.block_trainable.adapters or not r.autocast or r.adapter <= r.act:
+        return 0.0
+    return r.adapter * m.intermediate * t.tokens_per_micro_batch
+
+
 def _larger(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return a if sum(a.values()) >= sum(b.values()) else b
 
@@ -469,7 +507,11 @@ def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Param
     outside = ("activations/final_norm_and_head_input", "activations/checkpoint/boundary_tensors",
                "activations/lora_merged_expert_weights")
     kept = sum(v for k, v in acts.items() if k not in outside) / max(1, active)
-    out = {"activations/lower_blocks": kept * (active - 1), "activations/top_block": one_block, **buffers}
+    out = {"activations/lower_blocks": kept * (active - 1),
+           "activations/top_block": one_block - freed_before_peak(m, r, split, t), **buffers,
+           "activations/checkpoint/own_input": kept_input(m, r, t),
+           "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t)
+           if t.grad_ckpt == GradCkpt.FULL else 0.0}
     if t.grad_ckpt != GradCkpt.FULL:
         out["other/autocast_copies_lower_blocks"] = sum(block_casts.values()) * (active - 1) / max(1, active)
     if held:
