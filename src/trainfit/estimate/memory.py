@@ -214,6 +214,13 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
     active_blocks = m.layers - split.lowest_trainable_block
     kept = apply_checkpointing(per_block, m, r, t.grad_ckpt)
     out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}
+    if t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters and \
+            not split.block_trainable.adapters & {"q", "k", "v", "o"} and not split.block_trainable.linears:
+        # LoRA on the MLP only: nothing before the first block's MLP needs a gradient (the embedding is frozen), so
+        # its norm and attention save nothing (traced)
+        for k, v in kept.items():
+            if k.startswith(("norm1/", "attn/")):
+                out[f"activations/{k}"] -= v * tokens
     one_block = sum(per_block.values()) * tokens
     merged = split.block_trainable.merged_expert_elements
     if merged:  # per block, not per token: PEFT's merged expert weights in the base dtype
@@ -403,11 +410,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
               id(acts): acts_total}
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
-    backward_buffers = {  # a block's backward temporaries beside its saved activations
-        "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
-        # the gradient arriving at the block's output and the one its residual branch adds (traced)
-        "activations/residual_gradients": 2.0 * r.residual * m.hidden * tokens,
-        "activations/eager_softmax_backward": eager_softmax_backward(m, t, r)}
+    in_block = _in_block_items(m, t, split, r, eff, one_block)
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         _phase("forward_end", (states, other, acts, held, casts, {
@@ -425,18 +428,14 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
-        _phase("backward_end", (states, other, _grads_in_bottom_block(m, t, s, split, grads, g_t, head), {
-            "activations/last_block": one_block - freed_before_peak(m, r, split, t), **backward_buffers,
-            "activations/checkpoint/own_input": kept_input(m, r, t),
-            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t)
-            if t.grad_ckpt == GradCkpt.FULL else 0.0}), totals),
+        _phase("backward_end", (states, other, _grads_in_bottom_block(m, t, s, split, grads, g_t, head), in_block),
+               totals),
         # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
         # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
         _phase("backward_top_block", (states, other, _larger(
             _top_block_items(m, t, s, r, acts_total, one_block, block_casts, head_grad, g_t),
-            _in_top_block_items(m, t, s, split, r, acts, one_block, block_casts, head_grad, g_t, held,
-                                backward_buffers))), totals),
+            _in_top_block_items(m, t, s, split, acts, block_casts, head_grad, g_t, held, in_block))), totals),
         # the tied embedding's backward, last of all: embedding_dense_backward writes a dense V x h gradient, and
         # adding it to the gradient the output head left makes a third V x h tensor before the old one is freed
         _phase("backward_embedding", (states, other, grads, {
@@ -493,9 +492,37 @@ def _larger(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
     return a if sum(a.values()) >= sum(b.values()) else b
 
 
-def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, r: Regime,
-                        acts: dict[str, float], one_block: float, block_casts: dict[str, float], head_grad: float,
-                        g_t: float, held: dict[str, float], buffers: dict[str, float]) -> dict[str, float]:
+def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, eff: EfficiencyView,
+                    one_block: float) -> dict[str, float]:
+    """What the block running its backward holds beyond the model states and the other blocks' saved tensors, at
+    the larger of two moments (traced: benchmarks/conformance.py):
+      the MLP's backward   the block's saved (or recomputed) activations less down_proj's input, freed with its
+                           weight gradient; the MLP's gradient temporaries; the gradient arriving at the block's
+                           output and the one its residual branch adds; under full checkpointing the block's own
+                           16-bit input and, under autocast, PEFT's fp32 copy of down_proj's input;
+      eager attention's    the MLP's saved tensors are gone, the softmax backward's fp32 tensors are alive.
+      backward"""
+    tokens = t.tokens_per_micro_batch
+    ckpt = t.grad_ckpt == GradCkpt.FULL
+    common = {"activations/residual_gradients": 2.0 * r.residual * m.hidden * tokens,
+              "activations/checkpoint/own_input": kept_input(m, r, t)}
+    mlp = {"activations/last_block": one_block - freed_before_peak(m, r, split, t),
+           "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
+           "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t) if ckpt else 0.0, **common}
+    eager = eager_softmax_backward(m, t, r)
+    if not eager:
+        return mlp
+    per_token = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
+    mlp_part = sum(v for k, v in per_token.items() if k.startswith(("mlp/", "moe/", "linear_in/down", "linear_in/mlp",
+                                                                     "norm2/"))) * tokens
+    attention = {"activations/last_block_attention_part": max(0.0, one_block - mlp_part),
+                 "activations/eager_softmax_backward": eager, **common}
+    return _larger(mlp, attention)
+
+
+def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit,
+                        acts: dict[str, float], block_casts: dict[str, float], head_grad: float,
+                        g_t: float, held: dict[str, float], in_block: dict[str, float]) -> dict[str, float]:
     """The peak inside the top trained block's backward (one GPU / DDP): what the bottom block's backward holds
     (its saved or recomputed activations and backward temporaries), with the gradients of the head side only and,
     instead of the block's own, what the blocks below still keep for their backward — their saved activations and
@@ -507,11 +534,7 @@ def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Param
     outside = ("activations/final_norm_and_head_input", "activations/checkpoint/boundary_tensors",
                "activations/lora_merged_expert_weights")
     kept = sum(v for k, v in acts.items() if k not in outside) / max(1, active)
-    out = {"activations/lower_blocks": kept * (active - 1),
-           "activations/top_block": one_block - freed_before_peak(m, r, split, t), **buffers,
-           "activations/checkpoint/own_input": kept_input(m, r, t),
-           "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t)
-           if t.grad_ckpt == GradCkpt.FULL else 0.0}
+    out = {"activations/lower_blocks": kept * (active - 1), **in_block}
     if t.grad_ckpt != GradCkpt.FULL:
         out["other/autocast_copies_lower_blocks"] = sum(block_casts.values()) * (active - 1) / max(1, active)
     if held:
