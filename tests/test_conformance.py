@@ -46,12 +46,15 @@ CI_LIMITS = {"mape": 2.0, "worst": 5.0, "moment_right": 95.0}  # percent; issue 
 
 
 def test_ci_sample_covers_every_dimension():
-    """The CI sample holds every value the generator gives each dimension, and is fixed by its seed."""
+    """The CI sample holds every value the generator gives each dimension and every optimizer/implementation on a
+    full or freeze fine-tune small enough for the optimizer step to be the peak, and is fixed by its seed."""
     sample = conformance.ci_sample()
     assert len(sample) >= 40
     pool = conformance.draws(2000, seed=19)
     wanted = {(k, v) for d in pool for k, v in d.dims().items()}
     assert {(k, v) for d in sample for k, v in d.dims().items()} == wanted
+    exposed = {v for d in sample for k, v in conformance.coverage(d) if k == "optimizer_step_exposed"}
+    assert exposed == {f"{d.optimizer}/{d.optimizer_impl}" for d in pool}
     assert sample == conformance.ci_sample()
 
 

@@ -413,6 +413,11 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
     in_block = _in_block_items(m, t, split, r, eff, one_block)
+    if t.method == Method.FREEZE and t.grad_ckpt == GradCkpt.FULL and r.amp_casts and split.trainable_blocks:
+        # the recomputed block of a freeze fine-tune casts its fp32 weights again and keeps the copies for its
+        # backward (traced; a full fine-tune's recomputed block did not show them)
+        in_block = {**in_block, "other/autocast_copies_recomputed_block":
+                    sum(block_casts.values()) / split.trainable_blocks}
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         _phase("forward_end", (states, other, acts, held, casts, {
