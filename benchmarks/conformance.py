@@ -97,6 +97,39 @@ def draws(n: int, seed: int = 0) -> list[Draw]:
     return [draw(rng) for _ in range(n)]
 
 
+def coverage(d: Draw) -> set[tuple[str, str]]:
+    """What a draw brings to the CI sample: its value of every dimension, and for a full or freeze fine-tune of a
+    classifier on at most 512 tokens (no vocabulary-sized loss buffers, few activations: the peak is the optimizer
+    step) its optimizer and implementation."""
+    out = set(d.dims().items())
+    if d.method in ("full", "freeze") and d.task == "classification" and d.micro_batch * d.seq_len <= 512:
+        out.add(("optimizer_step_exposed", f"{d.optimizer}/{d.optimizer_impl}"))
+    return out
+
+
+def ci_sample(n: int = 40, seed: int = 19) -> list[Draw]:
+    """The CI sample: the first draws of a seeded stream that each bring something (`coverage`) no earlier pick
+    had, then the next draws in order up to `n`. Fixed by the seed; every value of every dimension appears, and
+    every optimizer and implementation on a workload small enough for its step to be the peak
+    (tests/test_conformance.py checks both)."""
+    rng = random.Random(seed)
+    pool = [draw(rng) for _ in range(2000)]
+    wanted = set().union(*(coverage(d) for d in pool))
+    picked: list[Draw] = []
+    seen: set[tuple[str, str]] = set()
+    for d in pool:
+        new = coverage(d) - seen
+        if new:
+            picked.append(d)
+            seen |= new
+        if seen == wanted:
+            break
+    rest = (d for d in pool if d not in picked)
+    while len(picked) < n:
+        picked.append(next(rest))
+    return picked
+
+
 def stage(moment: str) -> str:
     """The stage of a moment, analytic or traced: forward, backward or optimizer."""
     if moment.startswith("forward"):

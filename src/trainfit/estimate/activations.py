@@ -168,6 +168,9 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
         out.update(_norm_saved(m, r, tr, h, f"norm{i + 1}"))
     if m.qk_norm:  # RMSNorm on q and k: each saves its fp32 input and a per-row rstd
         out["attn/qk_norm_fp32"] = 4 * (m.q_dim + m.kv_dim)
+        if tr.norms:  # trained norm weights: the normalized q and k too, for the weights' gradient, cast back to
+            # the dtype of the norm's input (the projection's output: 16-bit under autocast)
+            out["attn/qk_norm_normalized"] = (4 if m.norm_fp32 else r.act) * (m.q_dim + m.kv_dim)
     out.update(_linear_inputs(m, r, tr, shape))
     out.update(_adapter_inputs(m, r, tr, group))
     out.update(_kbit_kept_inputs(m, r, tr, shape))
@@ -315,7 +318,12 @@ def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention
             out["attn/probs"] = b * a * seq_len
         return out
     # SDPA (flash / memory-efficient kernels): q, k, v (GQA not expanded), output, log-sum-exp in fp32
-    return {"attn/q": b * q, "attn/k": b * kv, "attn/v": b * kv, "attn/out": b * q, "attn/lse": 4 * a}
+    v = b * kv
+    if m.fused_qkv and m.position == "rope":
+        # q and k are rotated into tensors of their own, v stays a view of the fused projection's output: the whole
+        # q + k + v output is kept alive (traced: Phi-3's qkv_proj)
+        v = b * (q + 2 * kv)
+    return {"attn/q": b * q, "attn/k": b * kv, "attn/v": v, "attn/out": b * q, "attn/lse": 4 * a}
 
 
 def _mla_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention,

@@ -217,6 +217,15 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
         kept = apply_checkpointing(per_block, m, r, t.grad_ckpt)
         out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}
+        embedding_trains = any(x.strip().lower() in ("embed_tokens", "wte", "word_embeddings")
+                               for x in t.modules_to_save + t.lora_targets)
+        if t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters and not embedding_trains and \
+                not split.block_trainable.adapters & {"q", "k", "v", "o"} and not split.block_trainable.linears:
+            # LoRA on the MLP only, embedding frozen: nothing before the first block's MLP needs a gradient, so its
+            # norm and attention save nothing (traced)
+            for k, v in kept.items():
+                if k.startswith(("norm1/", "attn/")):
+                    out[f"activations/{k}"] -= v * tokens
         one_block = sum(per_block.values()) * tokens
     merged = split.block_trainable.merged_expert_elements
     if merged:  # per block, not per token: PEFT's merged expert weights in the base dtype
@@ -345,7 +354,9 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
 
     states: dict[str, float] = {}
     # ---- frozen weights (LoRA / QLoRA / freeze base) -----------------------------------------------------------
-    frozen_bytes = 4.0 if t.precision == Precision.FP32 else 2.0
+    # a freeze fine-tune with fp32 weights loads the whole model in fp32 (train/runner.py `load_dtype`), its frozen
+    # blocks too; LoRA/QLoRA bases are 16-bit
+    frozen_bytes = 4.0 if t.precision == Precision.FP32 or (t.method == Method.FREEZE and r.weight == 4) else 2.0
     quantized = split.quantized
     frozen_shard = n if s.shards_params else 1
     upcast = t.method == Method.QLORA and t.kbit_fp32_upcast and t.precision != Precision.FP32
@@ -441,9 +452,16 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
               id(acts): acts_total}
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
+    in_block = _in_block_items(m, t, split, r, eff, one_block)
+    if t.method == Method.FREEZE and t.grad_ckpt == GradCkpt.FULL and r.amp_casts and split.trainable_blocks:
+        # the recomputed block of a freeze fine-tune casts its fp32 weights again and keeps the copies for its
+        # backward (traced; a full fine-tune's recomputed block did not show them)
+        in_block = {**in_block, "other/autocast_copies_recomputed_block":
+                    sum(block_casts.values()) / split.trainable_blocks}
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         _phase("forward_end", (states, other, acts, held, casts, {
+            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
             "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens
             if causal else 0.0}), totals),
         # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
@@ -451,20 +469,21 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
         _phase("backward_head", (states, other, acts, held, saved_casts, {
             "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
+            # a classification head's backward: the final RMSNorm's backward, run op by op in fp32, holds five
+            # fp32 hidden-sized temporaries (traced; under a language-model head the logits' gradient outweighs it)
+            "activations/final_norm_backward": 0.0 if causal else 5 * 4.0 * m.hidden * tokens,
             "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
-        _phase("backward_end", (states, other, grads, {
-            "activations/last_block": one_block,
-            "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate *
-            t.tokens_per_micro_batch,
-            "activations/eager_softmax_backward": eager_softmax_backward(m, t, r),
+        _phase("backward_end", (states, other, _grads_in_bottom_block(m, t, s, split, grads, g_t, head), in_block, {
+            # LoRA on fused experts: the bottom block's merged expert weight takes a full-size 16-bit gradient
             "gradients/merged_expert_weight": merged_expert_grad(m, t, r, split.lowest_trainable_block)}), totals),
         # the top block's backward (full fine-tuning): the blocks below still hold their activations and autocast
         # copies, the top block's gradients appear, and under autocast its largest weight's gradient passes through
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
-        _phase("backward_top_block", (states, other, _top_block_items(m, t, s, r, acts_total, one_block,
-                                                                     block_casts, head_grad, g_t)), totals),
+        _phase("backward_top_block", (states, other, _larger(
+            _top_block_items(m, t, s, r, acts_total, one_block, block_casts, head_grad, g_t),
+            _in_top_block_items(m, t, s, split, acts, block_casts, head_grad, g_t, held, in_block))), totals),
         # the tied embedding's backward, last of all: embedding_dense_backward writes a dense V x h gradient, and
         # adding it to the gradient the output head left makes a third V x h tensor before the old one is freed
         _phase("backward_embedding", (states, other, grads, {
@@ -518,6 +537,126 @@ def merged_expert_grad(m: ModelSpec, t: TrainingSpec, r: Regime, block: int) -> 
     return r.act * first.in_features * first.out_features * first.count
 
 
+def kept_input(m: ModelSpec, r: Regime, t: TrainingSpec) -> float:
+    """Under full checkpointing, the block input checkpoint saved, alive beside the recomputed block — a tensor of
+    its own when the residual stream is 16-bit (the first norm then saves an fp32 upcast); an fp32 residual is the
+    very tensor the first norm saves, counted with the block (traced)."""
+    return r.residual * m.hidden * t.tokens_per_micro_batch if t.grad_ckpt == GradCkpt.FULL and r.residual < 4 \
+        else 0.0
+
+
+def freed_before_peak(m: ModelSpec, r: Regime, split: ParamSplit, t: TrainingSpec) -> float:
+    """Saved bytes of a block already freed at its backward's peak: with a trainable down projection the peak
+    follows its weight gradient, whose saved input is then gone (traced)."""
+    k = m.experts_per_tok if m.is_moe else 1
+    if "down" in split.block_trainable.linears:
+        return r.act * m.intermediate * k * t.tokens_per_micro_batch
+    if "down" in split.block_trainable.adapters and not (r.autocast or r.adapter != r.act):
+        # a 16-bit adapter on down reads the very input its frozen base does: freed with its gradients
+        return r.act * m.intermediate * k * t.tokens_per_micro_batch
+    return 0.0
+
+
+def lora_fp32_input_copy(m: ModelSpec, r: Regime, split: ParamSplit, t: TrainingSpec) -> float:
+    """PEFT casts an adapter's input to the adapter's dtype (fp32) before lora_A; under autocast that fp32 copy of
+    down_proj's input (the widest) is alive while the block (re)computes its forward, beside everything the block
+    saved so far (traced: the peak of a checkpointed block's backward, and of the forward)."""
+    if "down" not in split.block_trainable.adapters or not r.autocast or r.adapter <= r.act:
+        return 0.0
+    return r.adapter * m.intermediate * t.tokens_per_micro_batch
+
+
+def _larger(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return a if sum(a.values()) >= sum(b.values()) else b
+
+
+def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, eff: EfficiencyView,
+                    one_block: float) -> dict[str, float]:
+    """What the block running its backward holds beyond the model states and the other blocks' saved tensors, at
+    the larger of two moments (traced: benchmarks/conformance.py):
+      the MLP's backward   the block's saved (or recomputed) activations less down_proj's input, freed with its
+                           weight gradient; the MLP's gradient temporaries; the gradient arriving at the block's
+                           output and the one its residual branch adds; under full checkpointing the block's own
+                           16-bit input and, under autocast, PEFT's fp32 copy of down_proj's input;
+      eager attention's    the softmax backward's fp32 tensors are alive; the MLP's saved tensors are gone unless
+      backward             the block was recomputed under autocast with fp32 weights."""
+    tokens = t.tokens_per_micro_batch
+    ckpt = t.grad_ckpt == GradCkpt.FULL
+    common = {"activations/residual_gradients": 2.0 * r.residual * m.hidden * tokens,
+              "activations/checkpoint/own_input": kept_input(m, r, t)}
+    mlp = {"activations/last_block": one_block - freed_before_peak(m, r, split, t),
+           "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
+           "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t) if ckpt else 0.0, **common}
+    eager = eager_softmax_backward(m, t, r)
+    if not eager:
+        return mlp
+    per_token = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
+    # the MLP's saved tensors are freed by its backward; a block recomputed under autocast with fp32 weights kept
+    # them in every trace (benchmarks/conformance.py; the mechanism is not pinned down)
+    mlp_part = 0.0 if ckpt and r.amp_casts else sum(v for k, v in per_token.items() if k.startswith((
+        "mlp/", "moe/", "linear_in/down", "linear_in/mlp", "norm2/"))) * tokens
+    attention = {"activations/last_block_attention_part": max(0.0, one_block - mlp_part),
+                 "activations/eager_softmax_backward": eager, **common}
+    return _larger(mlp, attention)
+
+
+def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit,
+                        acts: dict[str, float], block_casts: dict[str, float], head_grad: float,
+                        g_t: float, held: dict[str, float], in_block: dict[str, float]) -> dict[str, float]:
+    """The peak inside the top trained block's backward (one GPU / DDP): what the bottom block's backward holds
+    (its saved or recomputed activations and backward temporaries), with the gradients of the head side only and,
+    instead of the block's own, what the blocks below still keep for their backward — their saved activations and
+    autocast copies, or only their checkpointed inputs. The bottom block's moment is the larger when the
+    gradients outweigh the blocks' activations, this one when activations do (traced: benchmarks/conformance.py)."""
+    if s.engine not in ("single", "ddp") or t.optimizer_in_backward:
+        return {}
+    active = m.layers - split.lowest_trainable_block
+    outside = ("activations/final_norm_and_head_input", "activations/checkpoint/boundary_tensors",
+               "activations/lora_merged_expert_weights")
+    kept = sum(v for k, v in acts.items() if k not in outside) / max(1, active)
+    out = {"activations/lower_blocks": kept * (active - 1), **in_block}
+    if t.grad_ckpt != GradCkpt.FULL:
+        out["other/autocast_copies_lower_blocks"] = sum(block_casts.values()) * (active - 1) / max(1, active)
+    if held:
+        out.update({f"{k}_held": v for k, v in held.items()})
+    elif t.method in (Method.FULL, Method.FREEZE):
+        last = layer_linears(m)[-1]
+        out["gradients/output_head"] = head_grad
+        out["gradients/top_block_first"] = last.in_features * last.out_features * last.count * last.share * g_t
+    else:
+        out["gradients/output_head"] = head_grad
+    return out
+
+
+def _grads_in_bottom_block(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, grads: dict[str, float],
+                           g_t: float, head: str) -> dict[str, float]:
+    """The gradients alive while the lowest trained block runs its backward (one GPU / DDP, one micro-batch, the
+    optimizer after backward): every gradient but that block's own — only its first, the block's last Linear
+    (down_proj), exists at the block's peak — and the input embedding's, which its backward writes after the
+    blocks' (a tied embedding already holds the output head's). Seen in traces (benchmarks/conformance.py): the
+    block's own and the embedding's gradients made full fine-tunes of small models 10-30 % high there. LoRA: the
+    block's peak comes before any of its adapters' gradients."""
+    if s.engine not in ("single", "ddp") or t.grad_accum > 1 or t.optimizer_in_backward or not grads:
+        return grads
+    linears = layer_linears(m)
+    last = linears[-1] if linears else None
+    if t.method in (Method.FULL, Method.FREEZE):
+        block = layer_params(m)
+        first = last.in_features * last.out_features * last.count * last.share if last else 0
+        absent = block - first
+        if t.method == Method.FULL and not (m.tie_embeddings and head == "lm"):
+            absent += m.vocab * m.hidden  # the input embedding's gradient comes last
+    else:  # LoRA: the block's peak comes before any of its adapters' gradients
+        absent = split.adapters / m.layers
+    out = dict(grads)
+    if "embed_tokens" in t.modules_to_save and head == "lm" and t.is_peft:  # the trained copy's gradient comes last
+        key = "gradients/modules_to_save" if "gradients/modules_to_save" in out else "gradients/trainable"
+        per = out[key] / (split.saved if key == "gradients/modules_to_save" else split.trainable)
+        out[key] = max(0.0, out[key] - m.vocab * m.hidden * per)
+    out["gradients/trainable"] = max(0.0, out.get("gradients/trainable", 0.0) - absent * g_t)
+    return out
+
+
 def top_block_params(m: ModelSpec) -> tuple[float, float]:
     """(parameters of the top block, its largest weight tensor's elements); a read structure's last block group."""
     if m.structure is not None and m.structure.pattern:
@@ -537,13 +676,16 @@ def _tied_trained(m: ModelSpec, t: TrainingSpec, s: Strategy, head: str) -> bool
 
 
 def eager_softmax_backward(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
-    """Eager attention's softmax backward: the incoming gradient of the probabilities and the softmax's input
-    gradient are both alive in the softmax dtype (fp32 in Llama-family code) while the 16-bit probabilities and
-    their gradient are gone: one more softmax-sized tensor, heads x seq² per sequence, beyond the saved ones
-    (traced: benchmarks/conformance.py)."""
+    """Eager attention's softmax backward, beyond the block's saved tensors: the probabilities' gradient, cast back
+    to the softmax dtype (fp32 in Llama-family code), and the softmax's input gradient are alive together beside
+    the saved fp32 softmax, while the low-precision probabilities PV's matmul saved are already freed: two
+    softmax-sized tensors less that copy, heads x seq² per sequence (traced: benchmarks/conformance.py; at 8K
+    tokens the block's backward holds three fp32 softmax-sized tensors)."""
     if t.attention != Attention.EAGER:
         return 0.0
-    return float(softmax_bytes(m, r) * m.heads * t.seq_len * t.tokens_per_micro_batch)
+    soft = softmax_bytes(m, r)
+    probs = r.act if (m.attention_dropout > 0 or r.act < soft) else 0
+    return float((2 * soft - probs) * m.heads * t.seq_len * t.tokens_per_micro_batch)
 
 
 def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
@@ -557,7 +699,9 @@ def _autocast_copies(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime
             blocks = blocks * split.trainable_blocks / m.layers
         head_w = m.vocab * m.hidden if head == "lm" and t.task != Task.CLASSIFICATION else 0
         return ({"other/autocast_weight_copies": 2.0 * blocks},
-                {"other/autocast_head_copy": 2.0 * head_w} if head_w and t.method != Method.FREEZE else {})
+                # a frozen head's cast too (autocast caches only trainable leaves' casts, but the head's matmul
+                # saves its weight's cast for the input's gradient)
+                {"other/autocast_head_copy": 2.0 * head_w} if head_w else {})
     # QLoRA with PEFT's fp32 upcast: the output head's fp32 weight is cast to bf16 for its matmul and kept for its
     # backward
     upcast_head = (2.0 * m.vocab * m.hidden if t.method == Method.QLORA and t.kbit_fp32_upcast and r.autocast
