@@ -128,37 +128,41 @@ def _w(key: str, lang: str, **values) -> str:
     return t(key, lang).format(**values)
 
 
-def _error_table(title: str, lang: str):
+def _counts_and_errors(c, doc: dict, lang: str, prefix: str, metrics: tuple, groupings: tuple,
+                       suffix: str = "") -> None:
+    """The cases predicted, the reasons others were skipped, and the error table by metric and group (training and
+    serving cases alike)."""
     from rich.table import Table
 
-    t = Table(title=title)
+    from ..i18n.notes import localize
+
+    c.print(prefix + _w("v_predicted", lang, p=doc["predicted"], n=doc["cases"]) + suffix)
+    if doc["skipped"]:
+        c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
+                                                  for reason, n in doc["skipped"].items()))
+    t = Table(title=prefix + _w("v_title", lang))
     for col, justify in ((_w("v_metric", lang), "left"), (_w("v_group", lang), "left"), ("n", "right"),
                          ("MAPE", "right"), (_w("v_worst", lang), "right")):
         t.add_column(col, justify=justify)
-    return t
+    for metric in metrics:
+        m = doc[metric]
+        if not m["n"]:
+            continue
+        t.add_row(metric, "all", str(m["n"]), _pct(m["mape"]), _pct(m["max_ape"]))
+        for by in groupings:
+            for group, s in m[by].items():
+                t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
+    c.print(t)
 
 
 def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
     from rich.table import Table
 
-    from ..i18n.notes import localize
     from ..validate import metric_key
 
     c = console()
-    c.print(_w("v_predicted", lang, p=doc["predicted"], n=doc["cases"]) + f" · efficiencies: {doc['efficiencies']}")
-    if doc["skipped"]:
-        c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
-                                                  for reason, n in doc["skipped"].items()))
-    t = _error_table(_w("v_title", lang), lang)
-    for metric in ("throughput", "memory", "mfu"):
-        m = doc[metric]
-        if not m["n"]:
-            continue
-        t.add_row(metric, "all", str(m["n"]), _pct(m["mape"]), _pct(m["max_ape"]))
-        for by in ("by_gpu", "by_method", "by_framework"):
-            for group, s in m[by].items():
-                t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
-    c.print(t)
+    _counts_and_errors(c, doc, lang, "", ("throughput", "memory", "mfu"), ("by_gpu", "by_method", "by_framework"),
+                       f" · efficiencies: {doc['efficiencies']}")
     for metric in ("throughput", "memory"):
         cov = doc[metric].get("band_coverage") or {}
         if cov.get("n"):
@@ -189,23 +193,9 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
 def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:
     from rich.table import Table
 
-    from ..i18n.notes import localize
-
     c = console()
-    c.print(_w("v_serving", lang) + _w("v_predicted", lang, p=doc["predicted"], n=doc["cases"]))
-    if doc["skipped"]:
-        c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
-                                                  for reason, n in doc["skipped"].items()))
-    t = _error_table(_w("v_serving", lang) + _w("v_title", lang), lang)
-    for metric in ("kv_capacity", "throughput", "ttft", "tpot"):
-        m = doc[metric]
-        if not m["n"]:
-            continue
-        t.add_row(metric, "all", str(m["n"]), _pct(m["mape"]), _pct(m["max_ape"]))
-        for by in ("by_gpu", "by_engine", "by_weights"):
-            for group, s in m[by].items():
-                t.add_row("", f"{by[3:]}={group}", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]))
-    c.print(t)
+    _counts_and_errors(c, doc, lang, _w("v_serving", lang), ("kv_capacity", "throughput", "ttft", "tpot"),
+                       ("by_gpu", "by_engine", "by_weights"))
     for ex in doc.get("excluded", []):
         c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"], reason=ex["reason"]))
     if rows:
