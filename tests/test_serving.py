@@ -194,13 +194,13 @@ def test_bad_input_is_one_line_exit_2_and_a_json_error(run_cli, argv, key):
     code, out, err = run_cli("serving", "--model", "qwen2-7b", *argv)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     code, out, _ = run_cli("serving", "--model", "qwen2-7b", *argv, "--json")
-    assert code == 2 and json.loads(out)["key"] == key
+    assert code == 2 and json.loads(out)["error"]["key"] == key
 
 
 def test_errors_speak_chinese(run_cli):
     code, out, _ = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--weights", "int4", "--json",
                            "--lang", "zh")
-    assert code == 2 and "必须是" in json.loads(out)["error"]
+    assert code == 2 and "必须是" in json.loads(out)["error"]["message"]
 
 
 def test_every_serving_message_has_en_and_zh():
@@ -236,7 +236,7 @@ def test_search_meets_the_target_and_ranks_by_cost(run_cli):
 
 def test_search_needs_no_gpu_flag(run_cli):
     code, out, _ = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--max-ttft-ms", "100", "--json")
-    assert code == 2 and json.loads(out)["key"] == "sv_e_both"
+    assert code == 2 and json.loads(out)["error"]["key"] == "sv_e_both"
 
 
 def test_api_errors_are_serving_errors():

@@ -93,3 +93,19 @@ def test_generate_refuses_a_setup_that_does_not_fit(run_cli, tmp_path):
     code, out, err = run_cli("generate", "--serving", "--model", "llama-2-70b", "--gpu", "a10",
                              "--out", str(tmp_path / "s"))
     assert code == 2 and "does not fit" in err and not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("lang,wrote", [("en", "wrote "), ("zh", "已写入 ")])
+def test_generate_serving_says_what_it_wrote(run_cli, tmp_path, lang, wrote):
+    out = tmp_path / f"serve-{lang}"
+    code, stdout, err = run_cli("generate", "--serving", "--model", "qwen2-7b", "--gpu", "a10", "--out", str(out),
+                                "--lang", lang)
+    assert code == 0, err
+    assert stdout.startswith(wrote) and "vllm serve" in stdout
+
+
+def test_serving_errors_under_json_have_the_cli_shape(run_cli, tmp_path):
+    code, stdout, _ = run_cli("generate", "--serving", "--model", "llama-2-70b", "--gpu", "a10",
+                              "--out", str(tmp_path / "s"), "--json")
+    error = json.loads(stdout)["error"]
+    assert code == 2 and error["type"] == "ServingError" and error["key"] == "sv_e_nofit" and error["exit_code"] == 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import sys
 
 from .common import (add_job_flags, check_out, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
@@ -112,40 +111,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serving(args: argparse.Namespace, lang: str) -> int:
-    from ..errors import ServingError, TrainfitError
+    from ..errors import ServingError
     from ..generate import generate_serving
+    from ..i18n import t
     from ..generate.serving import DEFAULT_MODEL_PATH, launch_command, serving_files
     from ..serving import serve
 
-    try:
-        if not args.model:
-            raise ServingError("sv_e_where")
-        est = serve(args.model, gpu=args.gpu, instance=args.instance, gpus=_field("gpus_per_node", args.gpus_per_node, None),
-                    engine=args.engine, engine_version=args.engine_version, weights=args.weights,
-                    kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                    max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                    cuda_graphs=not args.enforce_eager)
-        if not est.fits:
-            from ..report.serving import reason_text
+    if not args.model:
+        raise ServingError("sv_e_where")
+    est = serve(args.model, gpu=args.gpu, instance=args.instance, gpus=_field("gpus_per_node", args.gpus_per_node, None),
+                engine=args.engine, engine_version=args.engine_version, weights=args.weights,
+                kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
+                cuda_graphs=not args.enforce_eager)
+    if not est.fits:
+        from ..report.serving import reason_text
 
-            raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
-        path = args.model_path or DEFAULT_MODEL_PATH
-        rank = _field("lora_rank", args.lora_rank, 16) if args.adapter else None
-        files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)
-    except TrainfitError as exc:
-        text = exc.message(lang) if hasattr(exc, "message") else str(exc)
-        if args.json:
-            print_json({"error": text, "key": getattr(exc, "key", type(exc).__name__)})
-        else:
-            print(f"trainfit: error: {text}", file=sys.stderr)
-        return 2
+        raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
+    path = args.model_path or DEFAULT_MODEL_PATH
+    rank = _field("lora_rank", args.lora_rank, 16) if args.adapter else None
+    files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)
     command = launch_command(est, path, args.adapter, rank)
     if args.json:
         print_json({"out": args.out, "files": files, "engine": est.spec.engine, "command": command,
                     "fits": est.fits})
     else:
-        console().print(f"wrote {args.out}: {', '.join(files)}")
-        console().print(" ".join(command), soft_wrap=True)
+        console().print(t("gen_wrote", lang).format(out=args.out, files=", ".join(files)), markup=False)
+        console().print(" ".join(command), soft_wrap=True, markup=False)
     return 0
 
 

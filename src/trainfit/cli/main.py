@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return args.run(args)
     except TrainfitError as exc:
-        return _fail(_message(exc, args, argv), as_json, type(exc).__name__)
+        return _fail(_message(exc, args, argv), as_json, type(exc).__name__, getattr(exc, "key", None))
     except OSError as exc:  # a file the user named (--out, an input) that the checks before the work could not see
         if isinstance(exc, BrokenPipeError):
             return 0
@@ -99,12 +99,15 @@ def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str
     return localize_error(str(exc), lang)
 
 
-def _fail(message: str, as_json: bool, kind: str) -> int:
+def _fail(message: str, as_json: bool, kind: str, key: str | None = None) -> int:
     """Bad input: one line on stderr; with --json also one JSON error object on stdout; exit code 2."""
     message = " ".join(message.split())  # one line, whatever the message held
     print(f"trainfit: error: {message}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"error": {"type": kind, "message": message, "exit_code": 2}}, ensure_ascii=False))
+        error = {"type": kind, "message": message, "exit_code": 2}
+        if key:  # an error worded from the message catalog: its key, stable across languages
+            error["key"] = key
+        print(json.dumps({"error": error}, ensure_ascii=False))
     return 2
 
 

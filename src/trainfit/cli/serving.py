@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from .common import add_model_flag, add_output_flags, add_report_flags, check_reports, write_reports, console, lang_of, parse_sets, print_json
 
@@ -72,21 +71,8 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import TrainfitError
-
-    try:
-        lang = lang_of(args)
-    except TrainfitError:
-        lang = "en"
-    try:
-        return _run(args, lang)
-    except TrainfitError as exc:
-        text = exc.message(lang) if hasattr(exc, "message") else str(exc)
-        if args.json:
-            print_json({"error": text, "key": getattr(exc, "key", type(exc).__name__)})
-        else:
-            print(f"trainfit: error: {text}", file=sys.stderr)
-        return 2
+    # errors (ServingError by message key, SpecError) are worded by cli/main.py in the chosen language
+    return _run(args, lang_of(args))
 
 
 def _run(args: argparse.Namespace, lang: str) -> int:
