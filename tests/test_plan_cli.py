@@ -151,3 +151,19 @@ def test_plan_text_output_in_chinese(run_cli):
     code, out, _ = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
                            "--lang", "zh")
     assert code == 0 and "推荐方案" in out
+
+
+def test_plan_takes_the_stated_stack_from_flag_or_request_file(run_cli, tmp_path):
+    """--framework is a declared job input that passes the request door: a request file may state it, and the plan
+    uses the stack's defaults (torchtune trains pure bf16) and its error band."""
+    request = tmp_path / "r.yaml"
+    request.write_text("model: qwen2-7b\nmethod: lora\ndataset-tokens: 200M\ngpu: a100-sxm4-80gb\nframework: torchtune\n")
+    for argv in ([str(request)], ["--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M", "--gpu",
+                                  "a100-sxm4-80gb", "--framework", "torchtune"]):
+        code, out, err = run_cli("plan", *argv, "--json")
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["request"]["framework"] == "torchtune" and d["band"]["framework"] == "torchtune"
+        assert d["recommendations"][0]["strategy"]["param_dtype"] == "bf16"
+    code, out, err = run_cli("plan", "--model", "qwen2-7b", "--dataset-tokens", "1M", "--framework", "torchtun")
+    assert code == 2 and "did you mean: torchtune" in err

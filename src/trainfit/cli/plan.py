@@ -53,8 +53,6 @@ def add_parser(sub) -> None:
                    help="accepted probability that an option runs out of memory, from the cross-validated error "
                         "bands (default 0.05; replaces the flat memory headroom)")
     p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
-    p.add_argument("--framework", default=None, metavar="NAME",
-                   help="your training stack (frameworks.yaml names, or 'other'): its fitted factors and error band")
     add_efficiency_flags(p)
     add_prices_flag(p)
     add_report_flags(p)
@@ -91,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     req = build_request(args)
     if not 0 < args.max_oom_risk < 1:
         raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {args.max_oom_risk}")
-    eff = with_framework(load_efficiencies(parse_sets(args.set), args.calibration), args.framework)
+    eff = with_framework(load_efficiencies(parse_sets(args.set), args.calibration), req.job_value("framework"))
     plan = make_plan(req, eff, max_oom_risk=args.max_oom_risk)
     if args.out:
         if not plan.recommendations:

@@ -30,9 +30,16 @@ class Workload:
 
 @lru_cache(maxsize=65536)
 def _training(w: Workload, method: Method, ckpt: GradCkpt, micro_batch: int, grad_accum: int) -> TrainingSpec:
-    """The request's job fields (spec/job.py), with what the search decides and what the workload resolved."""
-    return TrainingSpec(**dict(w.request.job, method=method, task=w.task, seq_len=w.seq_len, micro_batch=micro_batch,
-                               grad_accum=grad_accum, grad_ckpt=ckpt))
+    """The request's job fields (spec/job.py) resolved as every door resolves them (the stated stack's defaults),
+    with what the search decides and what the workload resolved."""
+    from ..spec.job import BY_NAME
+    from ..spec.training import resolve_job_defaults
+
+    given = {k: v for k, v in w.request.job if BY_NAME[k].part == "training"}
+    inputs = {k: v for k, v in w.request.job if BY_NAME[k].part == "input"}
+    given.update(method=method, task=w.task, seq_len=w.seq_len, micro_batch=micro_batch, grad_accum=grad_accum,
+                 grad_ckpt=ckpt)
+    return TrainingSpec(**resolve_job_defaults(given, None, inputs)[0])
 
 
 def _pow2_at_least(x: float) -> int:

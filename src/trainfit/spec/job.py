@@ -276,7 +276,7 @@ FIELDS: tuple[JobField, ...] = (
     JobField("framework", _I, str, None, "your training stack (frameworks.yaml names, or 'other'): its defaults, "
              "fitted factors and error band (default: unstated, the wider band of any stack)",
              "你的训练框架（frameworks.yaml 中的名称，或 other）：采用其默认值、拟合系数和误差带（默认：未说明，取更宽的误差带）",
-             optional=True, parse=lambda v: _framework(v), doors=frozenset({CLI, API})),
+             optional=True, parse=lambda v: _framework(v), doors=frozenset({CLI, API, REQUEST})),
     JobField("max_len", _I, int, None, "variable-length data: the longest sample (truncation length; the same as "
              "--seq-len): memory is taken there", "变长数据：最长样本（截断长度；与 --seq-len 相同）：显存按此计算",
              low=1, high=2_097_152, unit="tokens", optional=True, metavar="TOKENS", doors=frozenset({CLI, API})),
