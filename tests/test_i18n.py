@@ -307,3 +307,51 @@ def test_validate_speaks_chinese(run_cli, cases):
     skipped = dict(doc.get("skipped") or {}, **((doc.get("serving") or {}).get("skipped") or {}))
     missing = [r for r in skipped if not _CJK.search(localize(r, "zh"))]
     assert not missing, missing
+
+
+# ---- trainfit trace: every note beside the traced step in Chinese ----------------------------------------------------
+
+_TINY_MLA_MOE = {  # MLA + routed and shared experts: the routing and SDPA-kernel notes
+    "model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+    "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4, "num_experts_per_tok": 2,
+    "n_shared_experts": 1, "num_attention_heads": 4, "num_key_value_heads": 4, "q_lora_rank": 32, "kv_lora_rank": 16,
+    "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "vocab_size": 256, "n_group": 1, "topk_group": 1}
+_TINY_MULTIMODAL = {  # a text_config inside a multimodal config, with dropout: the text-model-only and dropout notes
+    "model_type": "gemma3", "mm_tokens_per_image": 4,
+    "text_config": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+                    "sliding_window": 16, "attention_dropout": 0.1},
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64,
+                      "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28, "patch_size": 14}}
+
+
+def test_trace_notes_are_chinese(run_cli, tmp_path, monkeypatch):
+    """`trace --lang zh` prints every note in Chinese (and the HTML report carries the same lines): QLoRA and
+    FlashAttention stand-ins, MoE routing, MLA's SDPA kernel, a multimodal config's text model, CPU dropout masks,
+    an optimizer the trace cannot step in backward, and the notes every trace carries."""
+    import html
+    import json
+
+    pytest.importorskip("torch")
+    monkeypatch.setenv("COLUMNS", "1000")  # one note, one line
+    configs = {}
+    for name, cfg in (("mla_moe", _TINY_MLA_MOE), ("multimodal", _TINY_MULTIMODAL)):
+        configs[name] = str(tmp_path / f"{name}.json")
+        (tmp_path / f"{name}.json").write_text(json.dumps(cfg))
+    runs = [("--model", "tiny-llama", "--method", "qlora", "--attention", "flash", "--html", str(tmp_path / "r.html")),
+            ("--model", configs["mla_moe"], "--method", "full"),
+            ("--model", configs["multimodal"], "--method", "full", "--optimizer-in-backward")]
+    seen = set()
+    for argv in runs:
+        code, out, err = run_cli("trace", *argv, "--seq-len", "32", "--lang", "zh")
+        assert code == 0, err
+        notes = [line[2:].strip() for line in out.splitlines() if line.startswith("- ")]
+        assert notes, out
+        english = [n for n in notes if not _cjk(n) or _english_left(n)]
+        assert not english, english
+        assert not _english_left(out), out
+        seen.update(notes)
+        if "--html" in argv:
+            page = html.unescape((tmp_path / "r.html").read_text(encoding="utf-8"))
+            assert all(n in page for n in notes), notes
+    assert len(seen) >= 10, seen  # the notes of the three setups, each once

@@ -47,22 +47,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    table = Table(title=f"{est.model.name} · {est.training.method.value} · one training step, traced "
-                        f"({'blocks ' + ', '.join(map(str, doc['traced_layers'])) + ' extrapolated' if doc['extrapolated'] else 'every block'})")
-    for col in ("part", "trace GiB", "analytic GiB"):
-        table.add_column(col, justify="right" if col != "part" else "left")
-    for part in ("weights", "gradients", "optimizer", "activations", "logits", "other"):
-        table.add_row(part, f"{doc['memory_gib'][part]:.3f}", f"{doc['estimate']['memory_gib'].get(part, 0):.3f}")
-    table.add_row("total (allocated)", f"{doc['memory_gib']['total']:.3f}", f"{doc['estimate']['allocated_gib']:.3f}")
-    c = console()
-    c.print(table)
-    c.print(f"peak at {doc['peak_moment']} (analytic: {doc['estimate']['peak_phase']}); analytic - trace = "
-            f"{doc['difference']['allocated_gib']:+.3f} GiB ({doc['difference']['percent']:+.2f}%); "
-            f"{doc['seconds']:.1f} s")
-    for note in doc["notes"]:
-        c.print(f"- {note}", style="dim")
+    from ..i18n import t as tr
+    from ..i18n.notes import localize
     from ..report.words import w
 
+    depth = (w("r_trace_blocks", lang, blocks=", ".join(map(str, doc["traced_layers"]))) if doc["extrapolated"]
+             else w("r_trace_every", lang))
+    table = Table(title=w("r_trace_title", lang, model=est.model.name, method=est.training.method.value, depth=depth))
+    for col in ("r_trace_part", "r_trace_gib", "r_analytic_gib"):
+        table.add_column(w(col, lang), justify="right" if col != "r_trace_part" else "left")
+    for part in ("weights", "gradients", "optimizer", "activations", "logits", "other"):
+        table.add_row(part if lang == "en" else tr(part, lang), f"{doc['memory_gib'][part]:.3f}", f"{doc['estimate']['memory_gib'].get(part, 0):.3f}")
+    table.add_row(w("r_trace_total", lang), f"{doc['memory_gib']['total']:.3f}",
+                  f"{doc['estimate']['allocated_gib']:.3f}")
+    c = console()
+    c.print(table)
+    pct = doc["difference"]["percent"]
+    c.print(w("r_trace_peak", lang, trace=doc["peak_moment"], analytic=doc["estimate"]["peak_phase"],
+              gib=f"{doc['difference']['allocated_gib']:+.3f}", pct=f"{pct:+.2f}%" if pct is not None else "-",
+              s=f"{doc['seconds']:.1f}"))
+    for note in doc["notes"]:
+        c.print(f"- {localize(note, lang)}", style="dim")
     moments = Table(title=w("r_moment_chart", lang))
     for col in ("r_moment", "r_traced", "r_analytic", "r_moment_names"):
         moments.add_column(w(col, lang), justify="right" if col in ("r_traced", "r_analytic") else "left")

@@ -139,6 +139,39 @@ _ZH: list[tuple[str, str]] = [
     (r"malformed (?P<s>\w+) fields", "{s} 字段格式错误"),
     (r"unsupported (?P<s>[\w -]+) settings", "不支持的 {s} 设置"),
     (r"unsupported (?P<s>[\w-]+)", "不支持的 {s}"),
+    # trace: the notes beside a traced step (trace/__init__.py, trace/tracer.py) and the generic reader's note
+    (r"one GPU's unsharded view: ZeRO/FSDP sharding, DDP buckets, the CUDA context and allocator caching are not "
+     r"traced", "单张 GPU 的未切分视图：未追踪 ZeRO/FSDP 切分、DDP 梯度桶、CUDA 上下文和分配器缓存"),
+    (r"QLoRA traced as LoRA on a 16-bit base \(bitsandbytes' 4-bit storage needs CUDA\); the weights are corrected "
+     r"to NF4 analytically, and to fp32 for the parameters PEFT's prepare_model_for_kbit_training upcasts",
+     "QLoRA 按 16 位基座上的 LoRA 追踪（bitsandbytes 的 4 位存储需要 CUDA）；权重按解析方式改回 NF4，"
+     "PEFT 的 prepare_model_for_kbit_training 升为 fp32 的参数按 fp32 计"),
+    (r"FlashAttention traced as SDPA's flash kernel for the CPU \(same saved tensors\)",
+     "FlashAttention 按 SDPA 在 CPU 上的 flash 内核追踪（保存的张量相同）"),
+    (r"dropout on the CPU keeps its mask in the activation dtype \(CUDA keeps a 1-byte bool mask\): the trace "
+     r"counts up to 3 bytes more per dropped element than a GPU holds",
+     "CPU 上的 dropout 以激活值的数据类型保存掩码（CUDA 保存 1 字节的 bool 掩码）：追踪结果每个被丢弃的元素"
+     "最多比 GPU 多计 3 字节"),
+    (r"MoE routing is data \(fake tensors have none\): the experts were traced with balanced routing, each expert "
+     r"taking the expected share of the tokens x top-k rows \(the same tensors transformers' grouped_mm experts "
+     r"hold, whatever the routing\); the router itself runs as written",
+     "MoE 路由取决于数据（伪张量没有数据）：专家按均衡路由追踪，每个专家分到 token 数 × top-k 行的期望份额"
+     "（无论如何路由，transformers 的 grouped_mm 专家持有的张量都相同）；路由器本身按原代码运行"),
+    (r"attention with a value head dim other than the query's \(MLA\) was traced with SDPA's memory-efficient "
+     r"kernel, which a GPU selects for it \(it saves q, k, v, the output and the log-sum-exp\); the CPU would fall "
+     r"back to the math path, which keeps the s x s probabilities",
+     "value 头维度与 query 不同的注意力（MLA）按 SDPA 的 memory-efficient 内核追踪，GPU 会为它选用该内核"
+     "（保存 q、k、v、输出和 log-sum-exp）；CPU 会退回数学实现，保留 s × s 的概率矩阵"),
+    (r"(?P<m>[\w.-]+): the text model only \((?P<t>[\w.-]+)\); the vision tower is not counted",
+     "{m}：只计文本模型（{t}）；未计入视觉塔"),
+    (r"the trace steps an ordinary optimizer after backward \(no optimizer-in-backward, no paged states\): its "
+     r"gradients and optimizer states are not those of the requested setup",
+     "追踪在反向之后执行普通的优化器步（无 optimizer-in-backward，无分页状态）：其梯度和优化器状态不是所请求配置的"),
+    (r"memory_gib counts allocated bytes \(no CUDA context or allocator cache\); the analytic allocated figure is "
+     r"compared", "memory_gib 计的是已分配的字节（不含 CUDA 上下文和分配器缓存）；与之比较的是解析模型的已分配值"),
+    (r"the trace's activations include the logits buffers; temporaries are in other",
+     "追踪的激活值包含 logits 缓冲区；临时张量计入其他"),
+    (r"the trace does not shard: compare the sharded terms analytically", "追踪不做切分：切分后的各项请用解析模型比较"),
     # plan: host RAM (the counted reason is typed: search/reasons.py HOST_RAM)
     (rf"loading the model \(and CPU offload\) needs (?P<n>{_N}) GiB of host RAM per node, the instance has "
      rf"(?P<h>{_N}) GiB", "加载模型（及 CPU 卸载）需要每节点 {n} GiB 主机内存，实例只有 {h} GiB"),

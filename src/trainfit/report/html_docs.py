@@ -6,6 +6,7 @@ from typing import Any
 
 from ..estimate.memory import PARTS
 from ..i18n import t as tr
+from ..i18n.notes import localize
 from . import svg
 from .document import Doc
 from .words import w
@@ -41,7 +42,7 @@ def trace_doc(doc: dict[str, Any], lang: str) -> Doc:
     d.p(f"{tr('peak_phase', lang)}: {doc['peak_moment']} ({w('r_analytic', lang)}: {est['peak_phase']}); "
         f"{w('r_analytic', lang)} − {w('r_traced', lang)} = {diff['allocated_gib']:+.3f} GiB"
         + (f" ({diff['percent']:+.2f}%)" if diff.get("percent") is not None else ""))
-    d.items(list(doc.get("notes") or []))
+    d.items([localize(n, lang) for n in doc.get("notes") or []])
     return d
 
 
