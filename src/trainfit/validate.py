@@ -123,10 +123,8 @@ def note_phrases(t: TrainingSpec) -> list[str]:
     """The notes that state `t`'s settings the schema has no field for, in the words NOTE_FEATURES reads (so a
     `trainfit bench` case predicts as it ran)."""
     out = []
-    if t.is_peft and set(t.modules_to_save) == {"embed_tokens", "lm_head"}:
+    if t.is_peft and set(t.modules_to_save) == {"embed_tokens", "lm_head"}:  # also in training.modules_to_save
         out.append("LoRA (emb) variant: the embedding and output layers are also trained in full")
-    elif t.is_peft and t.modules_to_save:
-        out.append(f"modules_to_save {','.join(t.modules_to_save)} (not read back by validate)")
     if t.optimizer_in_backward:
         out.append("optimizer_in_bwd (each parameter steps during backward)")
     if t.paged_optimizer:
@@ -166,7 +164,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         values["grad_ckpt"] = BY_NAME["grad_ckpt"].convert(defaults["grad_ckpt"])
     features = note_features(case)
     gptq = "gptq_base" in features
-    values.update(modules_to_save=("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else (),
+    values.update(modules_to_save=("embed_tokens", "lm_head") if "lora_saves_embeddings" in features
+                  else values.get("modules_to_save", ()),
                   optimizer_in_backward="optimizer_in_backward" in features,
                   paged_optimizer="paged_optimizer" in features,
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
