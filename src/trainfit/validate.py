@@ -22,6 +22,13 @@ from .spec.model import ModelSpec
 from .spec.training import Fsdp, Offload, Strategy, Task, TrainingSpec
 from .units import GiB
 
+# The source group of cases made by tracing one training step (trainfit.trace: the real model code under fake tensors,
+# every allocation counted; `trainfit trace --case-out`, `benchmarks/conformance.py --cases-out`). Their truth is
+# allocated memory only: no allocator cache, no CUDA context. Every other case is a measured run (published or
+# our own `bench`).
+TRACE_SOURCE = "trace"
+TRUTHS = ("measured", TRACE_SOURCE)
+
 # What a null memory_kind is compared with: the PyTorch allocator's reserved memory (between allocated and
 # nvidia-smi, which differ by 1-3 GiB); stated in every report.
 NULL_MEMORY_KIND = "reserved"
@@ -45,6 +52,7 @@ class Row:
     # metric -> (its error, why the measurement contradicts the stated setup): left out of the statistics
     excluded: dict[str, tuple[float, str]] = field(default_factory=dict)
     band: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> 80% band of the measured field
+    truth: str = "measured"  # "measured" (a run on a GPU) or "trace" (TRACE_SOURCE: allocations of the traced step)
 
     def pair(self, metric: str) -> tuple[float | None, float | None]:
         """(predicted, measured) of the value `metric` is compared on."""
@@ -53,7 +61,7 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
-                "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
+                "framework": self.framework, "truth": self.truth, "predicted": self.predicted, "measured": self.measured,
                 "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes),
                 "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()},
                 "band": {k: {"low": round(lo, 4), "high": round(hi, 4), "covers": self.covers(k)}
@@ -71,6 +79,11 @@ class Row:
 def source_group(case: dict) -> str:
     src = str(case.get("source") or "unknown").split(";")[0].split(" ")[0]
     return src.replace("github.com/", "")
+
+
+def truth_of(case: dict) -> str:
+    """"trace" for a case of the trace source (TRACE_SOURCE), else "measured"."""
+    return TRACE_SOURCE if source_group(case) == TRACE_SOURCE else "measured"
 
 
 def load_cases(paths: list[str]) -> list[dict]:
@@ -313,7 +326,7 @@ def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
     meas = measured_values(case)
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
-              framework=str(t.get("framework")), from_notes=note_features(case))
+              framework=str(t.get("framework")), from_notes=note_features(case), truth=truth_of(case))
     row.predicted = {"tokens_per_s_per_gpu": round(est.tokens_per_s_per_gpu, 2),
                      "step_time_s": round(est.step_time_s, 5), "mfu": round(est.mfu, 4),
                      "peak_memory_gib": round(memory_of_kind(est, meas.get("memory_kind")) / GiB, 3),
@@ -349,12 +362,18 @@ def _metric(rows: list[Row], key: str) -> dict[str, Any]:
     values = [(r, r.error[key]) for r in rows if key in r.error]
     out = _stats(values)
     out["band_coverage"] = band_coverage(rows, key) if key in ("throughput", "memory") else None
-    for attr in ("gpu", "method", "source", "framework"):
+    for attr in ("gpu", "method", "source", "framework", "truth"):
         groups: dict[str, list] = defaultdict(list)
         for r, e in values:
             groups[getattr(r, attr)].append((r, e))
         out[f"by_{attr}"] = {g: {k: v for k, v in _stats(vs).items() if k != "worst_case"}
                              for g, vs in sorted(groups.items())}
+    if key == "memory":  # source -> the counter it measured (memory_kind) -> errors: trace beside published
+        nested: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+        for r, e in values:
+            nested[r.source][r.predicted["memory_kind"]].append((r, e))
+        out["by_source_kind"] = {src: {kind: {**_stats(vs), "truth": vs[0][0].truth} for kind, vs in sorted(kinds.items())}
+                                 for src, kinds in sorted(nested.items())}
     return out
 
 
@@ -373,6 +392,9 @@ class Report:
                 "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                              for r in self.rows for k, (e, why) in r.excluded.items()],
                 "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
+                          "trace cases (source 'trace': allocations of the traced step) are compared with the "
+                          "predicted allocated peak, without allocator cache or CUDA context; by_truth and "
+                          "memory.by_source_kind put them beside the measured runs",
                           "a measured peak below the weights and optimizer states its stated setup keeps resident "
                           "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
                           "counts it)",
@@ -413,6 +435,8 @@ def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = Fal
                 raise Skip("nothing measured")
             if ((case.get("hardware") or {}).get("gpu") or "") == "cpu":
                 raise Skip("CPU measurement")
+            if truth_of(case) == TRACE_SOURCE and meas.get("memory_kind") != "allocated":
+                raise Skip("trace case without memory_kind allocated (a trace counts allocated bytes only)")
             row = compare(case, predict_case(case, eff), keep_inconsistent)
             if not row.error and not row.excluded:
                 raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")

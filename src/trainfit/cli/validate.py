@@ -163,6 +163,7 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
     c = console()
     _counts_and_errors(c, doc, lang, "", ("throughput", "memory", "mfu"), ("by_gpu", "by_method", "by_framework"),
                        f" · efficiencies: {doc['efficiencies']}")
+    render_sources(c, doc["memory"], lang)
     for metric in ("throughput", "memory"):
         cov = doc[metric].get("band_coverage") or {}
         if cov.get("n"):
@@ -188,6 +189,28 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
         c.print(r)
     for note in doc["notes"]:
         c.print(f"- {note}", style="dim")
+
+
+def render_sources(c, memory: dict, lang: str = "en") -> None:
+    """Peak-memory errors per truth (measured runs, traced steps) and per source and the counter it measured
+    (memory_kind), one line each: trace truth beside published truth."""
+    from rich.table import Table
+
+    if not memory.get("n"):
+        return
+    t = Table(title=_w("v_by_source", lang))
+    for col, justify in ((_w("v_truth", lang), "left"), (_w("v_source", lang), "left"),
+                         (_w("v_counter", lang), "left"), ("n", "right"), ("MAPE", "right"),
+                         (_w("v_worst", lang), "right")):
+        t.add_column(col, justify=justify)
+    by_kind = memory.get("by_source_kind") or {}
+    for truth, s in memory.get("by_truth", {}).items():
+        t.add_row(truth, "all", "", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]), style="bold")
+        for source, kinds in by_kind.items():
+            for kind, k in kinds.items():
+                if k["truth"] == truth:
+                    t.add_row("", source, kind, str(k["n"]), _pct(k["mape"]), _pct(k["max_ape"]))
+    c.print(t)
 
 
 def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:
