@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from .catalog.efficiency import Efficiencies
 from .validate import (Report, Row, load_cases, measured_values, metric_key, source_group,  # noqa: F401
-                       validate)
+                       truth_of, validate)
 
 MIN_CASES = 3
 ROUNDS = 3
@@ -49,10 +49,10 @@ class Param:
         return {self.name: {self.key: {self.sub: value}}}
 
 
-def _stratum(case: dict) -> tuple[str, bool, bool]:
+def _stratum(case: dict) -> tuple[str, bool, bool, str]:
     meas = measured_values(case)
     return (str((case.get("training") or {}).get("framework")), metric_key(meas, "throughput") is not None,
-            metric_key(meas, "memory") is not None)
+            metric_key(meas, "memory") is not None, truth_of(case))
 
 
 def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -86,6 +86,11 @@ FITTED = {
     "framework_activation_factor": ("memory", 0.02, 2.0),
     "framework_logits_factor": ("memory", 0.02, 2.0),
 }
+# The memory counters (memory_kind) a memory parameter moves: the allocator's cache is in reserved memory and what
+# nvidia-smi shows, the CUDA context only in the latter. Allocated memory (trace cases, allocated-kind runs) moves
+# neither, so such cases never count for them.
+MOVES_KINDS = {"allocator_overhead_fraction": ("reserved", "nvidia-smi"),
+               "allocator_overhead_gib": ("reserved", "nvidia-smi"), "cuda_context_gib": ("nvidia-smi",)}
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
 REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
 
@@ -123,6 +128,8 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
         link = binding_link(by_id[row.id], base) if "throughput" in row.error else None
         for name, (metric, _, _) in FITTED.items():
             if metric not in row.error:
+                continue
+            if name in MOVES_KINDS and row.predicted["memory_kind"] not in MOVES_KINDS[name]:
                 continue
             if name.startswith("framework_") and row.framework in REFERENCE_STACKS:
                 continue
