@@ -362,19 +362,29 @@ def _metric(rows: list[Row], key: str) -> dict[str, Any]:
     values = [(r, r.error[key]) for r in rows if key in r.error]
     out = _stats(values)
     out["band_coverage"] = band_coverage(rows, key) if key in ("throughput", "memory") else None
-    for attr in ("gpu", "method", "source", "framework", "truth"):
+    for attr in ("gpu", "method", "source", "framework"):
         groups: dict[str, list] = defaultdict(list)
         for r, e in values:
             groups[getattr(r, attr)].append((r, e))
         out[f"by_{attr}"] = {g: {k: v for k, v in _stats(vs).items() if k != "worst_case"}
                              for g, vs in sorted(groups.items())}
-    if key == "memory":  # source -> the counter it measured (memory_kind) -> errors: trace beside published
-        nested: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-        for r, e in values:
-            nested[r.source][r.predicted["memory_kind"]].append((r, e))
-        out["by_source_kind"] = {src: {kind: {**_stats(vs), "truth": vs[0][0].truth} for kind, vs in sorted(kinds.items())}
-                                 for src, kinds in sorted(nested.items())}
     return out
+
+
+def counter_of(row: Row) -> str:
+    """The memory counter a row's source measured (memory_kind), or what an unstated one is compared with."""
+    return row.measured.get("memory_kind") or f"unstated ({NULL_MEMORY_KIND})"
+
+
+def by_source_kind(rows: list[Row]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Peak-memory errors per source and the counter it measured, each with its truth (measured or trace): the
+    trace source beside the published ones."""
+    nested: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if "memory" in r.error:
+            nested[r.source][counter_of(r)].append((r, r.error["memory"]))
+    return {src: {kind: {**_stats(vs), "truth": vs[0][0].truth} for kind, vs in sorted(kinds.items())}
+            for src, kinds in sorted(nested.items())}
 
 
 @dataclass
@@ -384,17 +394,23 @@ class Report:
     cases: int
 
     def to_dict(self) -> dict[str, Any]:
-        oom_rows = [r for r in self.rows if "oom_correct" in r.error]
+        """The statistics per metric are of the measured runs; trace cases (an exact count of allocated bytes, not a
+        run) have theirs under "trace", and both are side by side in "memory_by_source_kind"."""
+        measured = [r for r in self.rows if r.truth != TRACE_SOURCE]
+        traced = [r for r in self.rows if r.truth == TRACE_SOURCE]
+        oom_rows = [r for r in measured if "oom_correct" in r.error]
         return {"cases": self.cases, "predicted": len(self.rows), "skipped": dict(self.skipped.most_common()),
-                "throughput": _metric(self.rows, "throughput"), "memory": _metric(self.rows, "memory"),
-                "mfu": _metric(self.rows, "mfu"),
+                "throughput": _metric(measured, "throughput"), "memory": _metric(measured, "memory"),
+                "mfu": _metric(measured, "mfu"),
+                "trace": {"predicted": len(traced), "memory": _metric(traced, "memory")} if traced else None,
+                "memory_by_source_kind": by_source_kind(self.rows),
                 "oom": {"n": len(oom_rows), "correct": sum(1 for r in oom_rows if r.error["oom_correct"] == 0.0)},
                 "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                              for r in self.rows for k, (e, why) in r.excluded.items()],
                 "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
-                          "trace cases (source 'trace': allocations of the traced step) are compared with the "
-                          "predicted allocated peak, without allocator cache or CUDA context; by_truth and "
-                          "memory.by_source_kind put them beside the measured runs",
+                          "trace cases (source 'trace': allocations of a traced step) are compared with the "
+                          "predicted allocated peak, without allocator cache or CUDA context; their statistics are "
+                          "under 'trace', apart from the measured runs', and beside them in memory_by_source_kind",
                           "a measured peak below the weights and optimizer states its stated setup keeps resident "
                           "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
                           "counts it)",
@@ -440,7 +456,7 @@ def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = Fal
             row = compare(case, predict_case(case, eff), keep_inconsistent)
             if not row.error and not row.excluded:
                 raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")
-            if bands is not None:
+            if bands is not None and row.truth != TRACE_SOURCE:  # the bands are of runs, not of traced steps
                 add_bands(row, bands)
             rows.append(row)
         except Skip as exc:
