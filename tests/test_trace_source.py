@@ -95,7 +95,7 @@ def test_regenerating_shipped_trace_cases_reproduces_them(trace_cases):
             {k: v for k, v in shipped.items() if k != "environment"}
 
 
-def test_validate_reports_the_trace_source_beside_published_ones(run_cli, trace_cases):
+def test_validate_reports_the_trace_source_beside_published_ones(run_cli, trace_cases, tmp_path):
     """Given published runs and trace cases, validate keeps each truth's statistics apart (the published ones as
     without the traces) and puts every source, with the counter it measured, side by side."""
     code, out, err = run_cli("validate", DEV, TRACE, "--json")
@@ -127,6 +127,13 @@ def test_validate_reports_the_trace_source_beside_published_ones(run_cli, trace_
     assert f"{trace['mape']:.1%}" in line and str(len(trace_cases)) in line
     code, _, err = run_cli("validate", DEV, TRACE, "--max-mape-trace", "0.001")
     assert code == 1 and "trace memory MAPE" in err
+    code, text, err = run_cli("validate", TRACE)  # trace cases only: no empty table of measured runs
+    assert code == 0 and "by source and counter" in text and "error of the predictions" not in text, err
+    html = tmp_path / "v.html"
+    code, _, err = run_cli("validate", DEV, TRACE, "--html", str(html))
+    assert code == 0, err
+    assert "trace: allocated peak (GiB)" in html.read_text() and f"trace (allocated peak): n = {trace['n']}" in \
+        html.read_text()
 
 
 def test_allocated_comparison_adds_no_allocator_or_context(trace_cases):

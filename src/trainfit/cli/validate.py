@@ -147,6 +147,8 @@ def _counts_and_errors(c, doc: dict, lang: str, prefix: str, metrics: tuple, gro
     if doc["skipped"]:
         c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
                                                   for reason, n in doc["skipped"].items()))
+    if not any(doc[metric]["n"] for metric in metrics):  # e.g. trace cases only: their own table follows
+        return
     t = Table(title=prefix + _w("v_title", lang))
     for col, justify in ((_w("v_metric", lang), "left"), (_w("v_group", lang), "left"), ("n", "right"),
                          ("MAPE", "right"), (_w("v_worst", lang), "right")):
