@@ -209,3 +209,22 @@ def test_trace_cli_case_out(run_cli, tmp_path):
     code, _, err = run_cli("trace", "--model", "tiny-llama", "--method", "qlora", "--seq-len", "128",
                            "--case-out", str(tmp_path / "q.jsonl"))
     assert code == 2 and "not trace truth" in err
+
+
+def test_cv_by_source_leaves_trace_out_as_one_group_and_keeps_it_apart(tmp_path, dev_cases):
+    """`calibrate --cv source` with trace cases: one left-out group `trace`; every published group's left-out error,
+    the overall error and the bands' coverage are those of the same run without the traces (they pull nothing and
+    are not mixed into the measured runs' figures)."""
+    from trainfit.calibrate import cross_validate
+
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(json.dumps(c) + "\n" for c in dev_cases
+                             if c["training"].get("framework") in ("unsloth", "torchtune")))
+    alone = cross_validate([str(small)], "source", rounds=1)
+    both = cross_validate([str(small), TRACE], "source", rounds=1)
+    assert set(both["groups"]) == set(alone["groups"]) | {TRACE_SOURCE}
+    assert both["groups"][TRACE_SOURCE]["left_out"] == 48 and both["trace"]["n"] == 48
+    for g, s in alone["groups"].items():
+        assert {k: both["groups"][g][k] for k in ("left_out", "throughput", "memory")} == \
+            {k: s[k] for k in ("left_out", "throughput", "memory")}
+    assert both["overall"] == alone["overall"] and "trace" not in alone
