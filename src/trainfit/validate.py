@@ -27,7 +27,6 @@ from .units import GiB
 # allocated memory only: no allocator cache, no CUDA context. Every other case is a measured run (published or
 # our own `bench`).
 TRACE_SOURCE = "trace"
-TRUTHS = ("measured", TRACE_SOURCE)
 
 # What a null memory_kind is compared with: the PyTorch allocator's reserved memory (between allocated and
 # nvidia-smi, which differ by 1-3 GiB); stated in every report.
@@ -61,7 +60,8 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
-                "framework": self.framework, "truth": self.truth, "predicted": self.predicted, "measured": self.measured,
+                "framework": self.framework, "truth": self.truth, "predicted": self.predicted,
+                "measured": self.measured,
                 "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes),
                 "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()},
                 "band": {k: {"low": round(lo, 4), "high": round(hi, 4), "covers": self.covers(k)}
@@ -408,9 +408,10 @@ class Report:
                 "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                              for r in self.rows for k, (e, why) in r.excluded.items()],
                 "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
-                          "trace cases (source 'trace': allocations of a traced step) are compared with the "
-                          "predicted allocated peak, without allocator cache or CUDA context; their statistics are "
-                          "under 'trace', apart from the measured runs', and beside them in memory_by_source_kind",
+                          *(["trace cases (source 'trace': allocations of a traced step) are compared with the "
+                             "predicted allocated peak, without allocator cache or CUDA context; their statistics are "
+                             "under 'trace', apart from the measured runs', and beside them in "
+                             "memory_by_source_kind"] if traced else []),
                           "a measured peak below the weights and optimizer states its stated setup keeps resident "
                           "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
                           "counts it)",

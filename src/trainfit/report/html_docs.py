@@ -51,7 +51,8 @@ def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
     summary = []
     charts = [(key, label, [r for r in all_rows if r.get("truth") != "trace"]) for key, label in VALIDATE_METRICS]
     # traced steps (the source "trace": allocated bytes) get a chart of their own, beside the measured runs'
-    charts.append(("peak_memory_gib", "trace: allocated peak (GiB)", [r for r in all_rows if r.get("truth") == "trace"]))
+    charts.append(("peak_memory_gib", "trace: allocated peak (GiB)",
+                   [r for r in all_rows if r.get("truth") == "trace"]))
     for key, label, rows in charts:
         pts = [(r["measured"][key], r["predicted"][key], 1, f"{r['id']}: {r['predicted'][key]:.4g} vs "
                 f"{r['measured'][key]:.4g}") for r in rows
