@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 # torch 2.13.0 has a local CPU build on these machines; any other spec pulls a multi-GB CUDA build.
 TORCH_PIN := torch==2.13.0
 
-.PHONY: run test browser calibrate cv peers bench clean
+.PHONY: run test browser calibrate cv peers bench clean trace-cases
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -54,6 +54,11 @@ test: $(VENV)/.test-installed $(VENV)/sky/.installed browser
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))
 calibrate: $(VENV)/.run-installed
 	$(BIN)/trainfit calibrate $(CALIBRATION_INPUTS) --out src/trainfit/catalog/data/calibration.yaml
+
+# Traced steps as validation cases of the source `trace` (README, Accuracy; about 8 minutes on 2 cores). Not a
+# calibration input: allocated memory fits none of the calibrated values.
+trace-cases: $(VENV)/.test-installed
+	PYTHONPATH=src $(BIN)/python benchmarks/conformance.py --n 48 --seed 0 --cases-out data/validation/trace_cases.jsonl
 
 # Leave-one-source-out error and the residuals the error bands are made from (README, Accuracy; minutes).
 cv: $(VENV)/.run-installed

@@ -6,7 +6,13 @@ optimizer and its implementation, checkpointing, attention, micro-batch, sequenc
 each traced for two steps (`trainfit.trace.run_trace`: peak of step 2 and of every moment) and estimated
 analytically. Prints the error of the analytic peak by dimension (MAPE, worst) and where each peak falls.
 
-    PYTHONPATH=src python benchmarks/conformance.py --n 300 [--seed 0] [--jsonl out.jsonl]
+    PYTHONPATH=src python benchmarks/conformance.py --n 300 [--seed 0] [--jsonl out.jsonl] [--cases-out cases.jsonl]
+
+--cases-out writes each traced configuration as a validation case of the source "trace" (trainfit/trace/case.py:
+memory_kind allocated, the job through the case door), which `trainfit validate` and `trainfit calibrate` read beside
+the published runs. The shipped data/validation/trace_cases.jsonl is
+
+    PYTHONPATH=src python benchmarks/conformance.py --n 48 --seed 0 --cases-out data/validation/trace_cases.jsonl
 
 `tests/test_conformance.py` runs a fixed seeded sample of the same generator with the CI limits.
 """
@@ -137,7 +143,9 @@ def stage(moment: str) -> str:
     return "optimizer" if moment.startswith("optimizer") else "backward"
 
 
-def run_one(d: Draw) -> dict:
+def run_one(d: Draw, case: dict | None = None) -> dict:
+    """Trace and estimate one draw; with `case` ({"seed": ..., "index": ...}: where the draw came from), the row also
+    holds the traced step as a validation case of the trace source (row["case"])."""
     from trainfit.api import estimate
     from trainfit.spec.model import ModelSpec
     from trainfit.trace import run_trace
@@ -158,11 +166,31 @@ def run_one(d: Draw) -> dict:
                    lora_targets=",".join(d.lora_targets), modules_to_save=",".join(d.modules_to_save) or None,
                    **_impl_kwargs(d))
     analytic, truth = est.memory.allocated, traced.total
-    return {"draw": d.__dict__, "dims": d.dims(), "traced_bytes": truth, "analytic_bytes": analytic,
-            "error": (analytic - truth) / truth, "traced_moment": traced.peak_moment,
-            "analytic_moment": est.memory.peak_phase,
-            "moment_right": stage(traced.peak_moment) == stage(est.memory.peak_phase),
-            "seconds": round(time.perf_counter() - start, 2)}
+    row = {"draw": d.__dict__, "dims": d.dims(), "traced_bytes": truth, "analytic_bytes": analytic,
+           "error": (analytic - truth) / truth, "traced_moment": traced.peak_moment,
+           "analytic_moment": est.memory.peak_phase,
+           "moment_right": stage(traced.peak_moment) == stage(est.memory.peak_phase),
+           "seconds": round(time.perf_counter() - start, 2)}
+    if case is not None:
+        row["case"] = trace_case_of(d, est, truth, traced, case["seed"], case["index"])
+    return row
+
+
+def trace_case_of(d: Draw, est, truth: float, traced, seed: int, index: int) -> dict:
+    """The traced draw as a validation case of the trace source (trainfit.trace.case)."""
+    from trainfit.trace.case import trace_case
+
+    return trace_case(est, truth, FAMILIES[d.family], case_id=f"trace-conformance-s{seed}-{index:03d}-{d.family}-"
+                      f"{d.method}", origin=f"benchmarks/conformance.py --seed {seed}, draw {index}",
+                      peak_moment=traced.peak_moment, traced_layers=traced.traced_layers,
+                      extra={"generator": "benchmarks/conformance.py", "seed": seed, "index": index,
+                             "draw": json.loads(json.dumps(d.__dict__))})
+
+
+def regenerate(case: dict) -> dict:
+    """A shipped trace case made again from its seed and draw index (tests: the shipped numbers reproduce)."""
+    seed, index = case["trace"]["seed"], case["trace"]["index"]
+    return run_one(draws(index + 1, seed)[index], {"seed": seed, "index": index})["case"]
 
 
 def _impl_kwargs(d: Draw) -> dict:
@@ -213,21 +241,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jsonl", help="write one row per configuration")
+    ap.add_argument("--cases-out", metavar="FILE",
+                    help="write each traced configuration as a validation case of the source 'trace'")
     args = ap.parse_args(argv)
     rows, start = [], time.perf_counter()
     out = open(args.jsonl, "w") if args.jsonl else None
+    cases_out = open(args.cases_out, "w", encoding="utf-8") if args.cases_out else None
     for i, d in enumerate(draws(args.n, args.seed)):
         try:
-            row = run_one(d)
+            row = run_one(d, {"seed": args.seed, "index": i} if cases_out else None)
         except Exception as exc:  # noqa: BLE001 - a configuration the trace cannot run is reported, not hidden
             print(f"[{i}] not traced: {type(exc).__name__}: {exc} {d}", file=sys.stderr)
             continue
+        if cases_out:
+            cases_out.write(json.dumps(row.pop("case")) + "\n")
+            cases_out.flush()
         rows.append(row)
         if out:
             out.write(json.dumps(row) + "\n")
             out.flush()
-    if out:
-        out.close()
+    for fh in (out, cases_out):
+        if fh:
+            fh.close()
     print(table(rows))
     print(f"\n{len(rows)} of {args.n} traced in {time.perf_counter() - start:.0f} s")
     return 0

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .catalog.efficiency import Efficiencies
-from .validate import (Report, Row, load_cases, measured_values, metric_key, source_group,  # noqa: F401
-                       validate)
+from .validate import (TRACE_SOURCE, Report, Row, load_cases, measured_values, metric_key,  # noqa: F401
+                       source_group, truth_of, validate)
 
 MIN_CASES = 3
 ROUNDS = 3
@@ -49,10 +49,10 @@ class Param:
         return {self.name: {self.key: {self.sub: value}}}
 
 
-def _stratum(case: dict) -> tuple[str, bool, bool]:
+def _stratum(case: dict) -> tuple[str, bool, bool, str]:
     meas = measured_values(case)
     return (str((case.get("training") or {}).get("framework")), metric_key(meas, "throughput") is not None,
-            metric_key(meas, "memory") is not None)
+            metric_key(meas, "memory") is not None, truth_of(case))
 
 
 def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -86,6 +86,11 @@ FITTED = {
     "framework_activation_factor": ("memory", 0.02, 2.0),
     "framework_logits_factor": ("memory", 0.02, 2.0),
 }
+# The memory counters (memory_kind) a memory parameter moves: the allocator's cache is in reserved memory and what
+# nvidia-smi shows, the CUDA context only in the latter. Allocated memory (trace cases, allocated-kind runs) moves
+# neither, so such cases never count for them.
+MOVES_KINDS = {"allocator_overhead_fraction": ("reserved", "nvidia-smi"),
+               "allocator_overhead_gib": ("reserved", "nvidia-smi"), "cuda_context_gib": ("nvidia-smi",)}
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
 REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
 
@@ -123,6 +128,8 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
         link = binding_link(by_id[row.id], base) if "throughput" in row.error else None
         for name, (metric, _, _) in FITTED.items():
             if metric not in row.error:
+                continue
+            if name in MOVES_KINDS and row.predicted["memory_kind"] not in MOVES_KINDS[name]:
                 continue
             if name.startswith("framework_") and row.framework in REFERENCE_STACKS:
                 continue
@@ -296,7 +303,9 @@ CV_GROUPS = ("source", "framework")
 
 def group_of(case: dict, by: str) -> str:
     """The group a case is left out with: its source (repository or paper: one stack, data and way of measuring)
-    or its training framework."""
+    or its training framework. Trace cases (validate.TRACE_SOURCE) are one group either way: no stack ran them."""
+    if by in CV_GROUPS and truth_of(case) == TRACE_SOURCE:
+        return TRACE_SOURCE
     if by == "source":
         return source_group(case)
     if by == "framework":
@@ -396,11 +405,16 @@ def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str]
             if log:
                 log(f"left out {w[0]}: {len(results[-1]['residuals'])} compared values")
     residuals = [r for f in results for r in f["residuals"]]
-    covered = cv_band_coverage(residuals)
+    # the overall error and the bands are of measured runs; trace cases (allocated bytes of a traced step) are
+    # their own group, reported beside them
+    traced_ids = {str(c.get("id")) for c in cases if truth_of(c) == TRACE_SOURCE}
+    measured = [r for r in residuals if r["id"] not in traced_ids]
+    covered = cv_band_coverage(measured)
     groups = {f["group"]: {"fitted": f["fitted"], "left_out": f["left_out"],
                            "throughput": _mape_of(f["residuals"], "throughput"),
                            "memory": _mape_of(f["residuals"], "memory")} for f in results}
-    overall = {m: {**_mape_of(residuals, m), "band_coverage": _coverage(covered, m)} for m in ("throughput", "memory")}
+    overall = {m: {**_mape_of(measured, m), "band_coverage": _coverage(covered, m)} for m in ("throughput", "memory")}
+    out_trace = {"trace": _mape_of([r for r in residuals if r["id"] in traced_ids], "memory")} if traced_ids else {}
     return {"by": by, "inputs": [os.path.relpath(p) for p in paths], "rounds": rounds, "groups": groups,
-            "overall": overall,
+            "overall": overall, **out_trace,
             "in_sample": summary(validate(cases, Efficiencies.default())), "residuals": residuals}

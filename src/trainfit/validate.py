@@ -22,6 +22,12 @@ from .spec.model import ModelSpec
 from .spec.training import Fsdp, Offload, Strategy, Task, TrainingSpec
 from .units import GiB
 
+# The source group of cases made by tracing one training step (trainfit.trace: the real model code under fake tensors,
+# every allocation counted; `trainfit trace --case-out`, `benchmarks/conformance.py --cases-out`). Their truth is
+# allocated memory only: no allocator cache, no CUDA context. Every other case is a measured run (published or
+# our own `bench`).
+TRACE_SOURCE = "trace"
+
 # What a null memory_kind is compared with: the PyTorch allocator's reserved memory (between allocated and
 # nvidia-smi, which differ by 1-3 GiB); stated in every report.
 NULL_MEMORY_KIND = "reserved"
@@ -45,6 +51,7 @@ class Row:
     # metric -> (its error, why the measurement contradicts the stated setup): left out of the statistics
     excluded: dict[str, tuple[float, str]] = field(default_factory=dict)
     band: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> 80% band of the measured field
+    truth: str = "measured"  # "measured" (a run on a GPU) or "trace" (TRACE_SOURCE: allocations of the traced step)
 
     def pair(self, metric: str) -> tuple[float | None, float | None]:
         """(predicted, measured) of the value `metric` is compared on."""
@@ -53,7 +60,8 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "source": self.source, "gpu": self.gpu, "method": self.method,
-                "framework": self.framework, "predicted": self.predicted, "measured": self.measured,
+                "framework": self.framework, "truth": self.truth, "predicted": self.predicted,
+                "measured": self.measured,
                 "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes),
                 "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()},
                 "band": {k: {"low": round(lo, 4), "high": round(hi, 4), "covers": self.covers(k)}
@@ -71,6 +79,11 @@ class Row:
 def source_group(case: dict) -> str:
     src = str(case.get("source") or "unknown").split(";")[0].split(" ")[0]
     return src.replace("github.com/", "")
+
+
+def truth_of(case: dict) -> str:
+    """"trace" for a case of the trace source (TRACE_SOURCE), else "measured"."""
+    return TRACE_SOURCE if source_group(case) == TRACE_SOURCE else "measured"
 
 
 def load_cases(paths: list[str]) -> list[dict]:
@@ -123,10 +136,8 @@ def note_phrases(t: TrainingSpec) -> list[str]:
     """The notes that state `t`'s settings the schema has no field for, in the words NOTE_FEATURES reads (so a
     `trainfit bench` case predicts as it ran)."""
     out = []
-    if t.is_peft and set(t.modules_to_save) == {"embed_tokens", "lm_head"}:
+    if t.is_peft and set(t.modules_to_save) == {"embed_tokens", "lm_head"}:  # also in training.modules_to_save
         out.append("LoRA (emb) variant: the embedding and output layers are also trained in full")
-    elif t.is_peft and t.modules_to_save:
-        out.append(f"modules_to_save {','.join(t.modules_to_save)} (not read back by validate)")
     if t.optimizer_in_backward:
         out.append("optimizer_in_bwd (each parameter steps during backward)")
     if t.paged_optimizer:
@@ -166,7 +177,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         values["grad_ckpt"] = BY_NAME["grad_ckpt"].convert(defaults["grad_ckpt"])
     features = note_features(case)
     gptq = "gptq_base" in features
-    values.update(modules_to_save=("embed_tokens", "lm_head") if "lora_saves_embeddings" in features else (),
+    values.update(modules_to_save=("embed_tokens", "lm_head") if "lora_saves_embeddings" in features
+                  else values.get("modules_to_save", ()),
                   optimizer_in_backward="optimizer_in_backward" in features,
                   paged_optimizer="paged_optimizer" in features,
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
@@ -314,7 +326,7 @@ def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
     meas = measured_values(case)
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
-              framework=str(t.get("framework")), from_notes=note_features(case))
+              framework=str(t.get("framework")), from_notes=note_features(case), truth=truth_of(case))
     row.predicted = {"tokens_per_s_per_gpu": round(est.tokens_per_s_per_gpu, 2),
                      "step_time_s": round(est.step_time_s, 5), "mfu": round(est.mfu, 4),
                      "peak_memory_gib": round(memory_of_kind(est, meas.get("memory_kind")) / GiB, 3),
@@ -359,6 +371,22 @@ def _metric(rows: list[Row], key: str) -> dict[str, Any]:
     return out
 
 
+def counter_of(row: Row) -> str:
+    """The memory counter a row's source measured (memory_kind), or what an unstated one is compared with."""
+    return row.measured.get("memory_kind") or f"unstated ({NULL_MEMORY_KIND})"
+
+
+def by_source_kind(rows: list[Row]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Peak-memory errors per source and the counter it measured, each with its truth (measured or trace): the
+    trace source beside the published ones."""
+    nested: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if "memory" in r.error:
+            nested[r.source][counter_of(r)].append((r, r.error["memory"]))
+    return {src: {kind: {**_stats(vs), "truth": vs[0][0].truth} for kind, vs in sorted(kinds.items())}
+            for src, kinds in sorted(nested.items())}
+
+
 @dataclass
 class Report:
     rows: list[Row]
@@ -366,14 +394,24 @@ class Report:
     cases: int
 
     def to_dict(self) -> dict[str, Any]:
-        oom_rows = [r for r in self.rows if "oom_correct" in r.error]
+        """The statistics per metric are of the measured runs; trace cases (an exact count of allocated bytes, not a
+        run) have theirs under "trace", and both are side by side in "memory_by_source_kind"."""
+        measured = [r for r in self.rows if r.truth != TRACE_SOURCE]
+        traced = [r for r in self.rows if r.truth == TRACE_SOURCE]
+        oom_rows = [r for r in measured if "oom_correct" in r.error]
         return {"cases": self.cases, "predicted": len(self.rows), "skipped": dict(self.skipped.most_common()),
-                "throughput": _metric(self.rows, "throughput"), "memory": _metric(self.rows, "memory"),
-                "mfu": _metric(self.rows, "mfu"),
+                "throughput": _metric(measured, "throughput"), "memory": _metric(measured, "memory"),
+                "mfu": _metric(measured, "mfu"),
+                "trace": {"predicted": len(traced), "memory": _metric(traced, "memory")} if traced else None,
+                "memory_by_source_kind": by_source_kind(self.rows),
                 "oom": {"n": len(oom_rows), "correct": sum(1 for r in oom_rows if r.error["oom_correct"] == 0.0)},
                 "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                              for r in self.rows for k, (e, why) in r.excluded.items()],
                 "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
+                          *(["trace cases (source 'trace': allocations of a traced step) are compared with the "
+                             "predicted allocated peak, without allocator cache or CUDA context; their statistics are "
+                             "under 'trace', apart from the measured runs', and beside them in "
+                             "memory_by_source_kind"] if traced else []),
                           "a measured peak below the weights and optimizer states its stated setup keeps resident "
                           "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
                           "counts it)",
@@ -414,10 +452,12 @@ def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = Fal
                 raise Skip("nothing measured")
             if ((case.get("hardware") or {}).get("gpu") or "") == "cpu":
                 raise Skip("CPU measurement")
+            if truth_of(case) == TRACE_SOURCE and meas.get("memory_kind") != "allocated":
+                raise Skip("trace case without memory_kind allocated (a trace counts allocated bytes only)")
             row = compare(case, predict_case(case, eff), keep_inconsistent)
             if not row.error and not row.excluded:
                 raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")
-            if bands is not None:
+            if bands is not None and row.truth != TRACE_SOURCE:  # the bands are of runs, not of traced steps
                 add_bands(row, bands)
             rows.append(row)
         except Skip as exc:

@@ -23,6 +23,9 @@ def add_parser(sub) -> None:
     add_model_flag(p)
     p.add_argument("--gpu", "-g", default="a100-sxm4-80gb", help="GPU whose usable memory the result is set against")
     p.add_argument("--full-depth", action="store_true", help="trace every block instead of 2 and 3 (slow for 7B+)")
+    p.add_argument("--case-out", metavar="FILE", default=None,
+                   help="append the traced step to FILE as a validation case of the source 'trace' (memory_kind "
+                        "allocated; read by validate and calibrate beside published runs)")
     add_job_flags(p)
     add_report_flags(p)
     p.set_defaults(run=run)
@@ -36,7 +39,13 @@ def run(args: argparse.Namespace) -> int:
     check_reports(args)
     est = estimate(args.model, args.gpu, efficiencies=load_efficiencies(parse_sets(args.set), args.calibration),
                    **workload_kwargs(args), **strategy_kwargs(args))
+    if args.case_out:
+        from ..trace.case import check_traceable_case
+
+        check_traceable_case(est)  # before the trace
     doc = compare_with_estimate(est, full=args.full_depth)
+    if args.case_out:
+        write_case(est, doc, args.case_out)
     doc = {"model": est.model.name, "method": est.training.method.value, "seq_len": est.training.seq_len,
            "micro_batch": est.training.micro_batch, "grad_ckpt": est.training.grad_ckpt.value, **doc}
     from ..report.html_docs import trace_doc
@@ -77,3 +86,29 @@ def run(args: argparse.Namespace) -> int:
     c.print(moments)
     write_reports(args, lambda: trace_doc(doc, lang))
     return 0
+
+
+def write_case(est, doc: dict, path: str) -> None:
+    """Append the traced step as a validation case (trace/case.py) to `path`."""
+    import hashlib
+    import json
+
+    from ..errors import SpecError
+    from ..spec.job import CASE, json_values
+    from ..trace import one_gpu, trace_config
+    from ..trace.case import trace_case
+
+    single = one_gpu(est)
+    t = single.training
+    job = json.dumps(json_values(t, "training", CASE), sort_keys=True)
+    digest = hashlib.sha1(f"{est.model.name}|{est.model.layers}|{job}".encode("utf-8")).hexdigest()[:8]
+    case_id = (f"trace-{est.model.name}-{t.method.value}-s{t.seq_len}-mb{t.micro_batch}-{t.grad_ckpt.value}-"
+               f"{digest}")
+    case = trace_case(single, doc["traced_bytes"], trace_config(est).hf_config, case_id=case_id,
+                      origin="trainfit trace --case-out", peak_moment=doc["peak_moment"],
+                      traced_layers=tuple(doc["traced_layers"]))
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(case) + "\n")
+    except OSError as exc:
+        raise SpecError(f"cannot write {path}: {exc.strerror}") from None

@@ -13,6 +13,7 @@ EXAMPLES = """examples:
   trainfit validate data/validation/published_dev.jsonl data/measurements/*.jsonl --json
   trainfit validate cases.jsonl --max-mape-throughput 0.15 --max-mape-memory 0.10   # exit 1 when exceeded
   trainfit validate cases.jsonl --calibration my-calibration.yaml --rows
+  trainfit validate data/validation/published_dev.jsonl data/validation/trace_cases.jsonl   # trace beside published
 """
 
 
@@ -24,6 +25,8 @@ def add_parser(sub) -> None:
                    help="exit 1 when the throughput MAPE exceeds this (0.15 = 15%%)")
     p.add_argument("--max-mape-memory", type=float, default=None, metavar="FRACTION",
                    help="exit 1 when the peak-memory MAPE exceeds this")
+    p.add_argument("--max-mape-trace", type=float, default=None, metavar="FRACTION",
+                   help="trace cases (source 'trace'): exit 1 when their allocated-peak MAPE exceeds this")
     p.add_argument("--max-mape-kv", type=float, default=None, metavar="FRACTION",
                    help="serving cases: exit 1 when the KV-capacity MAPE exceeds this")
     p.add_argument("--max-mape-serving-throughput", type=float, default=None, metavar="FRACTION",
@@ -64,6 +67,9 @@ def _limits(args: argparse.Namespace, doc: dict) -> list[str]:
         mape = doc[metric]["mape"]
         if mape is not None and mape > limit:
             failed.append(f"{metric} MAPE {mape:.1%} > {limit:.1%}")
+    trace = (doc.get("trace") or {}).get("memory") or {}
+    if args.max_mape_trace is not None and trace.get("mape") is not None and trace["mape"] > args.max_mape_trace:
+        failed.append(f"trace memory MAPE {trace['mape']:.1%} > {args.max_mape_trace:.1%}")
     if args.min_predicted is not None and doc["cases"]:
         share = doc["predicted"] / doc["cases"]
         if share < args.min_predicted:
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     check_reports(args)
     for name, limit in (("--max-mape-throughput", args.max_mape_throughput),
                         ("--max-mape-memory", args.max_mape_memory), ("--min-predicted", args.min_predicted),
+                        ("--max-mape-trace", args.max_mape_trace),
                         ("--max-mape-kv", args.max_mape_kv),
                         ("--max-mape-serving-throughput", args.max_mape_serving_throughput),
                         ("--max-mape-ttft", args.max_mape_ttft), ("--max-mape-tpot", args.max_mape_tpot)):
@@ -140,6 +147,8 @@ def _counts_and_errors(c, doc: dict, lang: str, prefix: str, metrics: tuple, gro
     if doc["skipped"]:
         c.print(_w("v_skipped", lang) + "; ".join(f"{localize(reason, lang)} ({n})"
                                                   for reason, n in doc["skipped"].items()))
+    if not any(doc[metric]["n"] for metric in metrics):  # e.g. trace cases only: their own table follows
+        return
     t = Table(title=prefix + _w("v_title", lang))
     for col, justify in ((_w("v_metric", lang), "left"), (_w("v_group", lang), "left"), ("n", "right"),
                          ("MAPE", "right"), (_w("v_worst", lang), "right")):
@@ -163,6 +172,7 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
     c = console()
     _counts_and_errors(c, doc, lang, "", ("throughput", "memory", "mfu"), ("by_gpu", "by_method", "by_framework"),
                        f" · efficiencies: {doc['efficiencies']}")
+    render_sources(c, doc, lang)
     for metric in ("throughput", "memory"):
         cov = doc[metric].get("band_coverage") or {}
         if cov.get("n"):
@@ -188,6 +198,30 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
         c.print(r)
     for note in doc["notes"]:
         c.print(f"- {note}", style="dim")
+
+
+def render_sources(c, doc: dict, lang: str = "en") -> None:
+    """Peak-memory errors per truth (measured runs, traced steps) and per source and the counter it measured
+    (memory_kind), one line each: trace truth beside published truth."""
+    from rich.table import Table
+
+    by_kind = doc.get("memory_by_source_kind") or {}
+    if not by_kind:
+        return
+    t = Table(title=_w("v_by_source", lang))
+    for col, justify in ((_w("v_truth", lang), "left"), (_w("v_source", lang), "left"),
+                         (_w("v_counter", lang), "left"), ("n", "right"), ("MAPE", "right"),
+                         (_w("v_worst", lang), "right")):
+        t.add_column(col, justify=justify)
+    for truth, s in (("measured", doc["memory"]), ("trace", (doc.get("trace") or {}).get("memory"))):
+        if not s or not s["n"]:
+            continue
+        t.add_row(truth, "all", "", str(s["n"]), _pct(s["mape"]), _pct(s["max_ape"]), style="bold")
+        for source, kinds in by_kind.items():
+            for kind, k in kinds.items():
+                if k["truth"] == truth:
+                    t.add_row("", source, kind, str(k["n"]), _pct(k["mape"]), _pct(k["max_ape"]))
+    c.print(t)
 
 
 def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:

@@ -23,6 +23,11 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "v_excluded": {"en": "excluded from {metric} ({err} off): {id}: {reason}",
                    "zh": "未计入 {metric}（偏差 {err}）：{id}：{reason}"},
     "v_per_case": {"en": "per case", "zh": "逐个案例"},
+    "v_by_source": {"en": "peak memory by source and counter: measured runs and traced steps side by side",
+                    "zh": "按来源与计数方式的峰值显存误差：实测运行与追踪步骤并列"},
+    "v_source": {"en": "source", "zh": "来源"},
+    "v_counter": {"en": "counter", "zh": "计数方式"},
+    "v_truth": {"en": "truth", "zh": "真值"},
     "v_serving": {"en": "serving: ", "zh": "推理部署："},
     # why the search set an option aside (search/reasons.py Reason, worded by report.plan.reason_text)
     "rj_not_training_instance": {"en": "not a training instance (vGPU slice or unknown GPU)",

@@ -116,6 +116,8 @@ _ZH: list[tuple[str, str]] = [
      "抢占式实例可能被随时回收；检查点间隔 sqrt(2 × 检查点时间 × MTBI)（Young 1974），每次回收损失上次检查点以来的工作并需重启"),
     # validate: why a case was skipped
     (r"CPU measurement", "CPU 上的测量"),
+    (r"trace case without memory_kind allocated \(a trace counts allocated bytes only\)",
+     "trace 案例的 memory_kind 不是 allocated（追踪只统计已分配的字节）"),
     (r"GPU not in the catalog", "GPU 不在目录中"),
     (r"GPUs do not divide into nodes", "GPU 数不能均分到节点"),
     (r"engine not modelled", "未建模的推理引擎"),

@@ -48,9 +48,13 @@ def trace_doc(doc: dict[str, Any], lang: str) -> Doc:
 
 def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
     d = Doc(f"{w('r_validate', lang)}: {doc.get('predicted', 0)} / {doc.get('cases', 0)}", lang)
-    rows = doc.get("rows") or []
+    all_rows = doc.get("rows") or []
     summary = []
-    for key, label in VALIDATE_METRICS:
+    charts = [(key, label, [r for r in all_rows if r.get("truth") != "trace"]) for key, label in VALIDATE_METRICS]
+    # traced steps (the source "trace": allocated bytes) get a chart of their own, beside the measured runs'
+    charts.append(("peak_memory_gib", "trace: allocated peak (GiB)",
+                   [r for r in all_rows if r.get("truth") == "trace"]))
+    for key, label, rows in charts:
         pts = [(r["measured"][key], r["predicted"][key], 1, f"{r['id']}: {r['predicted'][key]:.4g} vs "
                 f"{r['measured'][key]:.4g}") for r in rows
                if (r.get("measured") or {}).get(key) is not None and (r.get("predicted") or {}).get(key) is not None]
@@ -63,6 +67,9 @@ def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
         m = doc.get(metric) or {}
         if m.get("n"):
             summary.append(f"{metric}: n = {m['n']}, MAPE {m['mape']:.1%}, max {m['max_ape']:.1%}")
+    t = (doc.get("trace") or {}).get("memory") or {}
+    if t.get("n"):
+        summary.append(f"trace (allocated peak): n = {t['n']}, MAPE {t['mape']:.1%}, max {t['max_ape']:.1%}")
     d.items(summary)
     if doc.get("serving"):
         d.p(f"serving cases: {len(doc['serving'].get('rows') or [])}")

@@ -224,7 +224,7 @@ FIELDS: tuple[JobField, ...] = (
              "how torch runs AdamW/SGD: fused (Hugging Face Trainer's default, train.py), foreach (torch's own "
              "default on CUDA: one more state's worth of memory in the step) or forloop",
              "torch 运行 AdamW/SGD 的方式：fused（Hugging Face Trainer 与 train.py 的默认）、foreach（CUDA 上 torch "
-             "自身的默认：更新时多占一份状态大小的显存）或 forloop", config="optimizer.impl", doors=ALL_DOORS - {CASE}),
+             "自身的默认：更新时多占一份状态大小的显存）或 forloop", config="optimizer.impl"),
     JobField("grad_ckpt", _T, GradCkpt, GradCkpt.NONE, "activation (gradient) checkpointing", "激活（梯度）检查点",
              doors=_SEARCHED),
     JobField("attention", _T, Attention, Attention.SDPA, "attention kernel", "注意力实现"),
@@ -236,7 +236,7 @@ FIELDS: tuple[JobField, ...] = (
     JobField("modules_to_save", _T, "names", (), "LoRA: modules trained in full beside the adapters, e.g. "
              "embed_tokens,lm_head (PEFT modules_to_save)", "LoRA：在适配器之外全量训练的模块，如 embed_tokens,lm_head"
              "（PEFT modules_to_save）", relevant=_peft, parse=parse_saved_modules, config="lora.modules_to_save",
-             metavar="NAMES", doors=ALL_DOORS - {CASE}),
+             metavar="NAMES"),
     JobField("num_labels", _T, int, 2, "classes for --task classification", "--task classification 的类别数",
              low=1, high=1_000_000, relevant=_classification, doors=ALL_DOORS - {CASE}),
     JobField("optimizer_in_backward", _T, bool, False, "step each parameter as soon as its gradient is ready, "

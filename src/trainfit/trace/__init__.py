@@ -188,15 +188,22 @@ def trace_config(est: Any) -> TraceConfig:
                        freeze_trainable_layers=2, optimizer=t.optimizer.value, modules_to_save=t.modules_to_save)
 
 
-def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
-    """Trace the workload of `est` (one GPU's view) and put it beside the analytic estimate of the same view."""
+def one_gpu(est: Any) -> Any:
+    """The estimate of the same workload on one GPU, unsharded: the view a trace sees."""
     from ..estimate.core import run_estimate
     from ..spec.cluster import cluster_for
     from ..spec.training import Strategy
+
+    if est.strategy.gpus == 1 and est.strategy.engine == "single":
+        return est
+    return run_estimate(est.model, est.training, Strategy(), cluster_for(est.gpu, 1, 1), est.table)
+
+
+def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
+    """Trace the workload of `est` (one GPU's view) and put it beside the analytic estimate of the same view."""
     from ..estimate.trainable import NF4_BYTES_PER_PARAM
 
-    single = est if est.strategy.gpus == 1 and est.strategy.engine == "single" else run_estimate(
-        est.model, est.training, Strategy(), cluster_for(est.gpu, 1, 1), est.table)
+    single = one_gpu(est)
     cfg = trace_config(est)
     result = run_trace(cfg, est.model.layers, full=full)
     parts = result.parts()
@@ -213,6 +220,7 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
     mem["total"] = round(total / GiB, 3)
     return {
         "memory_gib": mem,
+        "traced_bytes": round(total),
         "peak_moment": result.peak_moment,
         "moments_gib": {k: round((sum(v.values()) - saved) / GiB, 3) for k, v in sorted(result.moments.items())},
         "moments": paired_moments({k: sum(v.values()) - saved for k, v in result.moments.items()}, total,
