@@ -194,10 +194,11 @@ def _merge(overrides: dict, extra: dict) -> dict:
 
 
 def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str], None] | None = None,
-        rounds: int = ROUNDS) -> dict:
-    """Fitted overrides (efficiency.yaml schema) from the training cases."""
+        rounds: int = ROUNDS, metrics: tuple[str, ...] = ("throughput", "memory")) -> dict:
+    """Fitted overrides (efficiency.yaml schema) from the training cases; only the parameters of `metrics` (the
+    throughput and memory parameters move disjoint errors, so fitting one set alone gives the same values)."""
     base = base or Efficiencies.shipped()
-    params = candidate_params(cases, base)
+    params = {p: used for p, used in candidate_params(cases, base).items() if p.metric in metrics}
     overrides: dict = {}
     for rnd in range(rounds):
         for p, used in params.items():
@@ -332,12 +333,12 @@ def calibrated_frameworks() -> set[str]:
 
 
 def _fold(args: tuple) -> dict[str, Any]:
-    group, train, test, base, rounds = args
-    fitted = base.with_overrides(fit(train, base, rounds=rounds), origin="calibration")
+    group, train, test, base, rounds, metrics = args
+    fitted = base.with_overrides(fit(train, base, rounds=rounds, metrics=metrics), origin="calibration")
     seen = {str((c.get("training") or {}).get("framework")) for c in train}
     out = []
     for row in validate(test, fitted).rows:
-        for metric in ("throughput", "memory"):
+        for metric in metrics:
             r = residual(row, metric)
             if r is not None:
                 out.append({"id": row.id, "group": group, "metric": metric, "method": row.method,
@@ -375,15 +376,22 @@ def _coverage(covered: list[tuple[str, bool]], metric: str) -> dict[str, Any]:
 
 
 def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str], None] | None = None,
-                   rounds: int = ROUNDS) -> dict[str, Any]:
+                   rounds: int = ROUNDS, metrics: tuple[str, ...] = ("throughput", "memory")) -> dict[str, Any]:
     """Leave-one-group-out error: for each group, fit on all other groups (the same method as `calibrate`) and
     predict the group's cases (`rounds` of coordinate descent per fold: fewer than the shipped fit's only to save
     time, stated in the result). Returns per-group and overall left-out MAPE, the in-sample MAPE of a fit on all
-    cases, and every left-out residual (the data uncertainty bands are made from)."""
-    cases = load_cases(paths)
+    cases, and every left-out residual (the data uncertainty bands are made from). With one of the `metrics` (a
+    quicker diagnostic, never the shipped cv_source.json) only its parameters are fitted, on the cases compared on it."""
+    from .validate import comparable
+
+    metrics = tuple(metrics)
+    if len(metrics) < 2:
+        cases = [c for c in load_cases(paths) if any(comparable(c, m) for m in metrics)]
+    else:
+        cases = load_cases(paths)
     base = Efficiencies.shipped()
     folds = cv_folds(cases, by)
-    work = [(g, train, test, base, rounds) for g, train, test in folds]
+    work = [(g, train, test, base, rounds, metrics) for g, train, test in folds]
     if jobs > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -402,5 +410,6 @@ def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str]
                            "memory": _mape_of(f["residuals"], "memory")} for f in results}
     overall = {m: {**_mape_of(residuals, m), "band_coverage": _coverage(covered, m)} for m in ("throughput", "memory")}
     return {"by": by, "inputs": [os.path.relpath(p) for p in paths], "rounds": rounds, "groups": groups,
+            **({"metrics": list(metrics)} if len(metrics) < 2 else {}),
             "overall": overall,
             "in_sample": summary(validate(cases, Efficiencies.default())), "residuals": residuals}
