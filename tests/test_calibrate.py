@@ -198,3 +198,14 @@ def test_cv_of_one_metric_fits_and_scores_only_it(run_cli, tmp_path, dev_cases):
     values = fit(train, Efficiencies.shipped(), rounds=1, metrics=("memory",))
     assert values and all(name.startswith(("allocator_", "cuda_", "framework_activation", "framework_logits"))
                           for name in values)
+
+
+def test_memory_overheads_keep_their_catalog_values(dev_cases):
+    """The allocator's reserve and the CUDA context are not fitted: fitting them lowered the in-sample memory error
+    but raised the leave-one-source-out one (calibrate.NOT_FITTED_BY_CV); the per-stack factors are fitted."""
+    from trainfit.calibrate import FITTED, NOT_FITTED_BY_CV
+
+    train, _ = split(dev_cases)
+    labels = {p.name for p in candidate_params(train, Efficiencies.shipped()) if p.metric == "memory"}
+    assert labels == {"framework_activation_factor", "framework_logits_factor"}
+    assert not set(NOT_FITTED_BY_CV) & set(FITTED)

@@ -80,12 +80,17 @@ FITTED = {
     "comm_efficiency": ("throughput", 0.5, 0.95),  # nccl-tests bus bandwidth: about 0.6-0.9 of the link
     "comm_overlap": ("throughput", 0.0, 0.95),
     "framework_time_factor": ("throughput", 0.2, 3.0),
-    "allocator_overhead_fraction": ("memory", 0.0, 0.5),
-    "allocator_overhead_gib": ("memory", 0.0, 4.0),
-    "cuda_context_gib": ("memory", 0.2, 3.0),
     "framework_activation_factor": ("memory", 0.02, 2.0),
     "framework_logits_factor": ("memory", 0.02, 2.0),
 }
+# Not fitted, chosen by leave-one-source-out error (`--cv source --metric memory`, one round, 104 memory cases;
+# README "Accuracy"): each of the caching allocator's reserve as a fraction (allocator_overhead_fraction, bounds
+# 0-0.5) and as a constant (allocator_overhead_gib, 0-4) and the CUDA context (cuda_context_gib, 0.2-3) lowered the
+# in-sample error but raised the error on sources the fit had not seen — all three fitted: 8.7% in-sample, 14.3%
+# left out; none: 9.6% and 13.0% — so they keep efficiency.yaml's values. The per-stack activation and logits
+# factors stay: a left-out stack is predicted with its efficiency.yaml values, so they cannot raise that error, and
+# they lower the in-sample one (12.4% without either).
+NOT_FITTED_BY_CV = ("allocator_overhead_fraction", "allocator_overhead_gib", "cuda_context_gib")
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
 REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
 
