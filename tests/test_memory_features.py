@@ -177,3 +177,13 @@ def test_offloaded_activations_keep_one_block_on_the_gpu():
     head = "activations/final_norm_and_head_input"
     assert _phase(off, "backward_start")[head] == _phase(plain, "backward_start")[head]
     assert plain.memory.allocated - off.memory.allocated == pytest.approx((m.layers - 1) * inputs)
+
+
+def test_a_stack_with_offloaded_checkpoints_offloads_them_at_every_door():
+    """--framework unsloth: its checkpointing (use_gradient_checkpointing='unsloth') keeps the checkpoints in host
+    memory, as validate reads its cases; without checkpointing there is nothing to offload."""
+    kw = dict(method="qlora", seq_len=2048, micro_batch=2)
+    assert estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", framework="unsloth", **kw).training.offload_activations
+    assert not estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="none", framework="unsloth",
+                        **kw).training.offload_activations
+    assert not estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", **kw).training.offload_activations
