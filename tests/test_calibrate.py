@@ -177,3 +177,35 @@ def test_calibrate_cli(run_cli, tmp_path, dev_cases):
     assert doc["meta"]["cases"]["held_back"] >= 1
     code, _, err = run_cli("calibrate", "/nonexistent.jsonl", "--out", str(out))
     assert code == 2 and "cannot read" in err
+
+
+def test_cv_of_one_metric_fits_and_scores_only_it(run_cli, tmp_path, dev_cases):
+    """`--cv source --metric memory`: the quicker diagnostic fits only the memory parameters, on the cases compared
+    on memory, and reports only memory residuals (a fit of the memory parameters alone ends where the full fit's do:
+    the two sets move disjoint errors)."""
+    small = tmp_path / "cases.jsonl"
+    frameworks = ("unsloth", "torchtitan", "litgpt")
+    pool = [c for c in dev_cases if c["training"].get("framework") in frameworks]
+    small.write_text("".join(json.dumps(c) + "\n" for c in pool))
+    code, stdout, err = run_cli("calibrate", str(small), "--cv", "source", "--metric", "memory", "--rounds", "1",
+                                "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert doc["metrics"] == ["memory"] and len(doc["groups"]) == 3
+    assert doc["residuals"] and {r["metric"] for r in doc["residuals"]} == {"memory"}
+    assert doc["overall"]["throughput"]["n"] == 0
+    train = [c for c in pool if c["training"]["framework"] != "unsloth"]
+    values = fit(train, Efficiencies.shipped(), rounds=1, metrics=("memory",))
+    assert values and all(name.startswith(("allocator_", "cuda_", "framework_activation", "framework_logits"))
+                          for name in values)
+
+
+def test_memory_overheads_keep_their_catalog_values(dev_cases):
+    """The allocator's reserve and the CUDA context are not fitted: fitting them lowered the in-sample memory error
+    but raised the leave-one-source-out one (calibrate.NOT_FITTED_BY_CV); the per-stack factors are fitted."""
+    from trainfit.calibrate import FITTED, NOT_FITTED_BY_CV
+
+    train, _ = split(dev_cases)
+    labels = {p.name for p in candidate_params(train, Efficiencies.shipped()) if p.metric == "memory"}
+    assert labels == {"framework_activation_factor", "framework_logits_factor"}
+    assert not set(NOT_FITTED_BY_CV) & set(FITTED)

@@ -159,3 +159,31 @@ def test_engine_combinations_the_setting_cannot_run_are_refused(kwargs, needle):
     ok = estimate(LLAMA3_8B, "a100-sxm4-80gb", method="full", gpus=2, fsdp="full_shard",
                   optimizer_in_backward=True, paged_optimizer=True)
     assert ok.memory.paged > 0 and "gradients/in_backward" in _phase(ok, "backward_end")
+
+
+def test_offloaded_activations_keep_one_block_on_the_gpu():
+    """Offloaded activations (torchtune's enable_activation_offloading, Unsloth's offloaded checkpointing): the
+    tensors the blocks save for backward live in host memory, one block's brought back ahead of its backward; the
+    head side stays. Under full checkpointing that removes all but one of the blocks' inputs."""
+    base = dict(method="full", seq_len=4096, micro_batch=2, grad_ckpt="full", optimizer="adamw",
+                param_dtype="bf16", optimizer_in_backward=True)
+    plain = estimate(LLAMA3_8B, "a100-sxm4-80gb", **base)
+    off = estimate(LLAMA3_8B, "a100-sxm4-80gb", offload_activations=True, **base)
+    m = all_models()[LLAMA3_8B].spec()
+    inputs = 2.0 * m.hidden * 2 * 4096  # one block's bf16 input
+    block = lambda est: _phase(est, "backward_start")["activations/checkpoint/block_input"]  # noqa: E731
+    assert block(plain) == pytest.approx(m.layers * inputs)
+    assert block(off) == pytest.approx(inputs)
+    head = "activations/final_norm_and_head_input"
+    assert _phase(off, "backward_start")[head] == _phase(plain, "backward_start")[head]
+    assert plain.memory.allocated - off.memory.allocated == pytest.approx((m.layers - 1) * inputs)
+
+
+def test_a_stack_with_offloaded_checkpoints_offloads_them_at_every_door():
+    """--framework unsloth: its checkpointing (use_gradient_checkpointing='unsloth') keeps the checkpoints in host
+    memory, as validate reads its cases; without checkpointing there is nothing to offload."""
+    kw = dict(method="qlora", seq_len=2048, micro_batch=2)
+    assert estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", framework="unsloth", **kw).training.offload_activations
+    assert not estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="none", framework="unsloth",
+                        **kw).training.offload_activations
+    assert not estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", **kw).training.offload_activations

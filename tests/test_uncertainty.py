@@ -108,9 +108,11 @@ def test_values_at_a_fit_bound_are_flagged(run_cli):
 
     _, low, high = FITTED["matmul_efficiency"]
     values = {"matmul_efficiency": {"by_architecture": {"volta": high * 0.9999, "ampere": 0.58}},
-              "cuda_context_gib": {"default": FITTED["cuda_context_gib"][1]}, "not_fitted": {"default": 1.0}}
+              "framework_activation_factor": {"by_framework": {"unsloth": FITTED["framework_activation_factor"][1]}},
+              "not_fitted": {"default": 1.0}}
     flags = {(b["name"], b["level"], b["side"]) for b in at_bound(values)}
-    assert flags == {("matmul_efficiency", "by_architecture[volta]", "high"), ("cuda_context_gib", "default", "low")}
+    assert flags == {("matmul_efficiency", "by_architecture[volta]", "high"),
+                     ("framework_activation_factor", "by_framework[unsloth]", "low")}
     code, out, err = run_cli("efficiencies", "--json")
     assert code == 0, err
     from trainfit.catalog.efficiency import shipped_calibration

@@ -127,6 +127,9 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     "optimizer_in_backward": re.compile(r"\boptimizer_in_bwd\b"),
     # bitsandbytes PagedAdamW / PagedAdamW8bit (HF optim="paged_adamw_8bit")
     "paged_optimizer": re.compile(r"\bpaged_?adamw", re.I),
+    # saved activations offloaded to host memory: torchtune's enable_activation_offloading, Unsloth's
+    # use_gradient_checkpointing='unsloth' (TrainingSpec.offload_activations)
+    "activation_offloading": re.compile(r"activation offloading to CPU on|offloaded gradient checkpointing", re.I),
     # a GPTQ int4 base (Qwen *-Int4): PEFT's prepare_model_for_kbit_training leaves GPTQ models' 16-bit parameters
     "gptq_base": re.compile(r"\bGPTQ\b"),
 }
@@ -142,6 +145,8 @@ def note_phrases(t: TrainingSpec) -> list[str]:
         out.append("optimizer_in_bwd (each parameter steps during backward)")
     if t.paged_optimizer:
         out.append("paged_adamw states (bitsandbytes managed memory)")
+    if t.offload_activations:
+        out.append("Activation offloading to CPU on (saved activations offloaded to host memory)")
     return out
 
 
@@ -173,7 +178,9 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
             raise Skip(f"unsupported {f.name.replace('_', '-')}") from None
     values.setdefault("task", Task.CLASSIFICATION if m.is_encoder else Task.PRETRAIN)
     values.setdefault("param_dtype", defaults.get("param_dtype", "fp32"))
-    if "grad_ckpt" not in values and defaults.get("grad_ckpt"):  # the stack's own default (frameworks.yaml)
+    # the stack's own default checkpointing (frameworks.yaml), offloaded to host memory where the stack does that
+    stack_ckpt = "grad_ckpt" not in values and bool(defaults.get("grad_ckpt"))
+    if stack_ckpt:
         values["grad_ckpt"] = BY_NAME["grad_ckpt"].convert(defaults["grad_ckpt"])
     features = note_features(case)
     gptq = "gptq_base" in features
@@ -181,6 +188,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   else values.get("modules_to_save", ()),
                   optimizer_in_backward="optimizer_in_backward" in features,
                   paged_optimizer="paged_optimizer" in features,
+                  offload_activations="activation_offloading" in features or (
+                      stack_ckpt and bool(defaults.get("offload_checkpoints", False))),
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
                   kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq)
     values.update(_lengths(t))

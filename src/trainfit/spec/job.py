@@ -255,6 +255,12 @@ FIELDS: tuple[JobField, ...] = (
              "every Linear's input alive for backward (fixed by bitsandbytes PR #1270)",
              "bitsandbytes 0.43.2 之前的 QLoRA：4 位矩阵乘为反向保留每个 Linear 的输入（bitsandbytes PR #1270 修复）",
              doors=frozenset({API})),
+    JobField("offload_activations", _T, bool, False, "the tensors blocks save for backward (under full "
+             "checkpointing: each block's input) are copied to host memory and brought back one block ahead of its "
+             "backward (Unsloth's use_gradient_checkpointing='unsloth', torchtune's enable_activation_offloading)",
+             "各层为反向保存的张量（全量检查点时即各层输入）卸载到主机内存，反向前提前一层取回（Unsloth 的 "
+             "use_gradient_checkpointing='unsloth'，torchtune 的 enable_activation_offloading）",
+             doors=frozenset({API})),
     # Variable-length data (not packed): each micro-batch is padded to its longest sample, so shapes change from step
     # to step. seq_len is then the longest sample (memory is taken there), avg_len the mean sample length (the tokens
     # that count), padded_len the expected length a micro-batch is padded to (time is taken there; spec/lengths.py).
