@@ -177,3 +177,29 @@ def test_calibrate_cli(run_cli, tmp_path, dev_cases):
     assert doc["meta"]["cases"]["held_back"] >= 1
     code, _, err = run_cli("calibrate", "/nonexistent.jsonl", "--out", str(out))
     assert code == 2 and "cannot read" in err
+
+
+def test_a_stack_the_fit_has_not_seen_gets_the_pooled_stack_factor(dev_cases):
+    """framework_time_factor's `default` (a left-out or new stack, or no --framework) is the geometric mean of the
+    fitted stacks' factors and 1 for each reference stack with a measured throughput, not efficiency.yaml's 1.0:
+    eager Hugging Face speed is not what an unseen stack should expect (leave-one-source-out, README Accuracy)."""
+    from trainfit.calibrate import Param, pool_stack_factors
+
+    params = {Param("framework_time_factor", "by_framework", fw, 0.2, 3.0, "throughput"): [] for fw in ("a", "b")}
+    params[Param("matmul_efficiency", "by_architecture", "ampere", 0.15, 1.0, "throughput")] = []
+    overrides = {"framework_time_factor": {"by_framework": {"a": 0.5, "b": 0.8}},
+                 "matmul_efficiency": {"by_architecture": {"ampere": 0.6}}}
+    hf = next(c for c in dev_cases if c["training"].get("framework") == "hf-trainer"
+              and c["measured"].get("step_time_s"))
+    pooled = pool_stack_factors(overrides, [hf], params)
+    assert pooled["framework_time_factor"]["default"] == pytest.approx((0.5 * 0.8 * 1.0) ** (1 / 3), rel=1e-3)
+    assert pooled["framework_time_factor"]["by_framework"] == {"a": 0.5, "b": 0.8}
+    assert "default" not in overrides["framework_time_factor"]  # the input is not changed
+    no_ref = pool_stack_factors(overrides, [], params)  # no reference stack among the cases: the fitted ones alone
+    assert no_ref["framework_time_factor"]["default"] == pytest.approx((0.5 * 0.8) ** 0.5, rel=1e-3)
+    from trainfit.catalog import get_gpu
+
+    eff, a100 = Efficiencies.shipped().with_overrides(pooled), get_gpu("a100-sxm4-80gb")
+    assert eff.for_framework("never-seen").for_gpu(a100)("framework_time_factor") == \
+        pooled["framework_time_factor"]["default"]
+    assert eff.for_framework("hf-trainer").for_gpu(a100)("framework_time_factor") == 1.0  # the reference keeps 1

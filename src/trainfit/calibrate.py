@@ -27,6 +27,7 @@ from .validate import (Report, Row, load_cases, measured_values, metric_key, sou
 
 MIN_CASES = 3
 ROUNDS = 3
+METRICS = ("throughput", "memory")
 GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -194,10 +195,10 @@ def _merge(overrides: dict, extra: dict) -> dict:
 
 
 def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str], None] | None = None,
-        rounds: int = ROUNDS) -> dict:
-    """Fitted overrides (efficiency.yaml schema) from the training cases."""
+        rounds: int = ROUNDS, metrics: tuple[str, ...] = METRICS) -> dict:
+    """Fitted overrides (efficiency.yaml schema) from the training cases (only the parameters of `metrics`)."""
     base = base or Efficiencies.shipped()
-    params = candidate_params(cases, base)
+    params = {p: used for p, used in candidate_params(cases, base).items() if p.metric in metrics}
     overrides: dict = {}
     for rnd in range(rounds):
         for p, used in params.items():
@@ -210,7 +211,29 @@ def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str]
             overrides = _merge(overrides, p.override(best))
             if log:
                 log(f"round {rnd + 1}: {p.label} = {best:g}")
-    return overrides
+    return pool_stack_factors(overrides, cases, params)
+
+
+# Stack factors whose value for a stack the fit has not seen (the `default`) is the pooled fit of the stacks it has.
+POOLED = ("framework_time_factor",)
+
+
+def pool_stack_factors(overrides: dict, cases: list[dict], params: dict) -> dict:
+    """Sets the `default` of each POOLED stack factor, the value a training stack without a fitted factor of its own
+    is predicted with (a left-out or new stack, `--framework` not given), to the geometric mean over the stacks the
+    fit has seen: each fitted stack at its fitted value and each reference stack (eager Hugging Face code) at 1.
+    Left at efficiency.yaml's 1.0 a new stack would be predicted as eager Hugging Face code, which the fitted stacks
+    are not (leave-one-source-out: README, Accuracy)."""
+    out = overrides
+    for name in POOLED:
+        fitted = [p for p in params if p.name == name and p.key == "by_framework"]
+        if not fitted:
+            continue
+        refs = {str((c.get("training") or {}).get("framework")) for c in cases
+                if metric_key(measured_values(c), FITTED[name][0]) is not None} & (REFERENCE_STACKS - {"None"})
+        logs = [math.log(overrides[name]["by_framework"][p.sub]) for p in fitted] + [0.0] * len(refs)
+        out = _merge(out, {name: {"default": _round(math.exp(sum(logs) / len(logs)))}})
+    return out
 
 
 def at_bound(values: dict, rel: float = 1e-3) -> list[dict[str, Any]]:
