@@ -203,3 +203,18 @@ def test_a_stack_the_fit_has_not_seen_gets_the_pooled_stack_factor(dev_cases):
     assert eff.for_framework("never-seen").for_gpu(a100)("framework_time_factor") == \
         pooled["framework_time_factor"]["default"]
     assert eff.for_framework("hf-trainer").for_gpu(a100)("framework_time_factor") == 1.0  # the reference keeps 1
+
+
+def test_cv_can_be_restricted_to_one_metric_and_chosen_groups(run_cli, tmp_path, dev_cases):
+    small = tmp_path / "cases.jsonl"
+    pool = [c for c in dev_cases if c["training"].get("framework") in ("torchtune", "torchtitan")]
+    small.write_text("".join(json.dumps(c) + "\n" for c in pool))
+    code, stdout, err = run_cli("calibrate", str(small), "--cv", "source", "--metric", "throughput", "--rounds", "1",
+                                "--only", "pytorch/torchtune", "--json")
+    assert code == 0, err
+    doc = json.loads(stdout)
+    assert list(doc["groups"]) == ["pytorch/torchtune"] and doc["metrics"] == ["throughput"]
+    assert doc["overall"]["throughput"]["n"] > 0 and doc["overall"]["memory"]["n"] == 0
+    assert {r["metric"] for r in doc["residuals"]} == {"throughput"}
+    code, _, err = run_cli("calibrate", str(small), "--cv", "source", "--only", "pytorch/nothing")
+    assert code == 2 and "pytorch/torchtune" in err  # names the groups there are

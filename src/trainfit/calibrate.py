@@ -355,12 +355,12 @@ def calibrated_frameworks() -> set[str]:
 
 
 def _fold(args: tuple) -> dict[str, Any]:
-    group, train, test, base, rounds = args
-    fitted = base.with_overrides(fit(train, base, rounds=rounds), origin="calibration")
+    group, train, test, base, rounds, metrics = args
+    fitted = base.with_overrides(fit(train, base, rounds=rounds, metrics=metrics), origin="calibration")
     seen = {str((c.get("training") or {}).get("framework")) for c in train}
     out = []
     for row in validate(test, fitted).rows:
-        for metric in ("throughput", "memory"):
+        for metric in metrics:
             r = residual(row, metric)
             if r is not None:
                 out.append({"id": row.id, "group": group, "metric": metric, "method": row.method,
@@ -398,15 +398,22 @@ def _coverage(covered: list[tuple[str, bool]], metric: str) -> dict[str, Any]:
 
 
 def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str], None] | None = None,
-                   rounds: int = ROUNDS) -> dict[str, Any]:
+                   rounds: int = ROUNDS, metrics: tuple[str, ...] = METRICS,
+                   only: list[str] | None = None) -> dict[str, Any]:
     """Leave-one-group-out error: for each group, fit on all other groups (the same method as `calibrate`) and
     predict the group's cases (`rounds` of coordinate descent per fold: fewer than the shipped fit's only to save
     time, stated in the result). Returns per-group and overall left-out MAPE, the in-sample MAPE of a fit on all
     cases, and every left-out residual (the data uncertainty bands are made from)."""
     cases = load_cases(paths)
     base = Efficiencies.shipped()
-    folds = cv_folds(cases, by)
-    work = [(g, train, test, base, rounds) for g, train, test in folds]
+    folds = [f for f in cv_folds(cases, by) if not only or f[0] in only]  # `only`: these groups' folds alone
+    if only and len(folds) < len(set(only)):
+        from .errors import SpecError
+
+        known = sorted({group_of(c, by) for c in cases})
+        raise SpecError(f"--only: no {by} named {', '.join(sorted(set(only) - {f[0] for f in folds}))}; "
+                        f"the {by}s are: {', '.join(known)}")
+    work = [(g, train, test, base, rounds, metrics) for g, train, test in folds]
     if jobs > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -425,5 +432,6 @@ def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str]
                            "memory": _mape_of(f["residuals"], "memory")} for f in results}
     overall = {m: {**_mape_of(residuals, m), "band_coverage": _coverage(covered, m)} for m in ("throughput", "memory")}
     return {"by": by, "inputs": [os.path.relpath(p) for p in paths], "rounds": rounds, "groups": groups,
+            "metrics": list(metrics), "only": sorted(only) if only else None,
             "overall": overall,
             "in_sample": summary(validate(cases, Efficiencies.default())), "residuals": residuals}

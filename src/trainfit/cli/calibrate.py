@@ -29,6 +29,10 @@ def add_parser(sub) -> None:
     p.add_argument("--jobs", "-j", type=int, default=1, help="--cv: folds fitted in parallel processes")
     p.add_argument("--rounds", type=int, default=None,
                    help="--cv: coordinate-descent rounds per fold (default: as the shipped fit; fewer is faster)")
+    p.add_argument("--metric", choices=("throughput", "memory"), default=None,
+                   help="--cv: fit and score only this metric's parameters (faster; the other metric is not reported)")
+    p.add_argument("--only", action="append", default=None, metavar="GROUP",
+                   help="--cv: leave out only this source (or framework), repeatable (faster; overall = these)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     add_output_flags(p)
     p.set_defaults(run=run)
@@ -90,7 +94,11 @@ def run_cv(args: argparse.Namespace) -> int:
     rounds = ROUNDS if args.rounds is None else args.rounds
     if rounds < 1:
         raise SpecError(f"--rounds must be positive, got {rounds}")
-    doc = cross_validate(args.measurements, args.cv, jobs=args.jobs, log=log, rounds=rounds)
+    from ..calibrate import METRICS
+
+    metrics = (args.metric,) if args.metric else METRICS
+    doc = cross_validate(args.measurements, args.cv, jobs=args.jobs, log=log, rounds=rounds, metrics=metrics,
+                         only=args.only)
     if args.out:
         try:
             with open(args.out, "w", encoding="utf-8") as fh:
