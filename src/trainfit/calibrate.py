@@ -72,9 +72,11 @@ def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
 
 # The named values the fit may move, with bounds, and the metric each is fitted on. Each is fitted at the level
 # of efficiency.yaml that the measured cases actually resolve to (by_gpu, by_architecture, by_framework or default).
+# Chosen by leave-one-source-out error (README, Accuracy): gemm_dim_knee is not fitted (efficiency.yaml's 96 stays)
+# because fitting it lowered the in-sample throughput MAPE (12.4% against 12.3%) but raised the left-out one (31.1%
+# against 32.7%): the small-GEMM knee it found (375) came from the sources in the fit, not from the hardware.
 FITTED = {
     "matmul_efficiency": ("throughput", 0.15, 1.0),
-    "gemm_dim_knee": ("throughput", 8.0, 2048.0),
     "attention_efficiency": ("throughput", 0.05, 0.9),
     "memory_bandwidth_efficiency": ("throughput", 0.3, 1.0),
     "op_overhead_s": ("throughput", 1e-6, 1e-4),
