@@ -13,6 +13,7 @@ EXAMPLES = """examples:
   trainfit calibrate data/validation/published_dev.jsonl data/measurements/*.jsonl --out calibration.yaml
   trainfit calibrate data/validation/published_dev.jsonl --cv source      # error on sources the fit never saw
   trainfit calibrate data/validation/published_dev.jsonl --cv source --out cv.json --jobs 2
+  trainfit calibrate data/validation/published_dev.jsonl --cv source --metric throughput --only mosaicml/llm-foundry
   trainfit estimate --model qwen2-7b --gpu a10 --calibration calibration.yaml
   cp calibration.yaml ~/.config/trainfit/calibration.yaml     # used by every command from then on
 """
