@@ -13,6 +13,7 @@ EXAMPLES = """examples:
   trainfit calibrate data/validation/published_dev.jsonl data/measurements/*.jsonl --out calibration.yaml
   trainfit calibrate data/validation/published_dev.jsonl --cv source      # error on sources the fit never saw
   trainfit calibrate data/validation/published_dev.jsonl --cv source --out cv.json --jobs 2
+  trainfit calibrate data/validation/published_dev.jsonl --cv source --metric throughput --only mosaicml/llm-foundry
   trainfit estimate --model qwen2-7b --gpu a10 --calibration calibration.yaml
   cp calibration.yaml ~/.config/trainfit/calibration.yaml     # used by every command from then on
 """
@@ -32,6 +33,8 @@ def add_parser(sub) -> None:
     p.add_argument("--metric", choices=("throughput", "memory"), default=None,
                    help="--cv: fit and score only this metric's parameters, on the cases compared on it (quicker; "
                         "a diagnostic, not the cv_source.json the error bands are made from)")
+    p.add_argument("--only", action="append", default=None, metavar="GROUP",
+                   help="--cv: leave out only this source (or framework), repeatable (faster; overall = these)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress lines")
     add_output_flags(p)
     p.set_defaults(run=run)
@@ -93,8 +96,11 @@ def run_cv(args: argparse.Namespace) -> int:
     rounds = ROUNDS if args.rounds is None else args.rounds
     if rounds < 1:
         raise SpecError(f"--rounds must be positive, got {rounds}")
-    metrics = (args.metric,) if args.metric else ("throughput", "memory")
-    doc = cross_validate(args.measurements, args.cv, jobs=args.jobs, log=log, rounds=rounds, metrics=metrics)
+    from ..calibrate import METRICS
+
+    metrics = (args.metric,) if args.metric else METRICS
+    doc = cross_validate(args.measurements, args.cv, jobs=args.jobs, log=log, rounds=rounds, metrics=metrics,
+                         only=args.only)
     if args.out:
         try:
             with open(args.out, "w", encoding="utf-8") as fh:
