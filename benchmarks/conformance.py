@@ -6,7 +6,9 @@ optimizer and its implementation, checkpointing, attention, micro-batch, sequenc
 each traced for two steps (`trainfit.trace.run_trace`: peak of step 2 and of every moment) and estimated
 analytically. Prints the error of the analytic peak by dimension (MAPE, worst) and where each peak falls.
 
-    PYTHONPATH=src python benchmarks/conformance.py --n 300 [--seed 0] [--jsonl out.jsonl]
+    PYTHONPATH=src python benchmarks/conformance.py --n 300 [--seed 0] [--jsonl out.jsonl] [--only 17,203]
+
+`--only` reruns single draws of the same seeded stream by index (a --jsonl row's `index`, the `[i]` before each of the worst configurations).
 
 `tests/test_conformance.py` runs a fixed seeded sample of the same generator with the CI limits.
 """
@@ -200,10 +202,11 @@ def table(rows: list[dict]) -> str:
             where = ", ".join(f"{k} {v}" for k, v in sorted(at.items()))
             lines.append(f"  {value:<22}{s['n']:>4}{s['mape']:>9.2f}{s['worst']:>9.2f}{s['moment_right']:>12.0f}  {where}")
     worst = sorted(rows, key=lambda r: -abs(r["error"]))[:10]
-    lines.append("\nworst configurations")
+    over = sum(abs(r["error"]) > 0.05 for r in rows)
+    lines.append(f"\nworst configurations ({over} of {len(rows)} over 5 %)")
     for r in worst:
         d = r["draw"]
-        lines.append(f"  {100 * r['error']:+7.2f}%  {r['traced_moment']:<22} vs {r['analytic_moment']:<15} "
+        lines.append(f"  [{r.get('index', '-')}] {100 * r['error']:+7.2f}%  {r['traced_moment']:<22} vs {r['analytic_moment']:<15} "
                      + " ".join(f"{k}={v}" for k, v in d.items() if k not in ("lora_targets",)))
     return "\n".join(lines)
 
@@ -213,15 +216,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jsonl", help="write one row per configuration")
+    ap.add_argument("--only", help="comma-separated draw indices of the seeded stream: rerun just those draws")
     args = ap.parse_args(argv)
     rows, start = [], time.perf_counter()
     out = open(args.jsonl, "w") if args.jsonl else None
-    for i, d in enumerate(draws(args.n, args.seed)):
+    only = {int(x) for x in args.only.split(",")} if args.only else None
+    n = max(args.n, max(only) + 1) if only else args.n
+    for i, d in enumerate(draws(n, args.seed)):
+        if only is not None and i not in only:
+            continue
         try:
             row = run_one(d)
         except Exception as exc:  # noqa: BLE001 - a configuration the trace cannot run is reported, not hidden
             print(f"[{i}] not traced: {type(exc).__name__}: {exc} {d}", file=sys.stderr)
             continue
+        row["index"] = i
         rows.append(row)
         if out:
             out.write(json.dumps(row) + "\n")
@@ -229,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     if out:
         out.close()
     print(table(rows))
-    print(f"\n{len(rows)} of {args.n} traced in {time.perf_counter() - start:.0f} s")
+    print(f"\n{len(rows)} of {len(only) if only is not None else n} traced in {time.perf_counter() - start:.0f} s")
     return 0
 
 

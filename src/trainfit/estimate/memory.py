@@ -32,7 +32,7 @@ from ..spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimiz
                              Strategy, Task, TrainingSpec, combination_problem)
 from ..units import GiB
 from .activations import Regime, apply_checkpointing, block_saved, first_block_without_input_grad, softmax_bytes
-from .params import global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
+from .params import Tensor, global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head, wrapped_experts
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
@@ -311,14 +311,15 @@ def _optimizer_state_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_b
     return adafactor_state_bytes(m, split, split.trainable_blocks)
 
 
-def _largest_trainable_tensor(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> int:
+def _largest_trainable_tensor(m: ModelSpec, t: TrainingSpec, split: ParamSplit, with_saved: bool = True) -> int:
     sizes = [x.rows * x.cols for x in split.trainable_tensors]
-    if split.saved:
+    if split.saved and with_saved:
         sizes.append(m.vocab * m.hidden)
     return max(sizes, default=0)
 
 
-def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_bytes: float, psi: float) -> float:
+def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_bytes: float, psi: float,
+                             saved_bytes: float = 0.0) -> float:
     """Intermediates the optimizer's step allocates beside its states (one GPU, torch optimizers), checked against
     traced steps (benchmarks/conformance.py):
       AdamW foreach   `torch._foreach_sqrt(exp_avg_sqs)` over the whole group: one more state's worth (torch/optim/
@@ -327,7 +328,17 @@ def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w
       AdamW fused     none; SGD (momentum updated in place) none;
       Adafactor       (transformers' Adafactor) per tensor: `grad**2 + eps` and the factored estimate built from the
                       row/column factors, both fp32, plus fp32 copies of a 16-bit gradient and weight: 8 or 16 bytes
-                      per element of the largest tensor."""
+                      per element of the largest tensor.
+    `saved_bytes`: PEFT's modules_to_save copies stored in a dtype of their own (a 16-bit head beside fp32 adapters):
+    each dtype's tensors are sized by their own bytes — foreach's per-dtype groups add up, a per-tensor
+    intermediate is the larger of the two (traced: Adafactor stepping a 16-bit lm_head copy beside fp32 adapters
+    holds 16 bytes per element of the head, not 8; -23 % before)."""
+    if saved_bytes and split.saved:
+        adapters = optimizer_step_transient(m, t, replace(split, saved=0), w_bytes, psi)
+        head = optimizer_step_transient(m, t, replace(split, saved=0, trainable_tensors=(Tensor(
+            "modules_to_save", m.vocab, m.hidden, "head", per_layer=False),)), saved_bytes, split.saved)
+        both = t.optimizer == Optimizer.ADAMW and t.optimizer_impl == OptimizerImpl.FOREACH
+        return adapters + head if both else max(adapters, head)
     state = 4.0 if w_bytes == 4.0 else w_bytes
     if t.optimizer == Optimizer.ADAMW:
         if t.optimizer_impl == OptimizerImpl.FOREACH:
@@ -402,7 +413,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _add(states, "optimizer/states", opt_bytes)
         _add(grads, "gradients/trainable", psi * g_t)
         if not t.optimizer_in_backward:
-            _add(step_buffers, "optimizer/step_transient", optimizer_step_transient(m, t, split, w_t, psi))
+            _add(step_buffers, "optimizer/step_transient", optimizer_step_transient(
+                m, t, split, w_t, psi, saved_bytes if saved_apart else 0.0))
         if s.engine == "ddp":  # the Reducer allocates its flat gradient buckets when DDP wraps the model
             _add(states, "gradients/ddp_buckets", psi * g_t)
     problem = combination_problem(t, s)
