@@ -243,7 +243,21 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         # Seen in MemTracker traces of transformers' non-reentrant checkpointing (tests/test_trace.py): beyond the
         # blocks' inputs, one fp32 and one 16-bit hidden-sized tensor per micro-batch stay alive into backward.
         out["activations/checkpoint/boundary_tensors"] = (4 + r.act) * m.hidden * tokens
+    mask = eager_mask_bytes(m, t, r)
+    if mask:
+        out["activations/checkpoint/eager_attention_mask"] = mask
     return out, sum(out.values()), one_block
+
+
+def eager_mask_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
+    """Eager attention's additive causal mask, b x 1 x s x s in the hidden states' dtype (transformers'
+    masking_utils builds it once per forward, the fp32 embeddings' dtype under fp32 weights): a checkpointed block
+    keeps its inputs, the mask among them, until the backward ends (traced: 16 MiB at 2K tokens with fp32 weights,
+    alive beside the bottom block's softmax backward; SDPA takes `is_causal` and builds none)."""
+    if t.attention != Attention.EAGER or t.grad_ckpt == GradCkpt.NONE or m.is_encoder:
+        return 0.0
+    dtype = 4 if (r.weight == 4 or r.kbit_upcast) else 2
+    return float(dtype * t.sequences_per_micro_batch * t.seq_len * t.seq_len)
 
 
 def _top_group_merged(m: ModelSpec, t: TrainingSpec) -> float | None:
@@ -464,7 +478,15 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
               id(acts): acts_total}
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
-    in_block = _in_block_items(m, t, split, r, eff, one_block)
+    later_grads = 0.0
+    if t.method in (Method.FULL, Method.FREEZE) and s.engine in ("single", "ddp") and t.grad_accum == 1 and \
+            not t.optimizer_in_backward:
+        # a trained block's gradients written before its attention's backward: o_proj's and the MLP's but down_proj's
+        # (counted as the block's first; traced: the softmax backward's moment holds them)
+        linears = layer_linears(m)
+        later_grads = g_t * sum(x.in_features * x.out_features * x.count * x.share for x in linears[:-1]
+                                if not set(x.roles) & {"q", "k", "v"})
+    in_block = _in_block_items(m, t, split, r, eff, one_block, later_grads)
     top_kept = act_factor * tokens * sum(apply_checkpointing(block_saved(
         m, r, split.block_trainable, t.seq_len, t.attention), m, r, t.grad_ckpt).values())
     if t.method == Method.FREEZE and t.grad_ckpt == GradCkpt.FULL and r.amp_casts and split.trainable_blocks:
@@ -585,19 +607,20 @@ def _larger(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
 
 
 def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, eff: EfficiencyView,
-                    one_block: float) -> dict[str, float]:
+                    one_block: float, later_grads: float = 0.0) -> dict[str, float]:
     """What the block running its backward holds beyond the model states and the other blocks' saved tensors, at
     the larger of two moments (traced: benchmarks/conformance.py):
       the MLP's backward   the block's saved (or recomputed) activations less down_proj's input, freed with its
                            weight gradient; the MLP's gradient temporaries; the gradient arriving at the block's
                            output and the one its residual branch adds; under full checkpointing the block's own
                            16-bit input and, under autocast, PEFT's fp32 copy of down_proj's input;
-      eager attention's    the softmax backward's fp32 tensors are alive; the MLP's saved tensors are gone unless
-      backward             the block was recomputed under autocast with fp32 weights."""
+      eager attention's    the softmax backward's fp32 tensors are alive; the MLP's saved tensors are gone, and
+      backward             the gradients of the MLP and o_proj (`later_grads`, trained blocks) already exist."""
     tokens = t.tokens_per_micro_batch
     ckpt = t.grad_ckpt == GradCkpt.FULL
     common = {"activations/residual_gradients": 2.0 * r.residual * m.hidden * tokens,
-              "activations/checkpoint/own_input": kept_input(m, r, t)}
+              "activations/checkpoint/own_input": kept_input(m, r, t),
+              "activations/checkpoint/eager_attention_mask": eager_mask_bytes(m, t, r)}
     mlp = {"activations/last_block": one_block - freed_before_peak(m, r, split, t),
            "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t) if ckpt else 0.0, **common}
@@ -605,12 +628,12 @@ def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
     if not eager:
         return mlp
     per_token = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
-    # the MLP's saved tensors are freed by its backward; a block recomputed under autocast with fp32 weights kept
-    # them in every trace (benchmarks/conformance.py; the mechanism is not pinned down)
-    mlp_part = 0.0 if ckpt and r.amp_casts else sum(v for k, v in per_token.items() if k.startswith((
+    # the MLP's saved tensors are freed by its backward, recomputed blocks' too (a block recomputed under autocast
+    # with fp32 weights was taken to keep them: +8..+15 % on eager classifier fine-tunes, traced)
+    mlp_part = sum(v for k, v in per_token.items() if k.startswith((
         "mlp/", "moe/", "linear_in/down", "linear_in/mlp", "norm2/"))) * tokens
     attention = {"activations/last_block_attention_part": max(0.0, one_block - mlp_part),
-                 "activations/eager_softmax_backward": eager, **common}
+                 "activations/eager_softmax_backward": eager, "gradients/block_mlp_and_o": later_grads, **common}
     return _larger(mlp, attention)
 
 
@@ -626,6 +649,7 @@ def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Param
         return {}
     active = m.layers - split.lowest_trainable_block
     outside = ("activations/final_norm_and_head_input", "activations/checkpoint/boundary_tensors",
+               "activations/checkpoint/eager_attention_mask",
                "activations/lora_merged_expert_weights")
     blocks = sum(v for k, v in acts.items() if k not in outside)
     if m.structure is not None and len(m.structure.pattern) == m.layers:
