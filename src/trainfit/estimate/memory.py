@@ -579,9 +579,10 @@ def merged_expert_grad(m: ModelSpec, t: TrainingSpec, r: Regime, block: int) -> 
 def kept_input(m: ModelSpec, r: Regime, t: TrainingSpec) -> float:
     """Under full checkpointing, the block input checkpoint saved, alive beside the recomputed block — a tensor of
     its own when the residual stream is 16-bit (the first norm then saves an fp32 upcast); an fp32 residual is the
-    very tensor the first norm saves, counted with the block (traced)."""
+    very tensor the first norm saves, counted with the block (traced), and so is a LayerNorm's 16-bit input (it saves
+    its input as is: traced on GPT-2)."""
     return r.residual * m.hidden * t.tokens_per_micro_batch if t.grad_ckpt == GradCkpt.FULL and r.residual < 4 \
-        else 0.0
+        and m.norm == "rmsnorm" else 0.0
 
 
 def freed_before_peak(m: ModelSpec, r: Regime, split: ParamSplit, t: TrainingSpec) -> float:
