@@ -253,8 +253,9 @@ def eager_mask_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     """Eager attention's additive causal mask, b x 1 x s x s in the hidden states' dtype (transformers'
     masking_utils builds it once per forward, the fp32 embeddings' dtype under fp32 weights): a checkpointed block
     keeps its inputs, the mask among them, until the backward ends (traced: 16 MiB at 2K tokens with fp32 weights,
-    alive beside the bottom block's softmax backward; SDPA takes `is_causal` and builds none)."""
-    if t.attention != Attention.EAGER or t.grad_ckpt == GradCkpt.NONE or m.is_encoder:
+    alive beside the bottom block's softmax backward; SDPA takes `is_causal` and builds none). Full checkpointing
+    only: that is what was traced (transformers checkpoints whole blocks)."""
+    if t.attention != Attention.EAGER or t.grad_ckpt != GradCkpt.FULL or m.is_encoder:
         return 0.0
     dtype = 4 if (r.weight == 4 or r.kbit_upcast) else 2
     return float(dtype * t.sequences_per_micro_batch * t.seq_len * t.seq_len)
