@@ -55,6 +55,12 @@ CASES = {
     # (+4.6 % with RMSNorm's five fp32 temporaries)
     "gpt2_classifier": dict(family="gpt2", param_dtype="bf16", grad_ckpt="none", micro_batch=16, seq_len=256,
                             task="classification"),
+    # GPT-2's learned position table gets its gradient last, after the bottom block's backward (+9.2 % with it)
+    "gpt2_position_grad": dict(family="gpt2", layers=4, optimizer="sgd", seq_len=1024, task="classification"),
+    # Mixtral's experts are one 3-D tensor per projection (gate and up fused): Adafactor's per-tensor intermediates
+    # are sized by it, and the step is the peak (-17.4 % with one expert's matrix)
+    "mixtral_freeze_adafactor": dict(family="mixtral", layers=3, method="freeze", param_dtype="bf16",
+                                     optimizer="adafactor", optimizer_impl="forloop", grad_ckpt="none"),
     # Mixtral: sparse MoE, balanced routing, LoRA on the attention projections
     "mixtral_lora": dict(family="mixtral", method="lora", grad_ckpt="none", micro_batch=2, seq_len=1024,
                          lora_targets=("q_proj", "v_proj")),
