@@ -32,6 +32,38 @@ CASES = {
     # eager attention's softmax backward (fp32 gradients of heads x seq² beside the saved softmax)
     "eager_full_ckpt": dict(attention="eager", seq_len=1024, param_dtype="bf16"),
     "eager_no_ckpt": dict(attention="eager", seq_len=1024, grad_ckpt="none", method="lora"),
+    # Adafactor stepping a 16-bit modules_to_save head beside fp32 adapters: the step's per-tensor intermediates are
+    # 16 bytes per element of the head (its own dtype), not the adapters' 8 (-22.9 % before)
+    "adafactor_16bit_saved_head": dict(family="qwen3", layers=4, method="lora", precision="fp16",
+                                       optimizer="adafactor", optimizer_impl="forloop", attention="eager",
+                                       micro_batch=2, lora_targets=("q_proj", "v_proj"), modules_to_save=("lm_head",)),
+    # LoRA on Phi-3's MLP only, eager attention at 8K: the lowest block saves no attention tensors, so the blocks
+    # below the top one keep far less than the mean block (+25.3 % before)
+    "lora_mlp_only_eager_8k": dict(family="phi3", method="lora", optimizer="sgd", optimizer_impl="forloop",
+                                   grad_ckpt="none", attention="eager", micro_batch=4, seq_len=8192,
+                                   task="classification", lora_rank=16, lora_targets=("gate_up_proj", "down_proj")),
+    # eager attention under full checkpointing with fp32 weights: the b x s x s fp32 causal mask stays alive to the
+    # end of backward, and the softmax backward's moment holds the MLP's and o_proj's gradients but not the MLP's
+    # saved tensors (+7.6 % on the classifier, the mask then hidden by the MLP's tensors counted in its place)
+    "eager_mask_fp32_ckpt": dict(family="qwen3", layers=3, optimizer="adafactor", optimizer_impl="forloop",
+                                 attention="eager", seq_len=2048, task="classification"),
+    "eager_classifier_softmax_moment": dict(family="qwen2", layers=3, optimizer="sgd", attention="eager",
+                                            micro_batch=16, task="classification"),
+    "freeze_fp32_ckpt_eager": dict(family="qwen3", method="freeze", optimizer="adafactor", optimizer_impl="forloop",
+                                   attention="eager", micro_batch=2, seq_len=512, task="classification"),
+    # GPT-2 (LayerNorm, Conv1D, learned positions): a classifier's final LayerNorm backward is one fused kernel
+    # (+4.6 % with RMSNorm's five fp32 temporaries)
+    "gpt2_classifier": dict(family="gpt2", param_dtype="bf16", grad_ckpt="none", micro_batch=16, seq_len=256,
+                            task="classification"),
+    # GPT-2's learned position table gets its gradient last, after the bottom block's backward (+9.2 % with it)
+    "gpt2_position_grad": dict(family="gpt2", layers=4, optimizer="sgd", seq_len=1024, task="classification"),
+    # Mixtral's experts are one 3-D tensor per projection (gate and up fused): Adafactor's per-tensor intermediates
+    # are sized by it, and the step is the peak (-17.4 % with one expert's matrix)
+    "mixtral_freeze_adafactor": dict(family="mixtral", layers=3, method="freeze", param_dtype="bf16",
+                                     optimizer="adafactor", optimizer_impl="forloop", grad_ckpt="none"),
+    # Mixtral: sparse MoE, balanced routing, LoRA on the attention projections
+    "mixtral_lora": dict(family="mixtral", method="lora", grad_ckpt="none", micro_batch=2, seq_len=1024,
+                         lora_targets=("q_proj", "v_proj")),
 }
 
 

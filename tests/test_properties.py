@@ -73,13 +73,14 @@ def test_memory_never_rises_with_more_checkpointing(w, gpus):
     mem = [e.memory.device for e in ests]
     none, selective, full = mem
     assert none >= selective - 1, mem
-    # Full checkpointing holds two things selective does not (both traced, benchmarks/conformance.py): a block's
-    # 16-bit input beside its recomputation (2 bytes x hidden x tokens), and, for a freeze fine-tune with fp32
-    # weights under autocast, the recomputed block's autocast weight copies. Full may exceed selective by those (with
-    # the allocator's overhead on top) — and never more.
+    # Full checkpointing holds three things selective does not (all traced, benchmarks/conformance.py): a block's
+    # 16-bit input beside its recomputation (2 bytes x hidden x tokens), for a freeze fine-tune with fp32 weights
+    # under autocast the recomputed block's autocast weight copies, and eager attention's causal mask, an input of
+    # every checkpointed block. Full may exceed selective by those (with the allocator's overhead on top) — and never
+    # more.
     detail = ests[2].memory.detail
     traced_full_only = 2.0 * model.hidden * t.tokens_per_micro_batch + detail.get(
-        "other/autocast_copies_recomputed_block", 0.0)
+        "other/autocast_copies_recomputed_block", 0.0) + detail.get("activations/checkpoint/eager_attention_mask", 0.0)
     assert selective >= full - 1 - 2 * traced_full_only, mem
 
 

@@ -32,7 +32,7 @@ from ..spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimiz
                              Strategy, Task, TrainingSpec, combination_problem)
 from ..units import GiB
 from .activations import Regime, apply_checkpointing, block_saved, first_block_without_input_grad, softmax_bytes
-from .params import global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
+from .params import Tensor, global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head, wrapped_experts
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
@@ -243,7 +243,22 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         # Seen in MemTracker traces of transformers' non-reentrant checkpointing (tests/test_trace.py): beyond the
         # blocks' inputs, one fp32 and one 16-bit hidden-sized tensor per micro-batch stay alive into backward.
         out["activations/checkpoint/boundary_tensors"] = (4 + r.act) * m.hidden * tokens
+    mask = eager_mask_bytes(m, t, r)
+    if mask:
+        out["activations/checkpoint/eager_attention_mask"] = mask
     return out, sum(out.values()), one_block
+
+
+def eager_mask_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
+    """Eager attention's additive causal mask, b x 1 x s x s in the hidden states' dtype (transformers'
+    masking_utils builds it once per forward, the fp32 embeddings' dtype under fp32 weights): a checkpointed block
+    keeps its inputs, the mask among them, until the backward ends (traced: 16 MiB at 2K tokens with fp32 weights,
+    alive beside the bottom block's softmax backward; SDPA takes `is_causal` and builds none). Full checkpointing
+    only: that is what was traced (transformers checkpoints whole blocks)."""
+    if t.attention != Attention.EAGER or t.grad_ckpt != GradCkpt.FULL or m.is_encoder:
+        return 0.0
+    dtype = 4 if (r.weight == 4 or r.kbit_upcast) else 2
+    return float(dtype * t.sequences_per_micro_batch * t.seq_len * t.seq_len)
 
 
 def _top_group_merged(m: ModelSpec, t: TrainingSpec) -> float | None:
@@ -311,14 +326,21 @@ def _optimizer_state_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_b
     return adafactor_state_bytes(m, split, split.trainable_blocks)
 
 
-def _largest_trainable_tensor(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> int:
-    sizes = [x.rows * x.cols for x in split.trainable_tensors]
-    if split.saved:
+def _largest_trainable_tensor(m: ModelSpec, t: TrainingSpec, split: ParamSplit, with_saved: bool = True) -> int:
+    """Elements of the largest trainable parameter tensor. MoE experts are one 3-D tensor per projection in
+    transformers 5 (experts x out x in), gate and up fused into one (traced: Mixtral, freeze + Adafactor, whose
+    per-tensor step intermediates are sized by it: -17 % with one expert's matrix)."""
+    sizes = [x.rows * x.cols * (x.count if x.role == "expert" else 1) for x in split.trainable_tensors]
+    gate_up = [x for x in split.trainable_tensors if x.role == "expert" and x.module in ("gate_proj", "up_proj")]
+    if len(gate_up) == 2:
+        sizes.append(sum(x.rows * x.cols * x.count for x in gate_up))
+    if split.saved and with_saved:
         sizes.append(m.vocab * m.hidden)
     return max(sizes, default=0)
 
 
-def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_bytes: float, psi: float) -> float:
+def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_bytes: float, psi: float,
+                             saved_bytes: float = 0.0) -> float:
     """Intermediates the optimizer's step allocates beside its states (one GPU, torch optimizers), checked against
     traced steps (benchmarks/conformance.py):
       AdamW foreach   `torch._foreach_sqrt(exp_avg_sqs)` over the whole group: one more state's worth (torch/optim/
@@ -327,7 +349,17 @@ def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w
       AdamW fused     none; SGD (momentum updated in place) none;
       Adafactor       (transformers' Adafactor) per tensor: `grad**2 + eps` and the factored estimate built from the
                       row/column factors, both fp32, plus fp32 copies of a 16-bit gradient and weight: 8 or 16 bytes
-                      per element of the largest tensor."""
+                      per element of the largest tensor.
+    `saved_bytes`: PEFT's modules_to_save copies stored in a dtype of their own (a 16-bit head beside fp32 adapters):
+    each dtype's tensors are sized by their own bytes — foreach's per-dtype groups add up, a per-tensor
+    intermediate is the larger of the two (traced: Adafactor stepping a 16-bit lm_head copy beside fp32 adapters
+    holds 16 bytes per element of the head, not 8; -23 % before)."""
+    if saved_bytes and split.saved:
+        adapters = optimizer_step_transient(m, t, replace(split, saved=0), w_bytes, psi)
+        head = optimizer_step_transient(m, t, replace(split, saved=0, trainable_tensors=(Tensor(
+            "modules_to_save", m.vocab, m.hidden, "head", per_layer=False),)), saved_bytes, split.saved)
+        both = t.optimizer == Optimizer.ADAMW and t.optimizer_impl == OptimizerImpl.FOREACH
+        return adapters + head if both else max(adapters, head)
     state = 4.0 if w_bytes == 4.0 else w_bytes
     if t.optimizer == Optimizer.ADAMW:
         if t.optimizer_impl == OptimizerImpl.FOREACH:
@@ -402,7 +434,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _add(states, "optimizer/states", opt_bytes)
         _add(grads, "gradients/trainable", psi * g_t)
         if not t.optimizer_in_backward:
-            _add(step_buffers, "optimizer/step_transient", optimizer_step_transient(m, t, split, w_t, psi))
+            _add(step_buffers, "optimizer/step_transient", optimizer_step_transient(
+                m, t, split, w_t, psi, saved_bytes if saved_apart else 0.0))
         if s.engine == "ddp":  # the Reducer allocates its flat gradient buckets when DDP wraps the model
             _add(states, "gradients/ddp_buckets", psi * g_t)
     problem = combination_problem(t, s)
@@ -455,7 +488,17 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
               id(acts): acts_total}
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
-    in_block = _in_block_items(m, t, split, r, eff, one_block)
+    later_grads = 0.0
+    if t.method in (Method.FULL, Method.FREEZE) and s.engine in ("single", "ddp") and t.grad_accum == 1 and \
+            not t.optimizer_in_backward:
+        # a trained block's gradients written before its attention's backward: o_proj's and the MLP's but down_proj's
+        # (counted as the block's first; traced: the softmax backward's moment holds them)
+        linears = layer_linears(m)
+        later_grads = g_t * sum(x.in_features * x.out_features * x.count * x.share for x in linears[:-1]
+                                if not set(x.roles) & {"q", "k", "v"})
+    in_block = _in_block_items(m, t, split, r, eff, one_block, later_grads)
+    top_kept = act_factor * tokens * sum(apply_checkpointing(block_saved(
+        m, r, split.block_trainable, t.seq_len, t.attention), m, r, t.grad_ckpt).values())
     if t.method == Method.FREEZE and t.grad_ckpt == GradCkpt.FULL and r.amp_casts and split.trainable_blocks:
         # the recomputed block of a freeze fine-tune casts its fp32 weights again and keeps the copies for its
         # backward (traced; a full fine-tune's recomputed block did not show them)
@@ -474,7 +517,10 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
             # a classification head's backward: the final RMSNorm's backward, run op by op in fp32, holds five
             # fp32 hidden-sized temporaries (traced; under a language-model head the logits' gradient outweighs it)
-            "activations/final_norm_backward": 0.0 if causal else 5 * 4.0 * m.hidden * tokens,
+            # (a LayerNorm runs as one fused kernel: only its 16-bit input gradient, traced on GPT-2, +4.6 % with
+            # RMSNorm's five)
+            "activations/final_norm_backward": 0.0 if causal else (
+                5 * 4.0 if m.norm == "rmsnorm" else float(r.act)) * m.hidden * tokens,
             "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
@@ -486,7 +532,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # two 16-bit temporaries (seen in traces; large for a MoE block whose experts are one 3-D tensor)
         _phase("backward_top_block", (states, other, _larger(
             _top_block_items(m, t, s, r, acts_total, one_block, block_casts, head_grad, g_t),
-            _in_top_block_items(m, t, s, split, acts, block_casts, head_grad, g_t, held, in_block))), totals),
+            _in_top_block_items(m, t, s, split, top_kept, acts, block_casts, head_grad, g_t, held, in_block))), totals),
         # the tied embedding's backward, last of all: embedding_dense_backward writes a dense V x h gradient, and
         # adding it to the gradient the output head left makes a third V x h tensor before the old one is freed
         _phase("backward_embedding", (states, other, grads, {
@@ -499,7 +545,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
 
 # Saved activations that belong to no block (the head side, checkpointing's boundary tensors) or are weights
 OUTSIDE_BLOCKS = ("activations/final_norm_and_head_input", "activations/checkpoint/boundary_tensors",
-                  "activations/lora_merged_expert_weights")
+                  "activations/checkpoint/eager_attention_mask", "activations/lora_merged_expert_weights")
 
 
 def offloaded_activations(acts: dict[str, float], active_blocks: int) -> dict[str, float]:
@@ -562,9 +608,10 @@ def merged_expert_grad(m: ModelSpec, t: TrainingSpec, r: Regime, block: int) -> 
 def kept_input(m: ModelSpec, r: Regime, t: TrainingSpec) -> float:
     """Under full checkpointing, the block input checkpoint saved, alive beside the recomputed block — a tensor of
     its own when the residual stream is 16-bit (the first norm then saves an fp32 upcast); an fp32 residual is the
-    very tensor the first norm saves, counted with the block (traced)."""
+    very tensor the first norm saves, counted with the block (traced), and so is a LayerNorm's 16-bit input (it saves
+    its input as is: traced on GPT-2)."""
     return r.residual * m.hidden * t.tokens_per_micro_batch if t.grad_ckpt == GradCkpt.FULL and r.residual < 4 \
-        else 0.0
+        and m.norm == "rmsnorm" else 0.0
 
 
 def freed_before_peak(m: ModelSpec, r: Regime, split: ParamSplit, t: TrainingSpec) -> float:
@@ -593,19 +640,20 @@ def _larger(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
 
 
 def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, eff: EfficiencyView,
-                    one_block: float) -> dict[str, float]:
+                    one_block: float, later_grads: float = 0.0) -> dict[str, float]:
     """What the block running its backward holds beyond the model states and the other blocks' saved tensors, at
     the larger of two moments (traced: benchmarks/conformance.py):
       the MLP's backward   the block's saved (or recomputed) activations less down_proj's input, freed with its
                            weight gradient; the MLP's gradient temporaries; the gradient arriving at the block's
                            output and the one its residual branch adds; under full checkpointing the block's own
                            16-bit input and, under autocast, PEFT's fp32 copy of down_proj's input;
-      eager attention's    the softmax backward's fp32 tensors are alive; the MLP's saved tensors are gone unless
-      backward             the block was recomputed under autocast with fp32 weights."""
+      eager attention's    the softmax backward's fp32 tensors are alive; the MLP's saved tensors are gone, and
+      backward             the gradients of the MLP and o_proj (`later_grads`, trained blocks) already exist."""
     tokens = t.tokens_per_micro_batch
     ckpt = t.grad_ckpt == GradCkpt.FULL
     common = {"activations/residual_gradients": 2.0 * r.residual * m.hidden * tokens,
-              "activations/checkpoint/own_input": kept_input(m, r, t)}
+              "activations/checkpoint/own_input": kept_input(m, r, t),
+              "activations/checkpoint/eager_attention_mask": eager_mask_bytes(m, t, r)}
     mlp = {"activations/last_block": one_block - freed_before_peak(m, r, split, t),
            "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * m.intermediate * tokens,
            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t) if ckpt else 0.0, **common}
@@ -613,16 +661,16 @@ def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
     if not eager:
         return mlp
     per_token = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
-    # the MLP's saved tensors are freed by its backward; a block recomputed under autocast with fp32 weights kept
-    # them in every trace (benchmarks/conformance.py; the mechanism is not pinned down)
-    mlp_part = 0.0 if ckpt and r.amp_casts else sum(v for k, v in per_token.items() if k.startswith((
+    # the MLP's saved tensors are freed by its backward, recomputed blocks' too (a block recomputed under autocast
+    # with fp32 weights was taken to keep them: +8..+15 % on eager classifier fine-tunes, traced)
+    mlp_part = sum(v for k, v in per_token.items() if k.startswith((
         "mlp/", "moe/", "linear_in/down", "linear_in/mlp", "norm2/"))) * tokens
     attention = {"activations/last_block_attention_part": max(0.0, one_block - mlp_part),
-                 "activations/eager_softmax_backward": eager, **common}
+                 "activations/eager_softmax_backward": eager, "gradients/block_mlp_and_o": later_grads, **common}
     return _larger(mlp, attention)
 
 
-def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit,
+def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, top_kept: float,
                         acts: dict[str, float], block_casts: dict[str, float], head_grad: float,
                         g_t: float, held: dict[str, float], in_block: dict[str, float]) -> dict[str, float]:
     """The peak inside the top trained block's backward (one GPU / DDP): what the bottom block's backward holds
@@ -633,8 +681,15 @@ def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Param
     if s.engine not in ("single", "ddp") or t.optimizer_in_backward:
         return {}
     active = m.layers - split.lowest_trainable_block
-    kept = sum(v for k, v in acts.items() if k not in OUTSIDE_BLOCKS) / max(1, active)
-    out = {"activations/lower_blocks": kept * (active - 1), **in_block}
+    blocks = sum(v for k, v in acts.items() if k not in OUTSIDE_BLOCKS)
+    if m.structure is not None and len(m.structure.pattern) == m.layers:
+        lower = blocks * (active - 1) / max(1, active)
+    else:
+        # the blocks below keep all but the top block's saved tensors — not the mean block's: the lowest block of
+        # LoRA on the MLP only saves no attention tensors (traced: Phi-3, LoRA on gate_up/down, eager attention at
+        # 8K tokens, whose top block alone holds the s² softmax: +25 % with the mean)
+        lower = max(0.0, blocks - top_kept)
+    out = {"activations/lower_blocks": lower, **in_block}
     if t.grad_ckpt != GradCkpt.FULL:
         out["other/autocast_copies_lower_blocks"] = sum(block_casts.values()) * (active - 1) / max(1, active)
     if held:
@@ -666,6 +721,9 @@ def _grads_in_bottom_block(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Pa
         absent = block - first
         if t.method == Method.FULL and not (m.tie_embeddings and head == "lm"):
             absent += m.vocab * m.hidden  # the input embedding's gradient comes last
+        if t.method == Method.FULL and m.position == "learned":
+            # and so does a learned position table's (GPT-2's wpe; traced: +9.2 % on a GPT-2 classifier without)
+            absent += m.max_positions * m.hidden
     else:  # LoRA: the block's peak comes before any of its adapters' gradients
         absent = split.adapters / m.layers
     out = dict(grads)
