@@ -16,7 +16,7 @@ import pytest
 
 from trainfit.catalog import templates as T
 
-TYPES = sorted(T.templates())
+TYPES = T.names()
 
 
 def test_templates_ship_for_most_buildable_types():
@@ -81,7 +81,7 @@ def _cut(t: dict, n: int) -> dict:
 def test_template_equals_the_meta_read(model_type):
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    t = T.templates()[model_type]
+    t = T.template(model_type)
     base = _cut(t, 8)
     ours, ref = _pair(base, t)
     assert ref is not None and ours == ref  # the default config, up to 8 blocks
@@ -108,7 +108,7 @@ def test_template_equals_the_meta_read(model_type):
 
 def test_template_path_imports_no_torch(tmp_path):
     """A glm4_moe config.json with other sizes (no preset has this architecture) is answered from the template."""
-    t = T.templates()["glm4_moe"]
+    t = T.template("glm4_moe")
     cfg = dict(t["defaults"], hidden_size=2048, num_hidden_layers=20, n_routed_experts=64, moe_intermediate_size=768,
                architectures=["Glm4MoeForCausalLM"], _name_or_path="org/new-glm")
     file = tmp_path / "config.json"
@@ -139,11 +139,41 @@ def _importable(name: str) -> bool:
 
 
 def test_a_key_the_template_does_not_cover_falls_back():
-    t = T.templates()["glm4_moe"]
-    fixed = next(k for k, r in t["keys"].items() if r == "fixed" and k != "model_type"
+    t = T.template("glm4_moe")
+    switched = {k for v in t.get("variants", ()) for k in v["override"]}  # a variant answers those
+    fixed = next(k for k, r in t["keys"].items() if r == "fixed" and k != "model_type" and k not in switched
                  and isinstance(t["defaults"].get(k), bool))
     base = dict(t["defaults"])
     assert T.read(base) is not None
     assert T.read({**base, fixed: not base[fixed]}) is None  # a structural switch away from the default
     assert T.read({**base, "some_new_switch": 3}) is None  # a key the template never saw
     assert T.read({**base, "hidden_size": 2048}) is not None  # a dimension
+
+
+def test_real_config_files_answered_by_templates_equal_the_meta_read():
+    """The presets' verbatim Hugging Face config.json files (legacy keys, token ids, rope_scaling, tied heads, ...):
+    where a template answers, its ModelSpec equals the meta-device read of the same file."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from trainfit.catalog import all_models, generic
+
+    answered, declined = [], []
+    for name, preset in sorted(all_models().items()):
+        if not preset.hf_config:
+            continue
+        text, note = generic.text_config(preset.hf_config)
+        if not T.has_template(str(text.get("model_type", "")).lower()):
+            continue
+        ours = generic.from_template(text, name, "", None, note, preset.hf_config)
+        if ours is None:
+            declined.append(name)
+            continue
+        key = json.dumps({k: v for k, v in text.items() if k not in generic._DROP_KEYS}, sort_keys=True, default=str)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = generic._read_cached.__wrapped__(key, name, "", None, note, json.dumps(preset.hf_config))
+        assert json.loads(json.dumps(generic.spec_to_dict(ours))) == \
+            json.loads(json.dumps(generic.spec_to_dict(ref))), name
+        answered.append(name)
+    print(f"templates answer {len(answered)} preset config files, decline {len(declined)}: {declined}")
+    assert answered

@@ -1,6 +1,7 @@
 """Build src/trainfit/catalog/data/structure_templates.json.gz (needs torch + transformers; see catalog/templates.py).
 
-    PYTHONPATH=src python tools/make_templates.py [--types glm4_moe,llama] [--jobs 2]
+    PYTHONPATH=src python tools/make_templates.py [--jobs 2]           # all types: writes the data file
+    PYTHONPATH=src python tools/make_templates.py --types glm4_moe,llama  # a look at some types, writes nothing
 
 For each text model type reachable from transformers' causal-LM auto mapping:
   1. the default config (resolved by its config class) cut to the fewest blocks that show every block kind;
@@ -9,8 +10,12 @@ For each text model type reachable from transformers' causal-LM auto mapping:
      change alters anything but int leaves (or cannot be built) is "fixed" (a config must keep its default);
   3. per-layer lists (layer_types, ...) and first_k_dense_replace / mlp_only_layers / decoder_sparse_step pick each
      block's group; keys the config class derives from others (head_dim, layer_types) are recomputed when possible;
-  4. verification: the template's answer must equal fresh meta-device reads (the whole ModelSpec) of the default,
-     of two jointly perturbed full configs and of sparse configs (derived defaults, another layer count).
+  4. keys real config.json files carry beside the class's own (those of the shipped presets' configs: rope_scaling,
+     ep_size, ...) are free when none of their values moves the structure; a type whose tie_word_embeddings is
+     structural gets a variant template for the other value (used only when the config sets it);
+  5. verification: the template's answer must equal fresh meta-device reads (the whole ModelSpec) of the default,
+     of two jointly perturbed full configs and of sparse configs (derived defaults, another layer count, factors
+     that break divisibility); divisions the model floors become guards (a config must divide evenly).
 Only verified types are written; the others (and why) are printed.
 """
 
@@ -161,9 +166,40 @@ def ordered(node):
 
 
 # ---- one type -----------------------------------------------------------------------------------------------------
-def make(model_type: str) -> tuple[dict | None, str]:
+def extra_keys() -> dict[str, list]:
+    """Keys real config.json files carry beside the config class's own (from the shipped presets' Hugging Face
+    configs), with the values seen: probed per type, a key is free when none of its values (and a few others) moves
+    the structure."""
+    from trainfit.catalog import all_models
+    from trainfit.catalog.generic import text_config
+
+    out: dict[str, list] = {"rope_theta": [12345.0]}
+    for preset in all_models().values():
+        if not preset.hf_config:
+            continue
+        for k, v in text_config(preset.hf_config)[0].items():
+            if k in _DROP_KEYS or k in T.LAYER_KEYS or k == "model_type" or isinstance(v, list):
+                continue
+            vals = out.setdefault(k, [])
+            if v not in vals and len(vals) < 3:
+                vals.append(v)
+    for k, vals in out.items():  # other values of the same kind
+        for v in list(vals):
+            if isinstance(v, bool):
+                vals.append(not v)
+            elif isinstance(v, int):
+                vals.append(2 * v + 1)
+            elif isinstance(v, float):
+                vals.append(v * 1.5 + 0.5)
+    return out
+
+
+EXTRA_KEYS: dict[str, list] = {}
+
+
+def make(model_type: str, override: dict | None = None) -> tuple[dict | None, str]:
     try:
-        defaults = resolved(model_type)
+        defaults = resolved(model_type, **(override or {}))
     except Exception as exc:  # noqa: BLE001
         return None, f"no default config ({type(exc).__name__})"
     layer_key = next((k for k in T.LAYER_KEYS if isinstance(defaults.get(k), int)
@@ -219,8 +255,8 @@ def make(model_type: str) -> tuple[dict | None, str]:
             tries = [x0 * 1.5 if x0 else 0.5]
         elif isinstance(x0, str) and "act" in key:
             tries = ["gelu" if x0 != "gelu" else "silu"]
-        elif x0 is None and key.endswith("_token_id"):
-            tries = [1]
+        elif x0 is None:
+            tries = [1024]
         elif isinstance(x0, dict) and isinstance(x0.get("rope_theta"), (int, float)):
             tries = [{**x0, "rope_theta": x0["rope_theta"] * 2}]
         else:
@@ -247,11 +283,25 @@ def make(model_type: str) -> tuple[dict | None, str]:
             elif ints == ints0:
                 roles[key] = "free"
             break
-    for extra, value in (("rope_theta", 12345.0),):  # legacy keys a config.json carries beside the v5 ones
-        if extra not in base:
+    for key, x0 in base.items():  # token ids may be lists or null in a config.json
+        if key.endswith("_token_id") and roles.get(key) == "var" and key not in moves:
+            roles[key] = "free"
+    extras = {k: v for k, v in EXTRA_KEYS.items() if k not in base}
+    together = []
+    for i in range(max((len(v) for v in extras.values()), default=0)):  # all at once first (one build per value)
+        sd = oracle({**base, **{k: v[i % len(v)] for k, v in extras.items()}})
+        together.append(sd is not None and view_of(sd, t, base) == v0)
+    if together and all(together):
+        for extra in extras:
+            roles[extra] = "free"
+        extras = {}
+    for extra, values in extras.items():  # else one by one
+        for value in values:
             sd = oracle({**base, extra: value})
-            if sd is not None and view_of(sd, t, base) == v0:
-                roles[extra] = "free"
+            if sd is None or view_of(sd, t, base) != v0:
+                break
+        else:
+            roles[extra] = "free"
     third: dict[str, tuple[int, list[int]]] = {}  # a third value per moving key: checks the fitted law
     for key, (x0, x1, _) in list(moves.items()):
         for x2 in (4 * x0, x0 // 2 if x0 % 2 == 0 else 0, 3 * x0):
@@ -303,7 +353,29 @@ def make(model_type: str) -> tuple[dict | None, str]:
     if hd_rule is not None:
         t["derived"]["head_dim"] = hd_rule
     t["guards"] = guards(t, base, moves)
+    normalised_strings(model_type, t)
+    if override:
+        t["override"] = override
     return verify(model_type, t, base, defaults, moves, p)
+
+
+ACTIVATIONS = ("gelu", "silu", "gelu_new", "relu", "gelu_pytorch_tanh", "swish", "gelu_fast")
+
+
+def normalised_strings(model_type: str, t: dict) -> None:
+    """A free string key whose value the config class rewrites (Gemma: hidden_act "gelu" -> "gelu_pytorch_tanh")
+    would reach the ModelSpec unrewritten: such keys keep their default."""
+    for key, role in t["keys"].items():
+        if role != "free" or not isinstance(t["defaults"].get(key), str):
+            continue
+        for value in ACTIVATIONS:
+            try:
+                kept = resolved(model_type, **(t.get("override") or {}), **{key: value}).get(key) == value
+            except Exception:  # noqa: BLE001
+                kept = False
+            if not kept:
+                t["keys"][key] = "fixed"
+                break
 
 
 def guards(t: dict, base: dict, moves: dict) -> list[list[str]]:
@@ -465,28 +537,49 @@ def text_types() -> list[str]:
     return sorted(out)
 
 
+def one_type(mt: str) -> tuple[str, dict | None, str]:
+    if not EXTRA_KEYS:
+        EXTRA_KEYS.update(extra_keys())
+    t0 = time.perf_counter()
+    try:
+        t, msg = make(mt)
+        if t is not None and t["keys"].get("tie_word_embeddings") == "fixed":  # both head layouts
+            flip = {"tie_word_embeddings": not t["defaults"]["tie_word_embeddings"]}
+            t2, msg2 = make(mt, flip)
+            if t2 is not None:
+                t["variants"] = [t2]
+            msg += f"; tie_word_embeddings={flip['tie_word_embeddings']}: {msg2}"
+    except Exception as exc:  # noqa: BLE001
+        t, msg = None, f"generator error {type(exc).__name__}: {exc}"[:200]
+    print(f"{mt:28s} {time.perf_counter() - t0:6.1f}s  {msg}", flush=True)
+    return mt, t, msg
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--types", default="")
     ap.add_argument("--out", default=T.FILE)
+    ap.add_argument("--jobs", type=int, default=1)
     args = ap.parse_args()
     import transformers
 
     types = args.types.split(",") if args.types else text_types()
     out, why = {}, {}
-    for mt in types:
-        t0 = time.perf_counter()
-        try:
-            t, msg = make(mt)
-        except Exception as exc:  # noqa: BLE001
-            t, msg = None, f"generator error {type(exc).__name__}: {exc}"[:200]
-        print(f"{mt:28s} {time.perf_counter() - t0:6.1f}s  {msg}", flush=True)
+    if args.jobs > 1:
+        from multiprocessing import Pool
+
+        with Pool(args.jobs) as pool:
+            done = pool.map(one_type, types, chunksize=1)
+    else:
+        done = [one_type(mt) for mt in types]
+    for mt, t, msg in done:
         if t is not None:
             out[mt] = t
         else:
             why[mt] = msg
     if not args.types:
-        data = {"transformers": transformers.__version__, "types": out, "not_templated": why}
+        data = {"transformers": transformers.__version__, "not_templated": why,
+                "types": {mt: json.dumps(t, separators=(",", ":"), sort_keys=True) for mt, t in out.items()}}
         with gzip.open(args.out, "wt", encoding="utf-8", compresslevel=9) as fh:
             json.dump(data, fh, separators=(",", ":"), sort_keys=True)
         print(f"{len(out)}/{len(types)} types templated -> {args.out} ({os.path.getsize(args.out)} bytes)")

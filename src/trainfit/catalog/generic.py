@@ -200,7 +200,7 @@ def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None,
 def _read_cached(key: str, name: str, source: str, params_reported: int | None, note: str, full: str) -> ModelSpec:
     text = json.loads(key)
     _check_sizes(text)
-    conf = hf_config_object(text)
+    conf = hf_config_object(json.loads(key))  # a copy: config classes rewrite some values in place (rope_scaling)
     model = _build_meta(conf)
     try:
         structure = read_structure(model, conf, config_hash(text), note)

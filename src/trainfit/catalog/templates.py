@@ -31,7 +31,8 @@ class NoTemplate(Exception):
 
 
 @lru_cache(maxsize=1)
-def templates() -> dict[str, dict]:
+def _shipped() -> dict[str, str]:
+    """model type -> its template as a JSON string (parsed only when that type is asked for)."""
     try:
         with gzip.open(FILE, "rt", encoding="utf-8") as fh:
             return json.load(fh)["types"]
@@ -39,8 +40,18 @@ def templates() -> dict[str, dict]:
         return {}
 
 
+def names() -> list[str]:
+    return sorted(_shipped())
+
+
+@lru_cache(maxsize=None)
+def template(model_type: str) -> dict | None:
+    text = _shipped().get(model_type)
+    return None if text is None else json.loads(text)
+
+
 def has_template(model_type: str) -> bool:
-    return model_type in templates()
+    return model_type in _shipped()
 
 
 # ---- expressions ----------------------------------------------------------------------------------------------
@@ -99,6 +110,9 @@ def resolve(t: dict, text: dict[str, Any]) -> dict[str, Any]:
     roles = t["keys"]
     layer_key = t["layer_key"]
     env = dict(defaults)
+    for key, value in t.get("override", {}).items():  # a variant's switch: the config must set it so
+        if key not in text or not _same(text[key], value):
+            raise NoTemplate(f"{key} is not {value}")
     for key, value in text.items():
         role = roles.get(key)
         if role is None:
@@ -117,10 +131,15 @@ def resolve(t: dict, text: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(value, list):
                 raise NoTemplate(f"{key} is not a per-layer list")
         elif role == "free":
-            if default is not None and _kind(value) != _kind(default) and not (
+            if default is not None and not key.endswith("_token_id") and _kind(value) != _kind(default) and not (
                     {_kind(value), _kind(default)} <= {"int", "float"}):
                 raise NoTemplate(f"{key} has another type")
         env[key] = value
+    for alias, real in t["attribute_map"].items():  # the config object stores an alias under its real key
+        if alias in text:
+            if real in text and not _same(text[real], text[alias]):
+                raise NoTemplate(f"{alias} and {real} differ")
+            env[real] = text[alias]
     n = env.get(layer_key)
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise NoTemplate("no layer count")
@@ -207,8 +226,8 @@ class ConfigView:
 
     def __init__(self, env: dict[str, Any], attribute_map: dict[str, str]):
         self.__dict__.update(env)
-        for alias, real in attribute_map.items():
-            if real in env and alias not in env:
+        for alias, real in attribute_map.items():  # read through to the real key, as the config object does
+            if real in env:
                 self.__dict__[alias] = env[real]
 
     def __getattr__(self, name: str) -> Any:  # only for names not set: absent on the real config too
@@ -218,11 +237,13 @@ class ConfigView:
 def read(text: dict[str, Any], t: dict | None = None) -> tuple[dict, ConfigView] | None:
     """(structure dict, config view) for a text config of a templated type; None when it is not templated or a key
     is outside its template."""
-    t = t if t is not None else templates().get(str(text.get("model_type", "")).lower())
+    t = t if t is not None else template(str(text.get("model_type", "")).lower())
     if t is None:
         return None
-    try:
-        env = resolve(t, text)
-        return structure_dict(t, env), ConfigView(env, t["attribute_map"])
-    except (NoTemplate, TypeError, ValueError, KeyError, IndexError, ZeroDivisionError):
-        return None
+    for one in (t, *t.get("variants", ())):  # a variant: the same type with a structural switch flipped
+        try:
+            env = resolve(one, text)
+            return structure_dict(one, env), ConfigView(env, one["attribute_map"])
+        except (NoTemplate, TypeError, ValueError, KeyError, IndexError, ZeroDivisionError):
+            continue
+    return None
