@@ -177,3 +177,12 @@ def test_real_config_files_answered_by_templates_equal_the_meta_read():
         answered.append(name)
     print(f"templates answer {len(answered)} preset config files, decline {len(declined)}: {declined}")
     assert answered
+
+
+def test_an_absurd_layer_count_is_the_readers_error_not_a_long_walk():
+    from trainfit.catalog.generic import from_template
+    from trainfit.errors import SpecError
+
+    cfg = dict(T.template("glm4_moe")["defaults"], num_hidden_layers=10**9)
+    with pytest.raises(SpecError, match="plausible layer count"):
+        from_template(cfg, "x", "", None, "", cfg)

@@ -128,11 +128,13 @@ def from_template(text: dict[str, Any], name: str, source: str, params_reported:
     from . import templates
 
     args = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    if not templates.has_template(str(args.get("model_type", "")).lower()) and template is None:
+        return None
+    _check_sizes(args)  # before walking the layers: an absurd count is an error, as in the reader
     got = templates.read(args, template)
     if got is None:
         return None
     sd, conf = got
-    _check_sizes(args)
     sd["config_hash"] = config_hash(args)
     sd["notes"] = [note] if note else []
     full = json.loads(json.dumps(cfg, sort_keys=True, default=str))
