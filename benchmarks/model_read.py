@@ -10,9 +10,12 @@ bytecode (as an installed package has it). Cases:
   generic preset            a preset outside the fast path (qwen3-30b-a3b): its read structure ships in its JSON
   fine-tune config.json     a preset's config.json with other token ids, positions and name (a fine-tune's):
                             matched to the shipped structure by architecture, no torch
-  new architecture, cold    transformers' default glm4_moe config cut to 4 blocks: torch + transformers build it
-                            on the meta device
-  new architecture, warm    the same config again: the disk cache answers, no torch
+  new architecture, templated
+                            transformers' default glm4_moe config cut to 4 blocks (no preset has this
+                            architecture): the glm4_moe structure template answers, no torch
+  new architecture, cold    the same config with one key no template knows (so the template declines): torch +
+                            transformers build it on the meta device
+  new architecture, warm    that config again: the disk cache answers, no torch
 and, for scale, the imports alone: `import torch` and `import torch` + the model code the cold read needs.
 No limits are checked here (wall-clock times depend on the machine); README quotes a run.
 """
@@ -62,6 +65,11 @@ def main() -> None:
         code = ("import json, transformers; c = transformers.AutoConfig.for_model('glm4_moe').to_dict(); "
                 "c['num_hidden_layers'] = 4; json.dump(c, open(%r, 'w'))" % new_file)
         subprocess.run([py, "-c", code], check=True, env=env)
+        with open(new_file) as fh:
+            untemplated = {**json.load(fh), "benchmark_key_no_template_knows": 1}
+        cold_file = os.path.join(tmp, "glm4_moe_untemplated.json")
+        with open(cold_file, "w") as fh:
+            json.dump(untemplated, fh)
 
         def estimate(model: str) -> list[str]:
             return [py, "-m", "trainfit", "estimate", "--model", model, "--gpu", "a10", "--method", "lora", "--json"]
@@ -71,8 +79,9 @@ def main() -> None:
             ("fast-path preset (qwen2-7b)", estimate("qwen2-7b"), False),
             ("generic preset (qwen3-30b-a3b)", estimate("qwen3-30b-a3b"), False),
             ("fine-tune config.json (qwen3_moe architecture)", estimate(ft_file), False),
-            ("new architecture config.json, cold cache (glm4_moe)", estimate(new_file), False),
-            ("new architecture config.json, warm cache (glm4_moe)", estimate(new_file), True),
+            ("new architecture config.json, templated (glm4_moe)", estimate(new_file), False),
+            ("new architecture config.json, cold cache (glm4_moe, untemplated key)", estimate(cold_file), False),
+            ("new architecture config.json, warm cache (glm4_moe, untemplated key)", estimate(cold_file), True),
             ("python -c 'import torch'", [py, "-c", "import torch"], False),
             ("import torch + glm4_moe model code", [py, "-c", "import torch, "
                                                     "transformers.models.glm4_moe.modeling_glm4_moe"], False),

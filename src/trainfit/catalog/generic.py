@@ -62,6 +62,9 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
     cached = _disk_get(key)
     if cached is not None:
         return spec_from_dict(cached, name=name, source=source, params_reported=params_reported, hf_config=cfg)
+    templated = from_template(text, name, source, params_reported, note, cfg)
+    if templated is not None:  # a model type whose structure template covers this config: no torch needed
+        return templated
     if _transformers() is None:
         raise MissingDependency(
             f"model_type {model_type!r} is not one of trainfit's built-in families; reading any other architecture "
@@ -115,6 +118,27 @@ def _shipped_match(text: dict[str, Any]) -> dict | None:
     if isinstance(text.get("max_position_embeddings"), int):
         out["max_positions"] = text["max_position_embeddings"]
     return out
+
+
+# ---- structure templates: a model type's read structure as a function of its config (catalog/templates.py) -----
+def from_template(text: dict[str, Any], name: str, source: str, params_reported: int | None, note: str,
+                  cfg: dict[str, Any], template: dict | None = None) -> ModelSpec | None:
+    """What the reader would read, from the model type's shipped template; None when the type has none or the
+    config sets a key the template does not cover."""
+    from . import templates
+
+    args = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    if not templates.has_template(str(args.get("model_type", "")).lower()) and template is None:
+        return None
+    _check_sizes(args)  # before walking the layers: an absurd count is an error, as in the reader
+    got = templates.read(args, template)
+    if got is None:
+        return None
+    sd, conf = got
+    sd["config_hash"] = config_hash(args)
+    sd["notes"] = [note] if note else []
+    full = json.loads(json.dumps(cfg, sort_keys=True, default=str))
+    return spec_from_structure(conf, structure_from_dict(sd), name, source, params_reported, args, full)
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
@@ -178,7 +202,7 @@ def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None,
 def _read_cached(key: str, name: str, source: str, params_reported: int | None, note: str, full: str) -> ModelSpec:
     text = json.loads(key)
     _check_sizes(text)
-    conf = hf_config_object(text)
+    conf = hf_config_object(json.loads(key))  # a copy: config classes rewrite some values in place (rope_scaling)
     model = _build_meta(conf)
     try:
         structure = read_structure(model, conf, config_hash(text), note)

@@ -1,0 +1,188 @@
+"""Structure templates (catalog/templates.py, built by tools/make_templates.py) against the oracle: for every templated
+model type, the template's ModelSpec equals the generic reader's fresh read of the model transformers builds on the
+meta device, for the type's default config and for configs perturbed independently of the generator's own checks
+(other factors, other key subsets, sparse config.json files that leave derived keys to the config class). And the
+template path imports neither torch nor transformers.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from trainfit.catalog import templates as T
+
+TYPES = T.names()
+
+
+def test_templates_ship_for_most_buildable_types():
+    import gzip
+
+    with gzip.open(T.FILE, "rt", encoding="utf-8") as fh:
+        data = json.load(fh)
+    assert len(data["types"]) >= 50, sorted(data["not_templated"].items())
+    assert os.path.getsize(T.FILE) < 2_000_000
+    assert "glm4_moe" in data["types"]
+
+
+def _dim_keys(t: dict) -> list[str]:
+    """Keys some dimension of the template depends on."""
+    found: set[str] = set()
+
+    def walk(node):
+        if isinstance(node, dict):
+            if set(node) == {"$"}:
+                if isinstance(node["$"], dict):
+                    found.update(node["$"]["m"])
+                    found.update(k for k in node["$"]["l"] if k)
+                return
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(t["groups"])
+    walk(t["globals"])
+    return sorted(found)
+
+
+def _pair(cfg: dict, t: dict):
+    """(template's spec dict, oracle's spec dict); the oracle's is None when transformers cannot build the config."""
+    from trainfit.catalog import generic
+
+    text = {k: v for k, v in cfg.items() if k not in generic._DROP_KEYS}
+    key = json.dumps(text, sort_keys=True, default=str)
+    ours = generic.from_template(cfg, "t", "", None, "", cfg, template=t)
+    ours = None if ours is None else json.loads(json.dumps(generic.spec_to_dict(ours)))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = generic._read_cached.__wrapped__(key, "t", "", None, "", key)
+    except Exception:  # noqa: BLE001 - a config transformers itself cannot build: not a check
+        return ours, None
+    return ours, json.loads(json.dumps(generic.spec_to_dict(ref)))
+
+
+def _cut(t: dict, n: int) -> dict:
+    d = json.loads(json.dumps(t["defaults"]))
+    full = d[t["layer_key"]]
+    d[t["layer_key"]] = min(n, full)
+    for k in t["layer_lists"]:
+        d[k] = d[k][:min(n, full)]
+    return d
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_template_equals_the_meta_read(model_type):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    t = T.template(model_type)
+    base = _cut(t, 8)
+    ours, ref = _pair(base, t)
+    assert ref is not None and ours == ref  # the default config, up to 8 blocks
+    rng = random.Random(f"test-{model_type}")  # independent of the generator's seeds and factors (x2, /2)
+    keys = _dim_keys(t)
+    checked = 0
+    for attempt in range(12):
+        factor = (4, 3, 8)[attempt % 3]
+        pick = {k: base[k] * factor for k in keys if rng.random() < 0.6}
+        if not pick:
+            continue
+        sparse = attempt % 2 == 1  # a config.json naming only what it changes: derived keys left to the class
+        cfg = {"model_type": model_type, t["layer_key"]: base[t["layer_key"]] + 1, **pick} if sparse \
+            else {**base, **pick}
+        ours, ref = _pair(cfg, t)
+        if ref is None or ours is None:
+            continue  # unbuildable, or the template declines (falls back to the reader): nothing to compare
+        assert ours == ref, (cfg, pick)
+        checked += 1
+        if checked >= 2:
+            break
+    assert checked >= 1, f"no perturbed {model_type} config could be built"
+
+
+def test_template_path_imports_no_torch(tmp_path):
+    """A glm4_moe config.json with other sizes (no preset has this architecture) is answered from the template."""
+    t = T.template("glm4_moe")
+    cfg = dict(t["defaults"], hidden_size=2048, num_hidden_layers=20, n_routed_experts=64, moe_intermediate_size=768,
+               architectures=["Glm4MoeForCausalLM"], _name_or_path="org/new-glm")
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(cfg))
+    code = ("import sys, json; from trainfit.catalog.models import resolve_model; "
+            "from trainfit.estimate.params import count_params; "
+            f"s = resolve_model({str(file)!r}); "
+            "print(json.dumps([s.model_type, s.layers, count_params(s), 'torch' in sys.modules, "
+            "'transformers' in sys.modules]))")
+    env = {**os.environ, "TRAINFIT_CACHE_DIR": str(tmp_path / "empty-cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    model_type, layers, params, torch_loaded, transformers_loaded = json.loads(out.stdout)
+    assert (model_type, layers, torch_loaded, transformers_loaded) == ("glm4_moe", 20, False, False)
+    assert not (tmp_path / "empty-cache").exists()  # nothing built, nothing cached
+    if "torch" in sys.modules or _importable("torch"):  # and the count is the oracle's
+        ours, ref = _pair({k: v for k, v in cfg.items()}, t)
+        assert ref is not None and ours == ref
+        from trainfit.catalog.generic import read_model
+        from trainfit.estimate.params import count_params
+
+        assert params == count_params(read_model(cfg))
+
+
+def _importable(name: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(name) is not None
+
+
+def test_a_key_the_template_does_not_cover_falls_back():
+    t = T.template("glm4_moe")
+    switched = {k for v in t.get("variants", ()) for k in v["override"]}  # a variant answers those
+    fixed = next(k for k, r in t["keys"].items() if r == "fixed" and k != "model_type" and k not in switched
+                 and isinstance(t["defaults"].get(k), bool))
+    base = dict(t["defaults"])
+    assert T.read(base) is not None
+    assert T.read({**base, fixed: not base[fixed]}) is None  # a structural switch away from the default
+    assert T.read({**base, "some_new_switch": 3}) is None  # a key the template never saw
+    assert T.read({**base, "hidden_size": 2048}) is not None  # a dimension
+
+
+def test_real_config_files_answered_by_templates_equal_the_meta_read():
+    """The presets' verbatim Hugging Face config.json files (legacy keys, token ids, rope_scaling, tied heads, ...):
+    where a template answers, its ModelSpec equals the meta-device read of the same file."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from trainfit.catalog import all_models, generic
+
+    answered, declined = [], []
+    for name, preset in sorted(all_models().items()):
+        if not preset.hf_config:
+            continue
+        text, note = generic.text_config(preset.hf_config)
+        if not T.has_template(str(text.get("model_type", "")).lower()):
+            continue
+        ours = generic.from_template(text, name, "", None, note, preset.hf_config)
+        if ours is None:
+            declined.append(name)
+            continue
+        key = json.dumps({k: v for k, v in text.items() if k not in generic._DROP_KEYS}, sort_keys=True, default=str)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = generic._read_cached.__wrapped__(key, name, "", None, note, json.dumps(preset.hf_config))
+        assert json.loads(json.dumps(generic.spec_to_dict(ours))) == \
+            json.loads(json.dumps(generic.spec_to_dict(ref))), name
+        answered.append(name)
+    print(f"templates answer {len(answered)} preset config files, decline {len(declined)}: {declined}")
+    assert answered
+
+
+def test_an_absurd_layer_count_is_the_readers_error_not_a_long_walk():
+    from trainfit.catalog.generic import from_template
+    from trainfit.errors import SpecError
+
+    cfg = dict(T.template("glm4_moe")["defaults"], num_hidden_layers=10**9)
+    with pytest.raises(SpecError, match="plausible layer count"):
+        from_template(cfg, "x", "", None, "", cfg)
