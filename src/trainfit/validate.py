@@ -99,7 +99,9 @@ def load_cases(paths: list[str]) -> list[dict]:
 
 def _model(case: dict) -> ModelSpec:
     hf = dict((case.get("model") or {}).get("hf_config") or {})
-    if not hf.get("hidden_size") or not hf.get("num_hidden_layers"):
+    # the names transformers' configs give these two (GPT-2: n_embd / n_layer, T5-style: d_model / num_layers)
+    if not any(hf.get(k) for k in ("hidden_size", "n_embd", "d_model")) \
+            or not any(hf.get(k) for k in ("num_hidden_layers", "n_layer", "num_layers")):
         raise Skip("model architecture incomplete")
     hf = {k: v for k, v in hf.items() if v is not None}
     if "max_position_embeddings" not in hf and hf.get("position_embedding") == "learned":
