@@ -9,7 +9,8 @@
 For each text model type reachable from transformers' causal-LM auto mapping:
   1. the default config (resolved by its config class) cut to the fewest blocks that show every block kind;
   2. one build per config key with that key perturbed alone (ints doubled or halved, floats scaled, bools flipped):
-     which dimensions it moves and how (a power of the key, or linearly) -> one expression per int leaf; a key whose
+     which dimensions it moves and how (a power of the key, or linearly; two keys that both move a leaf linearly are
+     also moved together, for a product term: 2 * k_heads * k_dim + ...) -> one expression per int leaf; a key whose
      change alters anything but int leaves (or cannot be built) is "fixed" (a config must keep its default);
   3. per-layer lists (layer_types, ...) and first_k_dense_replace / mlp_only_layers / decoder_sparse_step pick each
      block's group; keys the config class derives from others (head_dim, layer_types) are recomputed when possible;

@@ -2,7 +2,7 @@
 
 `benchmarks/make_templates.py` (torch + transformers) builds each causal-LM type transformers can build on the meta
 device with perturbed configs, finds how every dimension of the read Structure follows the config keys
-(coef * prod(key^e) * (c + sum a_k * key)), which per-layer keys pick each block's group, and ships only the types
+(coef * prod(key^e) * (c + sum a_k * key + sum b * key1 * key2)), which per-layer keys pick each block's group, and ships only the types
 whose template reproduces fresh meta-device reads of independently perturbed configs exactly
 (catalog/data/structure_templates.json.gz). At run time a config.json of a templated type is answered here without
 importing torch, when every key it sets is one the template understands: a key whose value changes the structure in
