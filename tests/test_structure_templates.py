@@ -38,7 +38,7 @@ def _dim_keys(t: dict) -> list[str]:
             if set(node) == {"$"}:
                 if isinstance(node["$"], dict):
                     found.update(node["$"]["m"])
-                    found.update(k for k in node["$"]["l"] if k)
+                    found.update(p for k in node["$"]["l"] if k for p in k.split("*"))  # "a*b": a product
                 return
             for v in node.values():
                 walk(v)
@@ -186,3 +186,63 @@ def test_an_absurd_layer_count_is_the_readers_error_not_a_long_walk():
     cfg = dict(T.template("glm4_moe")["defaults"], num_hidden_layers=10**9)
     with pytest.raises(SpecError, match="plausible layer count"):
         from_template(cfg, "x", "", None, "", cfg)
+
+
+# qwen3_next: gated-DeltaNet widths are sums of products (in_proj_qkvz = 2 * k_heads * k_dim + 2 * v_heads * v_dim,
+# conv = 2 * k_heads * k_dim + v_heads * v_dim); ernie4_5_moe: sparse blocks are (i + 1) % moe_layer_interval == 0
+# with moe_layer_start_index <= i <= moe_layer_end_index. Configs the generator's checks do not use: other factors,
+# both terms of a product moved together, other layer patterns; each answered by the template and equal to the read.
+NEW_CASES = {
+    "qwen3_next": [
+        {"linear_num_key_heads": 8, "linear_key_head_dim": 64, "linear_num_value_heads": 24, "linear_value_head_dim": 96},
+        {"linear_num_key_heads": 4, "linear_key_head_dim": 192, "hidden_size": 1024, "num_experts": 24,
+         "moe_intermediate_size": 384, "shared_expert_intermediate_size": 768, "linear_conv_kernel_dim": 3},
+        {"num_hidden_layers": 7, "linear_num_value_heads": 48, "linear_value_head_dim": 32, "num_attention_heads": 12,
+         "num_key_value_heads": 4, "head_dim": 64, "num_experts": 16},
+    ],
+    "ernie4_5_moe": [
+        {"num_hidden_layers": 9, "moe_layer_start_index": 2, "moe_layer_interval": 2, "moe_layer_end_index": 6},
+        {"num_hidden_layers": 5, "moe_layer_start_index": 0, "moe_layer_end_index": -1, "moe_num_experts": 12,
+         "moe_num_shared_experts": 1, "moe_intermediate_size": 256, "hidden_size": 1280},
+        {"num_hidden_layers": 6, "moe_layer_start_index": 3, "moe_layer_interval": 3, "intermediate_size": 3000,
+         "num_attention_heads": 10, "num_key_value_heads": 5},
+    ],
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(NEW_CASES))
+def test_sums_of_products_and_moe_layer_ranges_equal_the_meta_read(model_type):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    t = T.template(model_type)
+    assert t is not None, model_type
+    for case in NEW_CASES[model_type]:
+        n = case.get(t["layer_key"], 4)
+        for cfg in ({**_cut(t, n), **case}, {"model_type": model_type, t["layer_key"]: n, **case}):  # full, sparse
+            ours, ref = _pair(cfg, t)
+            assert ref is not None, cfg
+            assert ours is not None, cfg  # the template answers (no fallback to the reader)
+            assert ours == ref, cfg
+    if model_type == "ernie4_5_moe":  # the pattern is the one the case asks for: dense, then sparse every 2nd to 6
+        from trainfit.catalog import generic
+
+        case = NEW_CASES[model_type][0]
+        spec = generic.from_template(case | {"model_type": model_type}, "t", "", None, "", case, template=t)
+        s = generic.spec_to_dict(spec)["structure"]
+        moe = [bool(s["groups"][g]["moe"]) for g in s["pattern"]]
+        assert moe == [False, False, False, True, False, True, False, False, False], moe
+
+
+@pytest.mark.parametrize("model_type", sorted(NEW_CASES))
+def test_cut_config_of_the_new_types_imports_no_torch(tmp_path, model_type):
+    t = T.template(model_type)
+    cfg = dict(_cut(t, 4), architectures=[t["model_class"]], _name_or_path=f"org/{model_type}-cut4")
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(cfg))
+    code = ("import sys, json; from trainfit.catalog.models import resolve_model; "
+            f"s = resolve_model({str(file)!r}); "
+            "print(json.dumps([s.model_type, s.layers, 'torch' in sys.modules, 'transformers' in sys.modules]))")
+    env = {**os.environ, "TRAINFIT_CACHE_DIR": str(tmp_path / "empty-cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [model_type, 4, False, False]
+    assert not (tmp_path / "empty-cache").exists()

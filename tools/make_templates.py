@@ -1,12 +1,16 @@
 """Build src/trainfit/catalog/data/structure_templates.json.gz (needs torch + transformers; see catalog/templates.py).
 
     PYTHONPATH=src python tools/make_templates.py [--jobs 2]           # all types: writes the data file
-    PYTHONPATH=src python tools/make_templates.py --types glm4_moe,llama  # a look at some types, writes nothing
+    PYTHONPATH=src python tools/make_templates.py --types glm4_moe,llama  # a look at some types (each compared with
+                                                                          # the shipped file), writes nothing
+    PYTHONPATH=src python tools/make_templates.py --types qwen3_next,ernie4_5_moe --merge  # regenerates those types
+                                                                          # only, merged into the shipped file
 
 For each text model type reachable from transformers' causal-LM auto mapping:
   1. the default config (resolved by its config class) cut to the fewest blocks that show every block kind;
   2. one build per config key with that key perturbed alone (ints doubled or halved, floats scaled, bools flipped):
-     which dimensions it moves and how (a power of the key, or linearly) -> one expression per int leaf; a key whose
+     which dimensions it moves and how (a power of the key, or linearly; two keys that both move a leaf linearly are
+     also moved together, for a product term: 2 * k_heads * k_dim + ...) -> one expression per int leaf; a key whose
      change alters anything but int leaves (or cannot be built) is "fixed" (a config must keep its default);
   3. per-layer lists (layer_types, ...) and first_k_dense_replace / mlp_only_layers / decoder_sparse_step pick each
      block's group; keys the config class derives from others (head_dim, layer_types) are recomputed when possible;
@@ -121,14 +125,22 @@ def view_of(sd: dict, t: dict, env: dict) -> dict | None:
             "peft": sd["structure"]["peft_target_map"]}
 
 
-def fit(v0: int, moves: dict[str, tuple[int, int, int]]) -> dict | int | None:
-    """An expression for a leaf from its base value and, per key, (x0, x1, v1) when the key moved it."""
+def power(v0: int, x0: int, x1: int, v1: int) -> int | None:
+    """e when v1 / v0 == (x1 / x0) ** e for e in 1, 2, -1 (the key enters the leaf as a power), else None."""
+    r = Fraction(v1, v0) if v0 else None
+    t = Fraction(x1, x0) if x0 else None
+    return next((e for e in (1, 2, -1) if r is not None and t is not None and t ** e == r), None)
+
+
+def fit(v0: int, moves: dict[str, tuple[int, int, int]],
+        pairs: dict[tuple[str, str], int] | None = None) -> dict | int | None:
+    """An expression for a leaf from its base value and, per key, (x0, x1, v1) when the key moved it; pairs: the
+    leaf's value with two of its additive keys moved together (a, b) -> v11, for a product term a*b in the linear
+    part (2 * heads * head_dim + 2 * v_heads * v_head_dim: a sum of products), which one-key moves cannot see."""
     m: dict[str, int] = {}
     additive = {}
     for key, (x0, x1, v1) in moves.items():
-        r = Fraction(v1, v0) if v0 else None
-        t = Fraction(x1, x0) if x0 else None
-        e = next((e for e in (1, 2, -1) if r is not None and t is not None and t ** e == r), None)
+        e = power(v0, x0, x1, v1)
         if e is not None:
             m[key] = e
         else:
@@ -142,7 +154,21 @@ def fit(v0: int, moves: dict[str, tuple[int, int, int]]) -> dict | int | None:
         if x1 == x0:
             return None
         lin[key] = (Fraction(v1) / mono0 - l0) / (x1 - x0)
-    lin[""] = l0 - sum(lin[k] * additive[k][0] for k in additive)
+    cross: dict[tuple[str, str], Fraction] = {}
+    for (a, b), v11 in sorted((pairs or {}).items()):
+        if a not in additive or b not in additive:
+            continue
+        (a0, a1, va), (b0, b1, vb) = additive[a], additive[b]
+        c = (Fraction(v11) - Fraction(va) - Fraction(vb) + v0) / mono0 / ((a1 - a0) * (b1 - b0))
+        if c:
+            cross[a, b] = c
+    for (a, b), c in cross.items():  # the one-key slopes hold the product term at the other key's default
+        lin[a] -= c * additive[b][0]
+        lin[b] -= c * additive[a][0]
+    lin[""] = l0 - sum(lin[k] * additive[k][0] for k in additive) - sum(
+        c * additive[a][0] * additive[b][0] for (a, b), c in cross.items())
+    for (a, b), c in cross.items():
+        lin[f"{a}*{b}"] = c
     return T.encode(m, lin)
 
 
@@ -315,11 +341,24 @@ def make(model_type: str, override: dict | None = None) -> tuple[dict | None, st
         else:  # no third point: the law cannot be checked, the key keeps its default
             roles[key] = "fixed"
             del moves[key]
+    pair_ints: dict[tuple[str, str], list[int]] = {}  # two keys that both move a leaf additively, moved together
+    for a in sorted(moves):
+        for b in sorted(moves):
+            if a >= b:
+                continue
+            (a0, a1, ia), (b0, b1, ib) = moves[a], moves[b]
+            if not any(ia[j] != v and ib[j] != v and power(v, a0, a1, ia[j]) is None
+                       and power(v, b0, b1, ib[j]) is None for j, v in enumerate(ints0)):
+                continue
+            sd = oracle({**base, a: a1, b: b1})
+            v = view_of(sd, t, base) if sd is not None else None
+            if v is not None and split(v)[0] == skel0:
+                pair_ints[a, b] = split(v)[1]
     for _ in range(8):
         exprs = []
         for j, v in enumerate(ints0):
             mv = {k: (x0, x1, ints[j]) for k, (x0, x1, ints) in moves.items() if ints[j] != v}
-            e = fit(v, mv)
+            e = fit(v, mv, {ab: ints[j] for ab, ints in pair_ints.items() if ab[0] in mv and ab[1] in mv})
             if e is None:
                 return None, f"leaf {j} fits no expression"
             exprs.append(e)
@@ -560,6 +599,8 @@ def main() -> None:
     ap.add_argument("--types", default="")
     ap.add_argument("--out", default=T.FILE)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--merge", action="store_true", help="with --types: regenerate those types only and merge them "
+                    "into --out (the others kept as shipped; needs the same transformers version)")
     args = ap.parse_args()
     import transformers
 
@@ -577,12 +618,33 @@ def main() -> None:
             out[mt] = t
         else:
             why[mt] = msg
-    if not args.types:
-        data = {"transformers": transformers.__version__, "not_templated": why,
-                "types": {mt: json.dumps(t, separators=(",", ":"), sort_keys=True) for mt, t in out.items()}}
-        with gzip.open(args.out, "wt", encoding="utf-8", compresslevel=9) as fh:
-            json.dump(data, fh, separators=(",", ":"), sort_keys=True)
-        print(f"{len(out)}/{len(types)} types templated -> {args.out} ({os.path.getsize(args.out)} bytes)")
+    shipped = None
+    if os.path.exists(args.out):
+        with gzip.open(args.out, "rt", encoding="utf-8") as fh:
+            shipped = json.load(fh)
+    new = {mt: json.dumps(t, separators=(",", ":"), sort_keys=True) for mt, t in out.items()}
+    if args.types and shipped is not None:  # each chosen type against the shipped file
+        for mt in types:
+            old = shipped["types"].get(mt)
+            print(f"{mt:28s} {'not shipped' if old is None else 'shipped'} -> "
+                  f"{'not templated' if mt not in new else 'new' if old is None else 'identical' if old == new[mt] else 'CHANGED'}")
+    if args.types and args.merge:
+        if shipped is None or shipped["transformers"] != transformers.__version__:
+            sys.exit(f"--merge needs {args.out} built with transformers {transformers.__version__}")
+        for mt in types:
+            shipped["types"].pop(mt, None)
+            shipped["not_templated"].pop(mt, None)
+        shipped["types"].update(new)
+        shipped["not_templated"].update(why)
+        data = shipped
+    elif not args.types:
+        data = {"transformers": transformers.__version__, "not_templated": why, "types": new}
+    else:
+        return
+    with gzip.open(args.out, "wt", encoding="utf-8", compresslevel=9) as fh:
+        json.dump(data, fh, separators=(",", ":"), sort_keys=True)
+    print(f"{len(data['types'])}/{len(data['types']) + len(data['not_templated'])} types templated -> {args.out} "
+          f"({os.path.getsize(args.out)} bytes)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 `benchmarks/make_templates.py` (torch + transformers) builds each causal-LM type transformers can build on the meta
 device with perturbed configs, finds how every dimension of the read Structure follows the config keys
-(coef * prod(key^e) * (c + sum a_k * key)), which per-layer keys pick each block's group, and ships only the types
+(coef * prod(key^e) * (c + sum a_k * key + sum b * key1 * key2)), which per-layer keys pick each block's group, and ships only the types
 whose template reproduces fresh meta-device reads of independently perturbed configs exactly
 (catalog/data/structure_templates.json.gz). At run time a config.json of a templated type is answered here without
 importing torch, when every key it sets is one the template understands: a key whose value changes the structure in
@@ -23,7 +23,10 @@ FILE = os.path.join(os.path.dirname(__file__), "data", "structure_templates.json
 LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 # per-layer rules the templates understand: a block's group is picked by the per-layer lists' values at its index
 # and by these keys
-PATTERN_RULES = ("first_k_dense_replace", "mlp_only_layers", "decoder_sparse_step")
+PATTERN_RULES = ("first_k_dense_replace", "mlp_only_layers", "decoder_sparse_step", "moe_layer_interval",
+                 "moe_layer_start_index", "moe_layer_end_index")
+# Ernie 4.5 MoE: block i is sparse when (i + 1) % moe_layer_interval == 0 and start <= i <= end (one signature entry,
+# under moe_layer_interval; the config class turns an end of -1 into the last block)
 
 
 class NoTemplate(Exception):
@@ -56,7 +59,8 @@ def has_template(model_type: str) -> bool:
 
 # ---- expressions ----------------------------------------------------------------------------------------------
 def evaluate(expr: Any, env: dict[str, Any]) -> int:
-    """An int leaf: a constant, or {"m": {key: exponent}, "l": {"": c, key: a}} = prod(key^e) * (c + sum a*key)."""
+    """An int leaf: a constant, or {"m": {key: exponent}, "l": {"": c, key: a}} = prod(key^e) * (c + sum a*key), where
+    a linear term's key may be a product "k1*k2" (2 * heads * head_dim + ...: sums of products)."""
     if isinstance(expr, int):
         return expr
     value = Fraction(1)
@@ -67,7 +71,10 @@ def evaluate(expr: Any, env: dict[str, Any]) -> int:
         value *= Fraction(x) ** e
     lin = Fraction(0)
     for key, a in expr["l"].items():
-        lin += Fraction(a) * (1 if key == "" else _num(env, key))
+        term = Fraction(a)
+        for k in (key.split("*") if key else ()):
+            term *= _num(env, k)
+        lin += term
     value *= lin
     if value.denominator != 1:
         raise NoTemplate("a dimension is not an integer")
@@ -122,6 +129,9 @@ def resolve(t: dict, text: dict[str, Any]) -> dict[str, Any]:
             if not _same(value, default):
                 raise NoTemplate(f"{key} differs from the default")
         elif role in ("var", "rule", "layers"):
+            if key == "moe_layer_end_index" and value == -1:  # the config class: the last block
+                value = text.get(layer_key, defaults.get(layer_key))
+                value = value - 1 if isinstance(value, int) and not isinstance(value, bool) else value
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise NoTemplate(f"{key} is not a count")
         elif role == "rule_list":
@@ -181,6 +191,10 @@ def _signature(t: dict, env: dict[str, Any], i: int) -> str:
             sig.append(i in (v or []))
         elif rule == "decoder_sparse_step":
             sig.append(bool(v) and (i + 1) % int(v) == 0)
+        elif rule == "moe_layer_interval":
+            start, end = int(env.get("moe_layer_start_index") or 0), env.get("moe_layer_end_index")
+            end = int(env[t["layer_key"]]) - 1 if end is None else int(end)
+            sig.append((i + 1) % int(v) == 0 and start <= i <= end)  # 0: the model's ZeroDivisionError too
     return json.dumps(sig, default=str)
 
 
