@@ -4,11 +4,17 @@ The residuals are log(measured / predicted) of every case predicted by a fit tha
 (`trainfit calibrate --cv source`, shipped as catalog/data/cv_source.json). A prediction's band at level 0.8 is
 prediction x exp(10th and 90th percentile of the residuals of its cell); its fit probability is the share of
 residuals for which the peak would stay under the usable memory (the residuals' empirical distribution,
-interpolated between plotting positions (i + 0.5) / n, so the probability rises continuously with the memory).
+interpolated between plotting positions, so the probability rises continuously with the memory).
+
+The residuals of one source share that source's bias (its stack, its counter, its way of measuring), and a band is
+used for a source the fit has not seen: each source weighs the same in a cell (a residual weighs 1 / its source's
+residuals there), so one source with many runs does not make the band as narrow as its own scatter. Plotting
+positions are the midpoints of the weights' cumulative shares ((i + 0.5) / n with equal weights).
 
 Cells: metric x method x memory kind x whether the framework is known (has been seen by the fit). A cell with fewer
-than MIN_RESIDUALS residuals falls back to a coarser one: without the method, then without the memory kind, then
-the metric alone. A stack the fit has not seen is at least as uncertain as a seen one: its band is the union of
+than MIN_RESIDUALS residuals, or with residuals of fewer than MIN_SOURCES sources (one source's residuals are its bias
+alone, not the spread between sources), falls back to a coarser one: without the method, then without the memory
+kind, then the metric alone (used whenever it has MIN_RESIDUALS). A stack the fit has not seen is at least as uncertain as a seen one: its band is the union of
 both cells' bands.
 """
 
@@ -22,18 +28,27 @@ from typing import Any
 
 LEVEL = 0.8
 MIN_RESIDUALS = 10
+MIN_SOURCES = 2  # a cell narrower than the metric needs residuals of at least this many sources
 SHIPPED = "cv_source.json"
 
 
 @dataclass(frozen=True)
 class Residuals:
-    """Sorted log(measured / predicted) values of one cell."""
+    """Sorted log(measured / predicted) values of one cell, with weights (default: equal). A residual's weight is
+    1 / (its source's residuals in the cell): the residuals of one source share its bias, so the band spreads over
+    sources, not over whichever source published the most runs."""
     values: tuple[float, ...]
     cell: str
+    weights: tuple[float, ...] | None = None
 
     def _positions(self) -> list[float]:
         n = len(self.values)
-        return [(i + 0.5) / n for i in range(n)]
+        w = self.weights or (1.0,) * n
+        total, acc, pos = sum(w), 0.0, []
+        for wi in w:
+            pos.append((acc + wi / 2) / total)  # the midpoint of its share: (i + 0.5) / n with equal weights
+            acc += wi
+        return pos
 
     def quantile(self, p: float) -> float:
         """The residual below which a share p of the residuals lie (linear between plotting positions)."""
@@ -46,8 +61,8 @@ class Residuals:
         return v[i] + (v[i + 1] - v[i]) * (p - pos[i]) / (pos[i + 1] - pos[i])
 
     def cdf(self, x: float) -> float:
-        """Share of residuals at or below x, interpolated; kept inside [0.5/n, 1 - 0.5/n] (n cases cannot
-        establish certainty)."""
+        """Share of residuals at or below x, interpolated; kept inside the first and last plotting positions (n cases
+        cannot establish certainty)."""
         v, pos = self.values, self._positions()
         if x <= v[0]:
             return pos[0]
@@ -64,18 +79,25 @@ class Bands:
 
     def __init__(self, residuals: list[dict[str, Any]]):
         self.cells: dict[tuple, list[float]] = {}
+        self.groups: dict[tuple, list[str]] = {}
         for r in residuals:
             m, meth, kind, known = r["metric"], r["method"], r.get("memory_kind"), bool(r["framework_known"])
             for key in ((m, meth, kind, known), (m, None, kind, known), (m, None, None, known), (m, None, None, None)):
                 self.cells.setdefault(key, []).append(float(r["log_residual"]))
+                self.groups.setdefault(key, []).append(str(r.get("group", "")))
 
     def residuals(self, metric: str, method: str, memory_kind: str | None, known: bool) -> Residuals | None:
         kind = memory_kind if metric == "memory" else None
-        for key in ((metric, method, kind, known), (metric, None, kind, known), (metric, None, None, known),
-                    (metric, None, None, None)):
-            vals = self.cells.get(key, [])
-            if len(vals) >= MIN_RESIDUALS:
-                return Residuals(tuple(sorted(vals)), "/".join("*" if k is None else str(k) for k in key))
+        keys = ((metric, method, kind, known), (metric, None, kind, known), (metric, None, None, known),
+                (metric, None, None, None))
+        for key in keys:
+            vals, groups = self.cells.get(key, []), self.groups.get(key, [])
+            per = {g: groups.count(g) for g in set(groups)}
+            if len(vals) < MIN_RESIDUALS or (len(per) < MIN_SOURCES and key != keys[-1]):
+                continue
+            pairs = sorted((v, 1.0 / per[g]) for v, g in zip(vals, groups))
+            return Residuals(tuple(v for v, _ in pairs), "/".join("*" if k is None else str(k) for k in key),
+                             tuple(w for _, w in pairs))
         return None
 
     def interval(self, metric: str, method: str, memory_kind: str | None, known: bool,
