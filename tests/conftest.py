@@ -110,3 +110,19 @@ def tiny_data(tmp_path_factory):
             for row in items:
                 fh.write(json.dumps(row) + "\n")
     return root
+
+
+def read_config_in_fresh_process(tmp_path, cfg: dict, field: str) -> list:
+    """Resolve a config.json in a fresh interpreter with an empty structure cache: [model_type, the spec's `field`,
+    whether torch and transformers got imported, whether anything was cached]."""
+    import json
+    import subprocess
+
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(cfg))
+    code = ("import sys, json; from trainfit.catalog.models import resolve_model; "
+            f"s = resolve_model({str(file)!r}); "
+            f"print(json.dumps([s.model_type, s.{field}, 'torch' in sys.modules, 'transformers' in sys.modules]))")
+    env = {**os.environ, "TRAINFIT_CACHE_DIR": str(tmp_path / "empty-cache")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout) + [(tmp_path / "empty-cache").exists()]

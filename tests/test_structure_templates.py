@@ -13,6 +13,7 @@ import sys
 import warnings
 
 import pytest
+from conftest import read_config_in_fresh_process
 
 from trainfit.catalog import templates as T
 
@@ -237,12 +238,4 @@ def test_sums_of_products_and_moe_layer_ranges_equal_the_meta_read(model_type):
 def test_cut_config_of_the_new_types_imports_no_torch(tmp_path, model_type):
     t = T.template(model_type)
     cfg = dict(_cut(t, 4), architectures=[t["model_class"]], _name_or_path=f"org/{model_type}-cut4")
-    file = tmp_path / "config.json"
-    file.write_text(json.dumps(cfg))
-    code = ("import sys, json; from trainfit.catalog.models import resolve_model; "
-            f"s = resolve_model({str(file)!r}); "
-            "print(json.dumps([s.model_type, s.layers, 'torch' in sys.modules, 'transformers' in sys.modules]))")
-    env = {**os.environ, "TRAINFIT_CACHE_DIR": str(tmp_path / "empty-cache")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == [model_type, 4, False, False]
-    assert not (tmp_path / "empty-cache").exists()
+    assert read_config_in_fresh_process(tmp_path, cfg, "layers") == [model_type, 4, False, False, False]
