@@ -4,7 +4,7 @@ clear line with exit code 2 (and a JSON error with --json)."""
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
@@ -51,6 +51,7 @@ FINE_TUNE_KEYS = ["eos_token_id", "bos_token_id", "max_position_embeddings", "ro
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(preset=st.sampled_from(SHIPPED), changes=st.dictionaries(st.sampled_from(FINE_TUNE_KEYS), VALUES, max_size=3),
        drop=st.lists(st.sampled_from(FINE_TUNE_KEYS), max_size=2))
+@example(preset="qwen3-30b-a3b", changes={"vocab_size": 0}, drop=[])  # found by this test: a template read it
 def test_a_presets_config_with_changed_keys_gives_an_answer_or_one_line(run_cli, tmp_path_factory, preset, changes,
                                                                          drop):
     """A shipped preset's config.json edited as a fine-tune would (or broken): the shipped-structure match, the

@@ -220,6 +220,11 @@ def _check_sizes(text: dict[str, Any]) -> None:
         value = text.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not 0 < value <= MAX_LAYERS:
             raise SpecError(f"{key} = {value} is not a plausible layer count (1 to {MAX_LAYERS})")
+    # transformers builds a zero-sized embedding or attention without complaint; no step can run on one
+    for key in ("vocab_size", "hidden_size", "n_embd", "d_model", "num_attention_heads", "n_head"):
+        value = text.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+            raise SpecError(f"{key} = {value} must be positive")
 
 
 def hf_config_object(text: dict[str, Any]):
