@@ -75,8 +75,10 @@ def test_stated_framework_narrows_the_band_and_says_which(run_cli):
         assert _width(docs["hf-trainer"], key) <= _width(docs[None], key), key
         assert _width(docs["other"], key) == _width(docs[None], key), key
     # memory: strictly narrower (LoRA throughput of known stacks is as spread as any stack's: QwenLM/Qwen's
-    # left-out throughput residuals alone span the unstated band)
-    assert _width(docs["hf-trainer"], "memory_gib") < 0.75 * _width(docs[None], "memory_gib")
+    # left-out throughput residuals alone span the unstated band). Since each source weighs the same in a cell the
+    # known-stack band is no longer set by Qwen's 47 runs alone: 0.82 of the unstated width on the shipped residuals
+    # (0.6 before that change)
+    assert _width(docs["hf-trainer"], "memory_gib") < 0.9 * _width(docs[None], "memory_gib")
     assert docs["hf-trainer"]["fit_probability"] != docs[None]["fit_probability"]
 
 
