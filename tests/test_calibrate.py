@@ -262,5 +262,58 @@ def test_attention_is_fitted_tied_to_matmul_within_its_ratio(dev_cases):
     values = fit(volta, Efficiencies.shipped(), rounds=1, metrics=("throughput",))
     low, high = 0.25, 1.0  # calibrate.TIED's bounds, stated here so an untied fit is caught by the ratio itself
     att = values["attention_efficiency"]["by_architecture"]["volta"]
-    mm = values["matmul_efficiency"]["by_architecture"]["volta"]
+    # the anchor: Volta's tensor-core matmul efficiency, fitted or (two fp16 runs are too few) efficiency.yaml's
+    mm = values.get("matmul_efficiency", {}).get("by_architecture", {}).get("volta") or \
+        Efficiencies.shipped().table["matmul_efficiency"]["by_architecture"]["volta"]
     assert low - 1e-3 <= att / mm <= high + 1e-3, (att, mm)
+
+
+def test_fp32_on_cuda_cores_has_its_own_matmul_efficiency(dev_cases):
+    """fp32 GEMMs on a GPU without TF32 tensor cores (V100) run on the CUDA cores: their time follows
+    cuda_core_matmul_efficiency, not matmul_efficiency (the tensor cores' value, which an fp16 run on the same GPU
+    and an fp32 run on an A100, as TF32, follow); calibrate fits each only from the cases that use it."""
+    from trainfit.api import estimate
+
+    def tps(gpu, precision, attention="eager", **over):  # eager: the attention core is GEMMs too
+        eff = Efficiencies.default().with_overrides(over) if over else None
+        kw = {"efficiencies": eff} if eff is not None else {}
+        return estimate("bert-large-uncased", gpu, method="full", task="classification", seq_len=512, micro_batch=4,
+                        precision=precision, attention=attention, **kw).tokens_per_s
+
+    for gpu, precision, follows in (("v100-sxm2-16gb", "fp32", "cuda_core_matmul_efficiency"),
+                                    ("v100-sxm2-16gb", "fp16", "matmul_efficiency"),
+                                    ("a100-sxm4-80gb", "fp32", "matmul_efficiency")):
+        other = ({"cuda_core_matmul_efficiency", "matmul_efficiency"} - {follows}).pop()
+        base = tps(gpu, precision)
+        assert tps(gpu, precision, **{follows: 0.2}) < 0.8 * base, (gpu, precision, follows)
+        assert tps(gpu, precision, **{other: 0.2}) == pytest.approx(base, rel=1e-9), (gpu, precision, other)
+    # a fused attention kernel on the CUDA cores keeps attention's share of the GEMM efficiency (as calibrate ties it)
+    v100 = tps("v100-sxm2-16gb", "fp32", "sdpa")
+    assert tps("v100-sxm2-16gb", "fp32", "sdpa", cuda_core_matmul_efficiency=0.2) < 0.8 * v100
+    volta = [c for c in dev_cases if str(c["hardware"]["gpu"]).startswith("v100")]
+    params = candidate_params(volta, Efficiencies.shipped())
+    by_name = {p.name: len(used) for p, used in params.items()}
+    fp32 = sum(c["training"].get("precision") == "fp32" for c in volta)
+    assert by_name.get("cuda_core_matmul_efficiency") == fp32 >= 3
+    assert "matmul_efficiency" not in by_name  # the two fp16 runs alone: fewer than calibrate.MIN_CASES
+
+
+def test_an_architecture_the_fit_has_not_seen_moves_with_the_fitted_ones():
+    """matmul_efficiency of an architecture without cases of its own is efficiency.yaml's value times the fitted
+    architectures' geometric-mean ratio to theirs (calibrate.pool_architectures), so it is not left at a prior the
+    fit found about 30 % optimistic elsewhere; fitted architectures keep their own value."""
+    from trainfit.calibrate import Param, pool_architectures
+
+    base = Efficiencies.shipped()
+    prior = base.table["matmul_efficiency"]["by_architecture"]
+    params = {Param("matmul_efficiency", "by_architecture", a, 0.15, 1.0, "throughput"): [] for a in ("ampere", "hopper")}
+    overrides = {"matmul_efficiency": {"by_architecture": {"ampere": prior["ampere"] * 0.5,
+                                                           "hopper": prior["hopper"] * 0.8}}}
+    pooled = pool_architectures(overrides, base, params)["matmul_efficiency"]["by_architecture"]
+    ratio = (0.5 * 0.8) ** 0.5
+    assert pooled["volta"] == pytest.approx(prior["volta"] * ratio, rel=1e-3)
+    assert pooled["turing"] == pytest.approx(prior["turing"] * ratio, rel=1e-3)
+    assert pooled["ampere"] == pytest.approx(prior["ampere"] * 0.5)
+    assert pool_architectures({}, base, {}) == {}  # nothing fitted: nothing to pool from
+    shipped = Efficiencies.default().table["matmul_efficiency"]["by_architecture"]
+    assert shipped["volta"] < prior["volta"]  # the shipped calibration pools Volta (no tensor-core runs of its own)

@@ -161,6 +161,19 @@ def _cmdlines(pids):
     return out
 
 
+def _proc_stack(pid):
+    """What a stuck process is doing: its state line, wait channel and kernel stack, as far as /proc shows them."""
+    out = []
+    for name in ("status", "wchan", "stack"):
+        try:
+            with open(f"/proc/{pid}/{name}", encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError as exc:
+            text = f"<{exc.strerror}>"
+        out.append(f"{name}: " + (" ".join(l for l in text.splitlines() if l.startswith(("State", "SigBlk", "SigIgn", "SigCgt", "Threads"))) if name == "status" else text.strip()[:500]))
+    return "; ".join(out)
+
+
 def _ranks(var, value):
     pids = []
     for pid in _proc.tagged(var, value):
@@ -211,13 +224,26 @@ def test_killing_the_suite_leaves_nothing(tmp_path, sig):
     kill, or SIGKILL. Within seconds no process of that run is left."""
     session = "inner-" + os.urandom(6).hex()
     env = dict(os.environ, TRAINFIT_INNER_RUN="1", TRAINFIT_TEST_SESSION=session)
-    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", INNER_TEST,
-                              "--basetemp", str(tmp_path / "inner")], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "inner.log"
+    with open(log, "wb") as sink:
+        # pytest as `python -m pytest` runs it, plus a SIGUSR1 stack dump so a stuck run can say where it is
+        boot = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+                "import pytest; sys.exit(pytest.main(sys.argv[1:]))")
+        inner = subprocess.Popen([sys.executable, "-c", boot, "-q", "-p", "no:cacheprovider", INNER_TEST,
+                                  "--basetemp", str(tmp_path / "inner")], cwd=ROOT, env=env,
+                                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_for(lambda: len(_ranks("TRAINFIT_TEST_SESSION", session)) == 2, 120, "two training ranks")
         inner.send_signal(sig)
-        inner.wait(timeout=60)
+        try:
+            inner.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            stack = _proc_stack(inner.pid)
+            inner.send_signal(signal.SIGUSR1)
+            time.sleep(2)
+            raise AssertionError(f"the interrupted pytest did not exit within 60 s; its output:\n"
+                                 f"{log.read_text(errors='replace')[-3000:]}\nits state: {stack}\nits session: "
+                                 f"{_cmdlines(_proc.tagged('TRAINFIT_TEST_SESSION', session))}") from None
         _wait_for(lambda: not _proc.tagged("TRAINFIT_TEST_SESSION", session), 30,
                   lambda: f"every process of the run to end: left {_cmdlines(_proc.tagged('TRAINFIT_TEST_SESSION', session))}")
     finally:

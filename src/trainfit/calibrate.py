@@ -78,6 +78,7 @@ def split(cases: list[dict]) -> tuple[list[dict], list[dict]]:
 # sources).
 FITTED = {
     "matmul_efficiency": ("throughput", 0.15, 1.0),
+    "cuda_core_matmul_efficiency": ("throughput", 0.15, 1.0),
     "gemm_dim_knee": ("throughput", 8.0, 2048.0),
     "attention_efficiency": ("throughput", 0.05, 0.9),
     "op_overhead_s": ("throughput", 1e-6, 1e-4),
@@ -109,6 +110,10 @@ MOVES_KINDS = {"allocator_overhead_fraction": ("reserved", "nvidia-smi"),
 # factors stay: a left-out stack is predicted with its efficiency.yaml values, so they cannot raise that error, and
 # they lower the in-sample one (12.4% without either).
 NOT_FITTED_BY_CV = ("allocator_overhead_fraction", "allocator_overhead_gib", "cuda_context_gib")
+# Which matmul efficiency a case's GEMMs resolve to: fp32 training on a GPU without TF32 tensor cores runs them on
+# the CUDA cores. Fitted from its own cases only: Volta's six runs in the development set are four fp32 and two fp16
+# BERT-large runs of one page, and fitted together the fp32 ones set the tensor-core value (0.98, at its bound).
+CUDA_CORE_SPLIT = {"cuda_core_matmul_efficiency": True, "matmul_efficiency": False}
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
 REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
 
@@ -144,9 +149,13 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
     for row in validate(cases, base).rows:
         view = base.for_framework(None if row.framework == "None" else row.framework).for_gpu(get_gpu(row.gpu))
         link = binding_link(by_id[row.id], base) if "throughput" in row.error else None
+        on_cuda_cores = (by_id[row.id].get("training") or {}).get("precision") == "fp32" and \
+            not get_gpu(row.gpu).peak("tf32")
         for name, (metric, _, _) in FITTED.items():
             if metric not in row.error:
                 continue
+            if name in CUDA_CORE_SPLIT and CUDA_CORE_SPLIT[name] != on_cuda_cores:
+                continue  # fp32 matmuls on CUDA cores and tensor-core matmuls are fitted apart (perf._on_cuda_cores)
             if name in MOVES_KINDS and row.predicted["memory_kind"] not in MOVES_KINDS[name]:
                 continue
             if name.startswith("framework_") and row.framework in REFERENCE_STACKS:
@@ -235,7 +244,7 @@ def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str]
             ov = _merge(ov, p.override(_round(min(r * anchor, FITTED[p.name][2]))))
         return ov
 
-    overrides: dict = tie({}, ratios)
+    overrides: dict = tie(pool_architectures({}, base, params), ratios)
     for rnd in range(rounds):
         for p, used in params.items():
             def loss(value: float, p: Param = p, used: list[dict] = used) -> float:
@@ -255,7 +264,40 @@ def fit(cases: list[dict], base: Efficiencies | None = None, log: Callable[[str]
                 overrides = tie(_merge(overrides, p.override(best)), ratios)
             if log:
                 log(f"round {rnd + 1}: {p.label} = {best:g}" + (" (ratio to its anchor)" if p in ratios else ""))
+            overrides = tie(pool_architectures(overrides, base, params), ratios)
+    if log:
+        for name in POOLED_ARCH:
+            pooled = sorted(set(base.table[name].get("by_architecture") or {}) -
+                            {p.sub for p in params if p.name == name and p.key == "by_architecture"})
+            if pooled and (name in overrides):
+                log(f"pooled: {name} for {', '.join(pooled)} = efficiency.yaml's value x the fitted "
+                    "architectures' mean ratio to theirs")
     return pool_stack_factors(overrides, cases, params)
+
+
+# Per-architecture values whose architectures without cases of their own (e.g. Volta: four fp32 and two fp16 runs,
+# too few once some are held back) are scaled by how far the fit moved the fitted ones: efficiency.yaml's priors were
+# all set alike (initial estimates), and the fitted architectures came out at about 0.7 of theirs; an architecture
+# left at its prior would be predicted as if the fit had found the priors right (compare's V100 row at 63 % MFU).
+POOLED_ARCH = ("matmul_efficiency",)
+
+
+def pool_architectures(overrides: dict, base: Efficiencies, params: dict) -> dict:
+    """Sets each POOLED_ARCH value of the architectures the fit has no parameter for to efficiency.yaml's value times
+    the geometric mean, over the fitted architectures, of fitted / efficiency.yaml value."""
+    out = overrides
+    for name in POOLED_ARCH:
+        prior = base.table[name].get("by_architecture") or {}
+        fitted = {p.sub for p in params if p.name == name and p.key == "by_architecture"}
+        logs = [math.log(overrides[name]["by_architecture"][a] / prior[a]) for a in sorted(fitted)
+                if a in prior and a in (overrides.get(name) or {}).get("by_architecture", {})]
+        if not logs:
+            continue
+        ratio = math.exp(sum(logs) / len(logs))
+        low, high = FITTED[name][1:]
+        out = _merge(out, {name: {"by_architecture": {a: _round(min(max(v * ratio, low), high))
+                                                      for a, v in sorted(prior.items()) if a not in fitted}}})
+    return out
 
 
 def _level_value(overrides: dict, base: Efficiencies, p: Param) -> float:

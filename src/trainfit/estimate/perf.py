@@ -52,9 +52,19 @@ def _peak(t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView) -> float:
     return peak
 
 
+def _on_cuda_cores(t: TrainingSpec, gpu: GpuSpec) -> bool:
+    """fp32 matmuls on a GPU without TF32 tensor cores (Volta, Turing) run on the CUDA cores: another unit, with an
+    efficiency of its own (cuda_core_matmul_efficiency), not the tensor cores' matmul_efficiency."""
+    return t.precision == Precision.FP32 and not gpu.peak("tf32")
+
+
+def _matmul_eff(eff: EfficiencyView, cuda_cores: bool) -> float:
+    return eff("cuda_core_matmul_efficiency") if cuda_cores else eff("matmul_efficiency")
+
+
 def _gemm(flops: float, bytes_moved: float, min_dim: float, peak: float, eff: EfficiencyView,
-          bw: float) -> tuple[float, str]:
-    eff_mm = eff("matmul_efficiency") * min_dim / (min_dim + eff("gemm_dim_knee"))
+          bw: float, cuda_cores: bool = False) -> tuple[float, str]:
+    eff_mm = _matmul_eff(eff, cuda_cores) * min_dim / (min_dim + eff("gemm_dim_knee"))
     t_compute = flops / (peak * eff_mm)
     t_memory = bytes_moved / (bw * eff("memory_bandwidth_efficiency"))
     return (t_compute, "compute") if t_compute >= t_memory else (t_memory, "memory")
@@ -71,6 +81,7 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
                  r: Regime) -> dict[str, tuple[float, str]]:
     eff = efficiencies.shared_view(gpu)
     peak = _peak(t, gpu, eff)
+    cuda_cores = _on_cuda_cores(t, gpu)
     bw = gpu.memory_bandwidth
     b = r.act
     tokens = t.tokens_per_micro_batch
@@ -80,17 +91,21 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         flops = 2.0 * tokens * lin.in_features * lin.out_features * k_active
         w_bytes = lin.in_features * lin.out_features * lin.count * b
         moved = tokens * (lin.in_features + lin.out_features) * b * k_active + w_bytes
-        seconds, bound = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw)
+        seconds, bound = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw,
+                               cuda_cores)
         out[f"linear/{lin.module}"] = (seconds * lin.share, bound)  # share: the fraction of blocks holding it
     att_flops = attention_flops_per_token(m, t.seq_len) * tokens
     if t.attention == Attention.EAGER:
         s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * _eager_s2_bytes(m, r)
-        out["attention/core"] = max(_gemm(att_flops, s2_bytes, m.head_dim, peak, eff, bw),
+        out["attention/core"] = max(_gemm(att_flops, s2_bytes, m.head_dim, peak, eff, bw, cuda_cores),
                                     (s2_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory"))
     else:
         work = att_flops * eff("causal_attention_work")
         att_peak = (gpu.peak("bf16") or peak) if t.precision == Precision.FP8 else peak  # fp8 recipes keep bf16 attention
-        out["attention/core"] = (work / (att_peak * eff("attention_efficiency")), "compute")
+        att_eff = eff("attention_efficiency")
+        if cuda_cores:  # the fused kernel on CUDA cores: the same share of the GEMM's efficiency as on tensor cores
+            att_eff *= eff("cuda_core_matmul_efficiency") / eff("matmul_efficiency")
+        out["attention/core"] = (work / (att_peak * att_eff), "compute")
     elementwise = eff("elementwise_passes_per_layer") * m.hidden * tokens * b
     if m.is_moe:
         elementwise += 4 * m.hidden * tokens * b * m.experts_per_tok  # token gather/scatter per expert
@@ -199,7 +214,7 @@ def _head_time(m: ModelSpec, t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView,
     b = r.act
     flops = 2.0 * tokens * m.hidden * m.vocab
     moved = tokens * (m.hidden + m.vocab) * b + m.hidden * m.vocab * b
-    gemm, _ = _gemm(flops, moved, min(tokens, m.hidden, m.vocab), peak, eff, bw)
+    gemm, _ = _gemm(flops, moved, min(tokens, m.hidden, m.vocab), peak, eff, bw, _on_cuda_cores(t, gpu))
     loss = 24.0 * m.vocab * tokens / (bw * eff("memory_bandwidth_efficiency"))  # fp32 upcast, log-softmax, grads
     return gemm + loss / 2, gemm * (2 if full else 1) + loss / 2
 
