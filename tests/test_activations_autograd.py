@@ -5,6 +5,7 @@ distinct storages saved for backward that are not parameters. One block's share 
 and a 1-block model. Tolerance 1% (the only unmodelled items are a few bytes of RoPE tables and scalars).
 """
 
+import copy
 import warnings
 
 import pytest
@@ -62,7 +63,7 @@ def saved_bytes(loss, model, autocast_weights=False, cuda_masks=False):
 
 
 def measure(cfg, layers, dtype, attn, lora=None, autocast=False, cuda_masks=False):
-    c = dict(cfg, num_hidden_layers=layers)
+    c = dict(copy.deepcopy(cfg), num_hidden_layers=layers)  # transformers rewrites nested dicts in place
     conf = transformers.AutoConfig.for_model(**c)
     conf._attn_implementation = attn
     torch.manual_seed(0)
@@ -144,7 +145,7 @@ def _measure_4bit(layers, forward, targets="all-linear", upcast=False, bf16_adap
     import types
 
     peft = pytest.importorskip("peft")
-    conf = transformers.AutoConfig.for_model(**dict(LLAMA, num_hidden_layers=layers))
+    conf = transformers.AutoConfig.for_model(**dict(copy.deepcopy(LLAMA), num_hidden_layers=layers))
     conf._attn_implementation = "sdpa"
     torch.manual_seed(0)
     with warnings.catch_warnings():

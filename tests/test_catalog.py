@@ -1,5 +1,6 @@
 """Catalog integrity over every row, and the facts the brief says are commonly wrong."""
 
+import copy
 import re
 
 import pytest
@@ -122,3 +123,72 @@ def test_model_preset_integrity(name):
     spec = p.spec()
     assert spec.hidden % spec.heads == 0 or spec.head_dim
     assert re.fullmatch(r"[a-z0-9.\-]+", p.name)
+
+
+# Rope-dict keys a preset's source file does have although transformers' standardisation would also write them: the
+# source is itself a transformers-5-era file. Each checked against the source on 2026-12-01 (the preset's hf_config
+# equals aiconfigurator's copy at commit 095f58a key for key, values and types).
+ROPE_KEYS_IN_SOURCE = {
+    "glm-5": {"rope_parameters.rope_type"},
+    "gemma-4-26b-a4b": {"rope_parameters.sliding_attention.rope_type"},
+    **{name: {"rope_parameters.rope_type", "rope_parameters.partial_rotary_factor"}
+       for name in ("qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b")},
+}
+STANDARDISED_KEYS = ("rope_theta", "rope_type", "partial_rotary_factor", "original_max_position_embeddings")
+
+
+def _rope_dicts(text):
+    """(path, dict) of each rope dict of a text config: rope_scaling / rope_parameters, or each per-layer-type one."""
+    for field in ("rope_scaling", "rope_parameters"):
+        d = text.get(field)
+        if isinstance(d, dict):
+            nested = [k for k, v in d.items() if isinstance(v, dict)]
+            yield from (((field, k), d[k]) for k in nested) if nested else [((field,), d)]
+
+
+def _written_by_standardisation(text):
+    """Keys of the stored rope dicts that transformers writes itself: the key is removed from a deep copy of the
+    config, the config object built, and its standardised rope_parameters hold the stored value again."""
+    from trainfit.catalog.generic import hf_config_object
+
+    out = set()
+    for path, stored in _rope_dicts(text):
+        for key in STANDARDISED_KEYS:
+            if key not in stored:
+                continue
+            cut = copy.deepcopy(text)
+            target = cut
+            for part in path:
+                target = target[part]
+            del target[key]
+            try:
+                got = hf_config_object(cut).rope_parameters
+            except SpecError:  # transformers refuses the config without it: it does not write that key itself
+                continue
+            for part in path[1:]:
+                got = got[part]
+            if key in got and got[key] == stored[key] and type(got[key]) is type(stored[key]):
+                out.add(".".join((*path, key)))
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(all_models()))
+def test_models_rope_dicts_are_the_source_files_not_transformers_standardisation(name):
+    """A preset's hf_config is its source file as published; transformers 5 standardises a nested rope dict IN PLACE
+    (setdefault rope_theta, rope_type, partial_rotary_factor, original_max_position_embeddings), so a preset written
+    from a dict that went through a config class carries keys the file never had (gpt-oss-20b's yarn rope_scaling
+    gained rope_theta 150000, DeepSeek-V3's rope_theta + rope_type, Phi-4-mini's four). This fails for any rope-dict
+    key transformers would write with the same value by itself unless the source is known to have it
+    (ROPE_KEYS_IN_SOURCE); it failed for the nine presets above before their hf_config was restored (e2fe7d2)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from trainfit.catalog.generic import hf_config_object, text_config
+
+    text = text_config(all_models()[name].hf_config)[0]
+    if not any(True for _ in _rope_dicts(text)):
+        return
+    try:
+        hf_config_object(text)
+    except SpecError:  # a remote-code type transformers does not know: nothing standardises it
+        return
+    assert _written_by_standardisation(text) == ROPE_KEYS_IN_SOURCE.get(name, set())

@@ -3,6 +3,7 @@ localhost (gloo, CPU, tiny model, static rendezvous on 127.0.0.1): the `ecs` lau
 NODE_RANK 0 and 1 (DDP, ZeRO-2, FSDP2), and the Slurm script run under a stand-in `srun` that starts one task per
 node with SLURM_NODEID set, as Slurm does. Every run is bounded and leaves no process behind."""
 
+import copy
 import json
 import os
 import socket
@@ -119,7 +120,7 @@ def _saved_tiny_model(path):
 
     from trainfit.catalog import all_models
 
-    hf = dict(all_models()["tiny-llama"].hf_config)
+    hf = copy.deepcopy(all_models()["tiny-llama"].hf_config)  # transformers rewrites nested dicts in place
     hf.pop("architectures", None)
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(AutoConfig.for_model(**hf)).save_pretrained(path)

@@ -1,6 +1,7 @@
 """Oracle: trainfit's parameter counts equal the Hugging Face model built on the meta device, for every preset,
 and LoRA's trainable counts equal PEFT's."""
 
+import copy
 import warnings
 
 import pytest
@@ -27,9 +28,10 @@ EQUIVALENT = {
 def _hf_config(name):
     preset = all_models()[name]
     spec = preset.spec()
-    cfg = EQUIVALENT[name](spec) if name in EQUIVALENT else dict(preset.hf_config)
+    # a deep copy: transformers standardises nested rope_scaling / rope_parameters in place (the preset would change)
+    cfg = EQUIVALENT[name](spec) if name in EQUIVALENT else copy.deepcopy(preset.hf_config)
     if isinstance(cfg.get("text_config"), dict):  # multimodal (Gemma 4, Llama 4, Qwen3.5): the text model is counted
-        cfg = dict(cfg["text_config"])
+        cfg = cfg["text_config"]
     cfg.pop("architectures", None)
     return transformers.AutoConfig.for_model(**cfg), spec
 

@@ -1,6 +1,8 @@
 """The trace takes the attention path a real run takes: call by call, what reaches
 torch.nn.functional.scaled_dot_product_attention under FakeTensorMode equals what reaches it with real tensors."""
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -27,7 +29,7 @@ def _sdpa_calls(fake: bool, explicit: bool) -> list[tuple]:
         return real_sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                          enable_gqa=enable_gqa)
 
-    conf = AutoConfig.for_model(**TINY)
+    conf = AutoConfig.for_model(**copy.deepcopy(TINY))  # transformers rewrites nested dicts in place
     conf._attn_implementation = "sdpa"
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(conf)

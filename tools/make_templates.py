@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import copy
 import json
 import os
 import random
@@ -51,7 +52,7 @@ def resolved(model_type: str, **kw) -> dict:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        d = transformers.AutoConfig.for_model(model_type, **kw).to_dict()
+        d = transformers.AutoConfig.for_model(model_type, **copy.deepcopy(kw)).to_dict()  # nested dicts: in place
     return {k: v for k, v in d.items() if k not in _DROP_KEYS}
 
 

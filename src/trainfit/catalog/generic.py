@@ -11,6 +11,7 @@ so the next run answers without importing torch.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -231,7 +232,9 @@ def hf_config_object(text: dict[str, Any]):
     from transformers import AutoConfig
 
     model_type = str(text.get("model_type", "")).lower()
-    args = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    # a deep copy: transformers' config classes standardise nested dicts (rope_scaling / rope_parameters: adding
+    # rope_theta, rope_type, ...) in place, which would rewrite a preset's or a user's config for the whole run
+    args = copy.deepcopy({k: v for k, v in text.items() if k not in _DROP_KEYS})
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -493,7 +496,7 @@ def _peft_moe_target_mapping() -> dict:
 def with_layers(cfg: dict[str, Any], layers: int) -> dict[str, Any]:
     """A config cut (or grown) to `layers` blocks: per-layer lists (layer_types, ...) cut with it."""
     text, _ = text_config(cfg)
-    text = {k: v for k, v in text.items() if k not in _DROP_KEYS}
+    text = copy.deepcopy({k: v for k, v in text.items() if k not in _DROP_KEYS})  # shares no nested dict with cfg
     for key in ("num_hidden_layers", "n_layer", "num_layers", "n_layers"):
         n = text.get(key)
         if isinstance(n, int) and not isinstance(n, bool):

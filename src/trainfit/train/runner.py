@@ -16,6 +16,7 @@ exactly seq_len tokens for causal LM training, padded to seq_len otherwise.
 from __future__ import annotations
 
 import argparse
+import copy
 import glob
 import json
 import math
@@ -594,7 +595,8 @@ def build_model(cfg: dict, args: argparse.Namespace, dist: Dist):
     dtype = load_dtype(cfg, dist)
     quantization = qlora_config(cfg, dist) if cfg["method"] == "qlora" else None  # refuses without CUDA
     if args.random_init or cfg["model"].get("random_init"):
-        hf_config = dict(cfg["model"]["hf_config"])
+        # a deep copy: transformers standardises nested rope_scaling / rope_parameters in place
+        hf_config = copy.deepcopy(cfg["model"]["hf_config"])
         hf_config.pop("architectures", None)
         conf = AutoConfig.for_model(**hf_config, **extra)
         conf._attn_implementation = attn
