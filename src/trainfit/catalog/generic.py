@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import MissingDependency, SpecError
-from ..spec.model import ModelSpec
+from ..spec.model import ModelSpec, softcap_value
 from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
 
 # config.json keys that only describe weights on disk or runtime behaviour (not the architecture)
@@ -600,5 +600,7 @@ def spec_from_structure(conf, s: Structure, name: str, source: str, params_repor
         norms_per_layer=_hidden_norms(s, hidden),
         attention_dropout=float(_text_attr(conf, "attention_dropout", "attn_pdrop", default=0.0) or 0.0),
         hidden_dropout=float(_text_attr(conf, "hidden_dropout", "resid_pdrop", default=0.0) or 0.0),
+        attn_softcap=softcap_value(_text_attr(conf, "attn_logit_softcapping"), "attn_logit_softcapping"),
+        final_softcap=softcap_value(_text_attr(conf, "final_logit_softcapping"), "final_logit_softcapping"),
         num_experts=experts, experts_per_tok=topk, params_reported=params_reported, source=source,
         structure=s, extra=extra)

@@ -15,6 +15,9 @@ code differs, so each saved tensor is listed by name:
   an fp32 input, and the residual stream is fp32.
 * SDPA / FlashAttention save q, k, v, the output and the log-sum-exp (4·heads bytes); eager attention saves the fp32
   softmax (4·a·s per token) and its low-precision copy.
+* Attention-logit soft-capping (Gemma-2's `attn_logit_softcapping`: scores / cap, tanh, * cap, in eager_attention_
+  forward of modeling_gemma2.py) saves tanh's output, one more s x s tensor per head in the scores' dtype. SDPA has
+  no soft-capping: transformers runs such a model's eager attention when SDPA is asked for (`attention_that_runs`).
 
 `tests/test_activations_trace.py` pins these per-layer numbers to what autograd actually saves.
 """
@@ -291,6 +294,21 @@ def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape)
     return {"linear_in/kbit_frozen_inputs": out} if out else {}
 
 
+def attention_that_runs(m: ModelSpec, t):
+    """The TrainingSpec with the attention transformers really runs: SDPA cannot soft-cap the attention logits, so a
+    model that soft-caps them runs its eager attention when SDPA is asked for (Gemma2PreTrainedModel._supports_sdpa
+    = False: the default falls back to eager, an explicit attn_implementation="sdpa" is refused; Gemma-3's sdpa
+    path raises on a softcap). FlashAttention-2 (>= 2.6) soft-caps in its kernel and stays."""
+    if m.attn_softcap and t.attention == Attention.SDPA:
+        return t.with_(attention=Attention.EAGER)
+    return t
+
+
+SOFTCAP_SDPA_NOTE = ("the model soft-caps its attention logits, which SDPA cannot do: transformers runs eager "
+                     "attention (s x s scores per head, saved for backward) when SDPA is asked for; FlashAttention-2 "
+                     "soft-caps in its kernel (--attention flash)")
+
+
 # model_types whose eager attention computes softmax in the activation dtype (modeling_*.py, transformers 5.x)
 NO_SOFTMAX_UPCAST = frozenset({"gpt2", "bert", "roberta", "falcon"})
 
@@ -311,6 +329,8 @@ def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention
         soft = softmax_bytes(m, r)
         out = {"attn/q": b * q, "attn/k_repeated": b * q, "attn/v_repeated": b * q,
                "attn/softmax_fp32": soft * a * seq_len, "attn/out": b * q}
+        if m.attn_softcap:  # scores / cap -> tanh -> * cap: tanh saves its output, in the scores' dtype
+            out["attn/softcap_tanh"] = b * a * seq_len
         if m.attention_dropout > 0:  # dropout saves its bool mask; PV's matmul saves dropout's output instead of the probs
             out["attn/dropout_mask"] = a * seq_len
             out["attn/dropped_probs"] = b * a * seq_len
@@ -381,5 +401,6 @@ def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level:
         return checkpointed_block(m, r)
     if level == GradCkpt.SELECTIVE:
         return {k: v for k, v in saved.items()
-                if k not in ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask", "attn/dropped_probs")}
+                if k not in ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask", "attn/dropped_probs",
+                             "attn/softcap_tanh")}
     return saved
