@@ -142,7 +142,7 @@ def from_template(text: dict[str, Any], name: str, source: str, params_reported:
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
-READER_VERSION = 6  # bump when what the reader records changes: old cache files are then ignored
+READER_VERSION = 7  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -193,6 +193,10 @@ def spec_to_dict(spec: ModelSpec) -> dict:
 
 def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None, hf_config: dict) -> ModelSpec:
     fields = {k: v for k, v in d.items() if k not in ("structure", "extra")}
+    text = text_config(hf_config)[0] if isinstance(hf_config, dict) else {}
+    for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
+        if field not in fields:  # a preset's or cache's spec recorded before soft-capping was read: the config's
+            fields[field] = softcap_value(text.get(key), key)
     return ModelSpec(name=name, source=source, params_reported=params_reported,
                      structure=structure_from_dict(d["structure"]),
                      extra={**d.get("extra", {}), "hf_config": hf_config}, **fields)

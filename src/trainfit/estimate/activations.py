@@ -272,6 +272,21 @@ def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable, group=None) -> dict[
     return {"lora/inputs": inputs, "lora/a_outputs": len(modules) * tr.lora_rank * copy}
 
 
+def mlp_adapter_saved(m: ModelSpec, r: Regime, tr: Trainable) -> float:
+    """Bytes per token of `lora/inputs` and `lora/a_outputs` that belong to the MLP's adapters (gate, up, down):
+    freed by the MLP's backward, before the attention core's (a hand-written family's block)."""
+    modules = [(w, g) for w, g in _adapter_modules(m, tr.adapters) if g in ("mlp_in", "down_in")]
+    if not modules:
+        return 0.0
+    separate = r.autocast or r.adapter != r.act
+    copy = 2 if r.autocast else r.adapter
+    if separate:
+        inputs = sum(copy * width for width, _ in modules)
+    else:  # the adapters of one input share it
+        inputs = sum(r.act * width for width, _ in dict((g, (w, g)) for w, g in modules).values())
+    return inputs + len(modules) * tr.lora_rank * copy
+
+
 def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape) -> dict[str, float]:
     """Old bitsandbytes' MatMul4Bit holds each frozen 4-bit Linear's input until backward. Inputs some other saved
     tensor already is add nothing: a trainable base weight's input, an adapter's shared input (no cast), and
