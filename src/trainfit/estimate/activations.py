@@ -319,8 +319,9 @@ def attention_that_runs(m: ModelSpec, t):
     return t
 
 
-SOFTCAP_SDPA_NOTE = ("the model soft-caps its attention logits, which SDPA cannot do: transformers runs eager "
-                     "attention (s x s scores per head, saved for backward) when SDPA is asked for; FlashAttention-2 "
+SOFTCAP_SDPA_NOTE = ("the model soft-caps its attention logits, which SDPA cannot do: transformers runs its eager "
+                     "attention instead (the default for such a model; an explicit attn_implementation='sdpa' is "
+                     "refused), with s x s scores per head saved for backward; estimated as eager. FlashAttention-2 "
                      "soft-caps in its kernel (--attention flash)")
 
 
