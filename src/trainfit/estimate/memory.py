@@ -12,7 +12,8 @@ states and gathers one wrapped block (plus the next one, prefetched) in the comp
 The peak is the largest of five moments of a steady-state step (optimizer states already exist), each checked
 against a FakeTensor + MemTracker trace of the real code (tests/test_trace.py):
   forward_end     states + gradients held from earlier micro-batches + saved activations + autocast's weight
-                  cache + the loss's forward buffers (16-bit logits, their fp32 upcast, fp32 log-probabilities),
+                  cache + the loss's forward buffers (16-bit logits, their fp32 upcast, fp32 log-probabilities;
+                  with final-logit soft-capping, as Gemma-2's, the tanh output saved for backward too),
   backward_start  the same without the forward-only buffers, with the loss's backward buffers (12 B x V x token),
   backward_head   the same with the logits' gradient and the output head's weight gradient,
   backward_end    states + all gradients + the first block's activations and gradient buffers,
