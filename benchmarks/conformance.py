@@ -18,11 +18,10 @@ the worst configurations). --cases-out writes each traced configuration as a val
 
 `tests/test_conformance.py` runs a fixed seeded sample of the same generator with the CI limits.
 
-Families: Llama-3, Qwen2, Qwen3, Phi-3 (fused qkv / gate_up), Mixtral (sparse MoE, traced with balanced routing)
-and GPT-2 (learned positions, Conv1D, LayerNorm, GELU). Not in the generator yet, and why:
-  Gemma-2           the analytic peak 13-71 % under the trace (2 blocks, seq 1024): transformers runs its soft-capped
-                    attention with s x s tensors even when SDPA is asked for, and the final-logit soft-capping keeps
-                    vocabulary-sized tensors; neither is in the analytic model yet.
+Families: Llama-3, Qwen2, Qwen3, Phi-3 (fused qkv / gate_up), Mixtral (sparse MoE, traced with balanced routing),
+GPT-2 (learned positions, Conv1D, LayerNorm, GELU) and Gemma-2 (soft-capped attention and logits, which make
+transformers run eager attention where SDPA is asked for; sandwich norms; sliding-window blocks alternating with
+global ones). Not in the generator yet, and why:
   GPT-2 eager       CPU autocast runs GPT-2's softmax in bf16, CUDA's in fp32: a CPU trace is not a GPU's view
                     (+38 % at seq 1024); the trace would need CUDA's autocast policy. GPT-2 is drawn with SDPA.
   Mixtral LoRA all-linear  -6.3 % at seq 1024 (what PEFT adapts around the 3-D experts and the router is not
@@ -68,6 +67,18 @@ FAMILIES: dict[str, dict] = {
     # (the CPU keeps a dropout mask in the activation dtype, a GPU a 1-byte one: see trainfit.trace)
     "gpt2": dict(model_type="gpt2", n_embd=256, n_head=8, n_positions=8192, vocab_size=8000, resid_pdrop=0.0,
                  embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True),
+    # google/gemma-2-2b's shape (hidden 2304, 8 heads of 256 over 4 KV heads: q width 2048 < hidden, MLP 4x, tied,
+    # sandwich norms, GELU-tanh, soft-capped attention and logits, query_pre_attn_scalar = head_dim) at small size.
+    # Blocks alternate sliding-window (even) and global (odd) attention; the window is cut with the model (4096 of
+    # an 8K context there, 512 here) so that most drawn sequences (128-8192) are longer than it and the two kinds of
+    # block really attend differently, as a real Gemma-2 does beyond 4K tokens. (Memory does not follow the window:
+    # eager attention builds a full b x s x s mask for each kind whatever it is; a trace with a window of 8192 at
+    # 4K tokens peaks at the same bytes.)
+    "gemma2": dict(model_type="gemma2", hidden_size=288, intermediate_size=1152, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=64, vocab_size=12000, max_position_embeddings=8192,
+                   tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh", attn_logit_softcapping=50.0,
+                   final_logit_softcapping=30.0, sliding_window=512, query_pre_attn_scalar=64,
+                   attention_dropout=0.0),
 }
 # GPT-2's eager attention computes softmax in the activation dtype: CUDA's autocast runs it in fp32 (softmax is
 # on its fp32 list), the CPU's autocast, which the trace runs, in bf16 — the trace is then not a GPU's view

@@ -74,6 +74,23 @@ CASES = {
     # Mixtral: sparse MoE, balanced routing, LoRA on the attention projections
     "mixtral_lora": dict(family="mixtral", method="lora", grad_ckpt="none", micro_batch=2, seq_len=1024,
                          lora_targets=("q_proj", "v_proj")),
+    # Gemma-2 soft-caps its attention scores (tanh), which SDPA cannot: transformers runs its eager attention when
+    # SDPA is asked for (s x s scores per head), and tanh saves its output, one more s x s tensor (-43.4 % with
+    # SDPA's saved tensors, at 2K tokens)
+    "gemma2_softcapped_attention_runs_eager": dict(family="gemma2", param_dtype="bf16", grad_ckpt="none",
+                                                   seq_len=2048),
+    # final-logit soft-capping: tanh saves its vocabulary-sized output until the head's backward (-11.4 % without
+    # it, at 16 x 128 tokens where the logits outweigh the attention)
+    "gemma2_final_logit_softcap": dict(family="gemma2", param_dtype="bf16", grad_ckpt="none", attention="eager",
+                                       micro_batch=16),
+    # Gemma-2's blocks alternate sliding-window and global attention: one forward builds two b x s x s masks, and
+    # under full checkpointing each block kind keeps its own until its backward (-5.6 % with one mask, fp32 weights)
+    "gemma2_two_masks_ckpt": dict(family="gemma2", attention="eager", seq_len=4096),
+    # sandwich norms: the post-attention and both feed-forward norms run after the attention core, so their saved
+    # tensors are gone at the eager softmax's backward, as are the MLP's LoRA adapters' inputs (+2.2 % with the
+    # norms, +3.2 % with the adapters' inputs counted there)
+    "gemma2_lora_attention_backward": dict(family="gemma2", method="lora", param_dtype="bf16", attention="eager",
+                                           micro_batch=4, seq_len=1024, task="classification", lora_rank=16),
 }
 
 

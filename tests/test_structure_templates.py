@@ -239,3 +239,59 @@ def test_cut_config_of_the_new_types_imports_no_torch(tmp_path, model_type):
     t = T.template(model_type)
     cfg = dict(_cut(t, 4), architectures=[t["model_class"]], _name_or_path=f"org/{model_type}-cut4")
     assert read_config_in_fresh_process(tmp_path, cfg, "layers") == [model_type, 4, False, False, False]
+
+
+# google/gemma-2-2b's config.json (Hugging Face hub), as shipped
+GEMMA2_2B = {"architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+             "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+             "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+             "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+             "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2",
+             "num_attention_heads": 8, "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0,
+             "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096,
+             "torch_dtype": "float32", "transformers_version": "4.42.4", "use_cache": True, "vocab_size": 256000}
+
+
+def test_gemma_soft_capping_is_read_on_every_path():
+    """Soft-capping (attn_logit_softcapping on the attention scores, final_logit_softcapping on the logits) reaches
+    the ModelSpec through the hand-written Gemma-2 family (Gemma2Config's defaults, 50 and 30, where config.json is
+    silent; none where it says null), the gemma2 template, and the shipped presets' recorded specs (Gemma-3 has
+    none; Gemma-4 caps its logits at 30, its config.json's text_config)."""
+    from trainfit.catalog import generic
+    from trainfit.catalog.models import resolve_model, spec_from_config
+
+    m = spec_from_config(dict(GEMMA2_2B))
+    assert (m.attn_softcap, m.final_softcap) == (50.0, 30.0) and not m.is_generic
+    silent = {k: v for k, v in GEMMA2_2B.items() if not k.endswith("_softcapping")}
+    assert (spec_from_config(silent).attn_softcap, spec_from_config(silent).final_softcap) == (50.0, 30.0)
+    off = spec_from_config(dict(GEMMA2_2B, attn_logit_softcapping=None, final_logit_softcapping=None))
+    assert (off.attn_softcap, off.final_softcap) == (0.0, 0.0)
+    assert spec_from_config(dict(GEMMA2_2B, attn_logit_softcapping=20.0)).attn_softcap == 20.0
+    t = T.template("gemma2")
+    cut = _cut(t, 4)
+    templated = generic.from_template(cut, "t", "", None, "", cut, template=t)
+    assert (templated.attn_softcap, templated.final_softcap) == (cut["attn_logit_softcapping"],
+                                                                  cut["final_logit_softcapping"]) == (50.0, 30.0)
+    assert (resolve_model("gemma-3-1b-it").attn_softcap, resolve_model("gemma-3-1b-it").final_softcap) == (0, 0)
+    assert (resolve_model("gemma-4-26b-a4b").attn_softcap, resolve_model("gemma-4-26b-a4b").final_softcap) == (0, 30)
+
+
+def test_gemma2_estimate_sees_soft_capping(run_cli, tmp_path):
+    """`trainfit estimate --model <gemma-2 config.json> --json`: the model's soft-capping values, eager attention's
+    s x s tensors where SDPA is asked for (with a warning saying why), tanh's saved scores and logits."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GEMMA2_2B))
+    docs = {}
+    for attention in ("sdpa", "eager", "flash"):
+        code, out, err = run_cli("estimate", "--model", str(path), "--gpu", "h100-sxm", "--method", "lora",
+                                 "--seq-len", "2048", "--attention", attention, "--json")
+        assert code == 0, err
+        docs[attention] = json.loads(out)
+    sdpa, eager, flash = docs["sdpa"], docs["eager"], docs["flash"]
+    assert sdpa["model"]["attn_logit_softcapping"] == 50.0 and sdpa["model"]["final_logit_softcapping"] == 30.0
+    assert sdpa["memory_gib"] == eager["memory_gib"] and flash["memory_gib"]["total"] < sdpa["memory_gib"]["total"]
+    assert any("soft-caps its attention logits" in w for w in sdpa["warnings"])
+    assert not any("soft-caps" in w for w in eager["warnings"] + flash["warnings"])
+    detail = sdpa["memory_detail_gib"]
+    assert detail["activations/attn/softcap_tanh"] > 0 and detail["logits/final_softcap_tanh"] > 0
+    assert "activations/attn/softcap_tanh" not in flash["memory_detail_gib"]

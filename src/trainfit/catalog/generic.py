@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import MissingDependency, SpecError
-from ..spec.model import ModelSpec
+from ..spec.model import ModelSpec, softcap_value
 from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
 
 # config.json keys that only describe weights on disk or runtime behaviour (not the architecture)
@@ -143,7 +143,7 @@ def from_template(text: dict[str, Any], name: str, source: str, params_reported:
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
-READER_VERSION = 6  # bump when what the reader records changes: old cache files are then ignored
+READER_VERSION = 7  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -194,6 +194,10 @@ def spec_to_dict(spec: ModelSpec) -> dict:
 
 def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None, hf_config: dict) -> ModelSpec:
     fields = {k: v for k, v in d.items() if k not in ("structure", "extra")}
+    text = text_config(hf_config)[0] if isinstance(hf_config, dict) else {}
+    for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
+        if field not in fields:  # a preset's or cache's spec recorded before soft-capping was read: the config's
+            fields[field] = softcap_value(text.get(key), key)
     return ModelSpec(name=name, source=source, params_reported=params_reported,
                      structure=structure_from_dict(d["structure"]),
                      extra={**d.get("extra", {}), "hf_config": hf_config}, **fields)
@@ -603,5 +607,7 @@ def spec_from_structure(conf, s: Structure, name: str, source: str, params_repor
         norms_per_layer=_hidden_norms(s, hidden),
         attention_dropout=float(_text_attr(conf, "attention_dropout", "attn_pdrop", default=0.0) or 0.0),
         hidden_dropout=float(_text_attr(conf, "hidden_dropout", "resid_pdrop", default=0.0) or 0.0),
+        attn_softcap=softcap_value(_text_attr(conf, "attn_logit_softcapping"), "attn_logit_softcapping"),
+        final_softcap=softcap_value(_text_attr(conf, "final_logit_softcapping"), "final_logit_softcapping"),
         num_experts=experts, experts_per_tok=topk, params_reported=params_reported, source=source,
         structure=s, extra=extra)

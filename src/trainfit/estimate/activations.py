@@ -15,6 +15,9 @@ code differs, so each saved tensor is listed by name:
   an fp32 input, and the residual stream is fp32.
 * SDPA / FlashAttention save q, k, v, the output and the log-sum-exp (4·heads bytes); eager attention saves the fp32
   softmax (4·a·s per token) and its low-precision copy.
+* Attention-logit soft-capping (Gemma-2's `attn_logit_softcapping`: scores / cap, tanh, * cap, in eager_attention_
+  forward of modeling_gemma2.py) saves tanh's output, one more s x s tensor per head in the scores' dtype. SDPA has
+  no soft-capping: transformers runs such a model's eager attention when SDPA is asked for (`attention_that_runs`).
 
 `tests/test_activations_trace.py` pins these per-layer numbers to what autograd actually saves.
 """
@@ -269,6 +272,21 @@ def _adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable, group=None) -> dict[
     return {"lora/inputs": inputs, "lora/a_outputs": len(modules) * tr.lora_rank * copy}
 
 
+def mlp_adapter_saved(m: ModelSpec, r: Regime, tr: Trainable) -> float:
+    """Bytes per token of `lora/inputs` and `lora/a_outputs` that belong to the MLP's adapters (gate, up, down):
+    freed by the MLP's backward, before the attention core's (a hand-written family's block)."""
+    modules = [(w, g) for w, g in _adapter_modules(m, tr.adapters) if g in ("mlp_in", "down_in")]
+    if not modules:
+        return 0.0
+    separate = r.autocast or r.adapter != r.act
+    copy = 2 if r.autocast else r.adapter
+    if separate:
+        inputs = sum(copy * width for width, _ in modules)
+    else:  # the adapters of one input share it
+        inputs = sum(r.act * width for width, _ in dict((g, (w, g)) for w, g in modules).values())
+    return inputs + len(modules) * tr.lora_rank * copy
+
+
 def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape) -> dict[str, float]:
     """Old bitsandbytes' MatMul4Bit holds each frozen 4-bit Linear's input until backward. Inputs some other saved
     tensor already is add nothing: a trainable base weight's input, an adapter's shared input (no cast), and
@@ -291,6 +309,22 @@ def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape)
     return {"linear_in/kbit_frozen_inputs": out} if out else {}
 
 
+def attention_that_runs(m: ModelSpec, t):
+    """The TrainingSpec with the attention transformers really runs: SDPA cannot soft-cap the attention logits, so a
+    model that soft-caps them runs its eager attention when SDPA is asked for (Gemma2PreTrainedModel._supports_sdpa
+    = False: the default falls back to eager, an explicit attn_implementation="sdpa" is refused; Gemma-3's sdpa
+    path raises on a softcap). FlashAttention-2 (>= 2.6) soft-caps in its kernel and stays."""
+    if m.attn_softcap and t.attention == Attention.SDPA:
+        return t.with_(attention=Attention.EAGER)
+    return t
+
+
+SOFTCAP_SDPA_NOTE = ("the model soft-caps its attention logits, which SDPA cannot do: transformers runs its eager "
+                     "attention instead (the default for such a model; an explicit attn_implementation='sdpa' is "
+                     "refused), with s x s scores per head saved for backward; estimated as eager. FlashAttention-2 "
+                     "soft-caps in its kernel (--attention flash)")
+
+
 # model_types whose eager attention computes softmax in the activation dtype (modeling_*.py, transformers 5.x)
 NO_SOFTMAX_UPCAST = frozenset({"gpt2", "bert", "roberta", "falcon"})
 
@@ -311,6 +345,8 @@ def _attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention
         soft = softmax_bytes(m, r)
         out = {"attn/q": b * q, "attn/k_repeated": b * q, "attn/v_repeated": b * q,
                "attn/softmax_fp32": soft * a * seq_len, "attn/out": b * q}
+        if m.attn_softcap:  # scores / cap -> tanh -> * cap: tanh saves its output, in the scores' dtype
+            out["attn/softcap_tanh"] = b * a * seq_len
         if m.attention_dropout > 0:  # dropout saves its bool mask; PV's matmul saves dropout's output instead of the probs
             out["attn/dropout_mask"] = a * seq_len
             out["attn/dropped_probs"] = b * a * seq_len
@@ -381,5 +417,6 @@ def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level:
         return checkpointed_block(m, r)
     if level == GradCkpt.SELECTIVE:
         return {k: v for k, v in saved.items()
-                if k not in ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask", "attn/dropped_probs")}
+                if k not in ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask", "attn/dropped_probs",
+                             "attn/softcap_tanh")}
     return saved

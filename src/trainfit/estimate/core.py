@@ -16,6 +16,7 @@ from ..spec.model import ModelSpec
 from ..spec.training import (Attention, Fsdp, Method, Offload, Optimizer, Precision, Strategy, Task,
                              TrainingSpec)
 from ..units import GiB
+from .activations import SOFTCAP_SDPA_NOTE, attention_that_runs
 from .flops import StepFlops, step_flops
 from .memory import MemoryResult, estimate_memory, host_offload_bytes
 from .perf import StepTime, comm_time, compute_time, offload_time, optimizer_time
@@ -164,7 +165,10 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     warnings = check_compatibility(m, t, s, cluster)
     eff = view if view is not None else (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
     split = split_params(m, t, int(eff("freeze_trainable_layers")))
-    tt = t.for_time  # variable-length data: micro-batches computed at their padded length
+    ran = attention_that_runs(m, t)  # soft-capped attention logits: eager runs where SDPA is asked for
+    if ran is not t:
+        warnings = [*warnings, SOFTCAP_SDPA_NOTE]
+    tt = ran.for_time  # variable-length data: micro-batches computed at their padded length
     flops = step_flops(m, tt, split)
     st = StepTime()
     fwd, bwd = compute_time(m, tt, s, split, flops, cluster, eff, st)

@@ -12,7 +12,8 @@ states and gathers one wrapped block (plus the next one, prefetched) in the comp
 The peak is the largest of five moments of a steady-state step (optimizer states already exist), each checked
 against a FakeTensor + MemTracker trace of the real code (tests/test_trace.py):
   forward_end     states + gradients held from earlier micro-batches + saved activations + autocast's weight
-                  cache + the loss's forward buffers (16-bit logits, their fp32 upcast, fp32 log-probabilities),
+                  cache + the loss's forward buffers (16-bit logits, their fp32 upcast, fp32 log-probabilities;
+                  with final-logit soft-capping, as Gemma-2's, the tanh output saved for backward too),
   backward_start  the same without the forward-only buffers, with the loss's backward buffers (12 B x V x token),
   backward_head   the same with the logits' gradient and the output head's weight gradient,
   backward_end    states + all gradients + the first block's activations and gradient buffers,
@@ -31,8 +32,8 @@ from ..spec.model import ModelSpec
 from ..spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision,
                              Strategy, Task, TrainingSpec, combination_problem)
 from ..units import GiB
-from .activations import (Regime, apply_checkpointing, block_saved, first_block_without_input_grad, shape_of,
-                          softmax_bytes)
+from .activations import (Regime, apply_checkpointing, attention_that_runs, block_saved,
+                          first_block_without_input_grad, mlp_adapter_saved, shape_of, softmax_bytes)
 from .params import Tensor, global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head, wrapped_experts
 
@@ -244,10 +245,28 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         # Seen in MemTracker traces of transformers' non-reentrant checkpointing (tests/test_trace.py): beyond the
         # blocks' inputs, one fp32 and one 16-bit hidden-sized tensor per micro-batch stay alive into backward.
         out["activations/checkpoint/boundary_tensors"] = (4 + r.act) * m.hidden * tokens
-    mask = eager_mask_bytes(m, t, r)
+    mask = eager_mask_bytes(m, t, r) * attention_mask_kinds(m)
     if mask:
         out["activations/checkpoint/eager_attention_mask"] = mask
     return out, sum(out.values()), one_block
+
+
+def attention_mask_kinds(m: ModelSpec) -> int:
+    """How many attention masks one forward builds: one per kind of attention among the blocks (transformers'
+    masking_utils builds a causal mask for full-attention blocks and another for sliding-window ones, each b x 1 x s
+    x s in eager, whatever the window: traced on Gemma-2 with a window longer than the sequence too). Gemma-2's
+    blocks alternate sliding (even) and global (odd) attention (Gemma2Config.layer_types' default)."""
+    s = m.structure
+    if s is not None and s.pattern:
+        kinds = {"sliding" if s.groups[i].mixer == "sliding_attention" else "full"
+                 for i in set(s.pattern) if s.groups[i].mixer in ("attention", "sliding_attention", "mla")}
+        return max(1, len(kinds))
+    if m.model_type == "gemma2":
+        types = m.extra.get("layer_types")
+        if not isinstance(types, (list, tuple)) or len(types) < m.layers:
+            types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(m.layers)]
+        return max(1, len(set(types[:m.layers])))
+    return 1
 
 
 def eager_mask_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
@@ -300,6 +319,17 @@ def logits_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     if t.task == Task.CLASSIFICATION:
         return 0.0
     return 12.0 * m.vocab * t.tokens_per_micro_batch
+
+
+def final_softcap_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
+    """Final-logit soft-capping (Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap in Gemma2ForCausalLM.
+    forward): tanh saves its output, one more vocabulary-sized tensor per token in the logits' dtype, alive from the
+    end of the forward until the head's backward (the division and multiplication by a number save nothing). Its
+    backward holds at most three such 16-bit tensors (the saved output, the incoming and the outgoing gradient),
+    less than the loss's fp32 buffers at the start of backward. Classification heads do not soft-cap."""
+    if not m.final_softcap or t.task == Task.CLASSIFICATION:
+        return 0.0
+    return float(r.act * m.vocab * t.tokens_per_micro_batch)
 
 
 def _trainable_bytes(t: TrainingSpec, s: Strategy) -> tuple[float, float]:
@@ -395,6 +425,7 @@ def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w
 
 def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
                     eff: EfficiencyView) -> MemoryResult:
+    t = attention_that_runs(m, t)
     n = s.gpus
     r = regime_for(t, s)
     notes: list[str] = []
@@ -509,6 +540,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
               id(acts): acts_total}
     tokens = t.tokens_per_micro_batch
     causal = t.task != Task.CLASSIFICATION
+    softcap = loss_factor * final_softcap_bytes(m, t, r)
     later_grads = 0.0
     if t.method in (Method.FULL, Method.FREEZE) and s.engine in ("single", "ddp") and t.grad_accum == 1 and \
             not t.optimizer_in_backward:
@@ -530,9 +562,10 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _phase("forward_end", (states, other, acts, held, casts, {
             "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
             "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens
-            if causal else 0.0}), totals),
+            if causal else 0.0, "logits/final_softcap_tanh": softcap}), totals),
         # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
-        _phase("backward_start", (states, other, acts, held, saved_casts, {"logits/loss_buffers": logits}), totals),
+        _phase("backward_start", (states, other, acts, held, saved_casts, {
+            "logits/loss_buffers": logits, "logits/final_softcap_tanh": softcap}), totals),
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
         _phase("backward_head", (states, other, acts, held, saved_casts, {
             "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
@@ -689,8 +722,12 @@ def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
     per_token = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
     # the MLP's saved tensors are freed by its backward, recomputed blocks' too (a block recomputed under autocast
     # with fp32 weights was taken to keep them: +8..+15 % on eager classifier fine-tunes, traced)
-    mlp_part = sum(v for k, v in per_token.items() if k.startswith((
-        "mlp/", "moe/", "linear_in/down", "linear_in/mlp", "norm2/"))) * tokens
+    # (sandwich norms, Gemma-2: the post-attention norm and both feed-forward norms run after the attention core)
+    # and the MLP's adapters' saved inputs (LoRA; traced: Gemma-2 LoRA all-linear classifier at 2 x 2K tokens,
+    # +3.3 % with them)
+    mlp_part = (sum(v for k, v in per_token.items() if k.startswith((
+        "mlp/", "moe/", "linear_in/down", "linear_in/mlp", "norm2/", "norm3/", "norm4/")))
+        + (mlp_adapter_saved(m, r, split.block_trainable) if m.structure is None else 0.0)) * tokens
     attention = {"activations/last_block_attention_part": max(0.0, one_block - mlp_part),
                  "activations/eager_softmax_backward": eager, "gradients/block_mlp_and_o": later_grads, **common}
     return _larger(mlp, attention)
@@ -716,6 +753,9 @@ def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Param
         # 8K tokens, whose top block alone holds the s² softmax: +25 % with the mean)
         lower = max(0.0, blocks - top_kept)
     out = {"activations/lower_blocks": lower, **in_block}
+    others = (attention_mask_kinds(m) - 1) * in_block.get("activations/checkpoint/eager_attention_mask", 0.0)
+    if others:  # the other kinds' masks, still held by the blocks below (the bottom block's backward holds one)
+        out["activations/checkpoint/other_attention_masks"] = others
     if t.grad_ckpt != GradCkpt.FULL:
         out["other/autocast_copies_lower_blocks"] = sum(block_casts.values()) * (active - 1) / max(1, active)
     if held:

@@ -70,7 +70,10 @@ def estimate_dict(est: Estimate, alternatives: list[Alternative] | None = None) 
         "config": config_dict(est),
         "model": {"name": est.model.name, "model_type": est.model.model_type, "params": est.split.total,
                   "trainable_params": est.split.trainable, "adapter_params": est.split.adapters,
-                  "frozen_params": est.split.frozen, "quantized_params": est.split.quantized},
+                  "frozen_params": est.split.frozen, "quantized_params": est.split.quantized,
+                  # tanh soft-capping of the attention scores / output logits (Gemma-2), where the model has it
+                  **({"attn_logit_softcapping": est.model.attn_softcap} if est.model.attn_softcap else {}),
+                  **({"final_logit_softcapping": est.model.final_softcap} if est.model.final_softcap else {})},
         "gpu": {"id": est.gpu.id, "name": est.gpu.name, "memory_gb": est.gpu.memory_gb,
                 "unverified": list(est.gpu.unverified)},
         "memory_gib": mem.gib(),

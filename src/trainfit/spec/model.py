@@ -101,6 +101,10 @@ class ModelSpec:
     type_vocab: int = 0  # encoder token-type embeddings
     attention_dropout: float = 0.0  # on the attention probabilities, in training
     hidden_dropout: float = 0.0  # on each block's attention and MLP outputs, in training
+    # tanh soft-capping, cap * tanh(x / cap) (Gemma-2: attn_logit_softcapping 50 on the attention scores,
+    # final_logit_softcapping 30 on the output logits); 0: none
+    attn_softcap: float = 0.0
+    final_softcap: float = 0.0
     num_experts: int = 0  # 0 = dense
     experts_per_tok: int = 0
     params_reported: int | None = None
@@ -225,13 +229,33 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
         norm_fp32=lay.get("norm_fp32", False),
         type_vocab=int(get("type_vocab_size", default=0) or 0) if lay.get("kind") == "encoder" else 0,
         attention_dropout=attn_drop, hidden_dropout=hidden_drop,
+        attn_softcap=_softcap(cfg, "attn_logit_softcapping", model_type),
+        final_softcap=_softcap(cfg, "final_logit_softcapping", model_type),
         num_experts=experts, experts_per_tok=int(get("num_experts_per_tok", default=0) or 0) if experts else 0,
         params_reported=params_reported, source=source,
-        extra={k: cfg[k] for k in ("rope_theta", "sliding_window", "torch_dtype", "pad_token_id") if k in cfg},
+        extra={k: cfg[k] for k in ("rope_theta", "sliding_window", "torch_dtype", "pad_token_id", "layer_types")
+               if k in cfg},
     )
 
 
 _DROPOUT_01 = frozenset({"bert", "roberta", "gpt2"})
+# transformers' config defaults where config.json is silent (Gemma2Config: final_logit_softcapping 30.0,
+# attn_logit_softcapping 50.0); an explicit null turns soft-capping off
+_SOFTCAP_DEFAULTS = {"gemma2": {"attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}}
+
+
+def softcap_value(value: Any, what: str) -> float:
+    """A soft-capping value of a config (None / absent: 0.0, none)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{what} must be a positive number or null, got {value!r}")
+    return float(value)
+
+
+def _softcap(cfg: dict, key: str, model_type: str) -> float:
+    value = cfg[key] if key in cfg else _SOFTCAP_DEFAULTS.get(model_type, {}).get(key)
+    return softcap_value(value, key)
 
 
 def _probability(value: Any) -> float:
