@@ -331,6 +331,35 @@ def dpo_logits_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str
     return forward, metrics, backward
 
 
+def dpo_reference_eager_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> dict[str, float]:
+    """The reference forward of a DPO step with eager attention (under no_grad, after the policy's forward: its fp32
+    logits alive): the block running it holds its attention scores in the activation dtype, their fp32 copy and the
+    fp32 softmax (`softmax(x, dtype=float32)` converts first: ATen's fused half-to-float path is CUDA fp16 only), the
+    causal mask it builds, b x s x s in the hidden states' dtype, and the attention's inputs (the residual and its
+    norm, q and k before and after rotation, v, k and v repeated to every head). Traced: LoRA, eager, 2 x 2048 tokens,
+    656 MiB of scores and mask in a 2-block Llama, 13 MiB of inputs; the same reference with fp32 weights, 568 MiB. Empty for SDPA (its reference forward is
+    outweighed by the logged metrics' logits)."""
+    if t.attention != Attention.EAGER or m.is_encoder:
+        return {}
+    tokens = t.tokens_per_micro_batch
+    soft = softmax_bytes(m, r)
+    # an fp32 residual stream (fp32 weights under autocast) makes the mask fp32 and the rotary embedding's q and k
+    # fp32: adding the mask promotes the 16-bit scores to fp32, which the softmax then takes without a copy (traced:
+    # 8 bytes per score there, 10 with a 16-bit base)
+    rot = 4 if r.residual == 4 else r.act
+    if soft == r.act:
+        scores = 2 * soft
+    else:
+        scores = 2 * soft if r.residual == 4 else r.act + 2 * soft
+    mask = (4 if (r.weight == 4 or r.kbit_upcast) else 2) * t.sequences_per_micro_batch * t.seq_len * t.seq_len
+    inputs = (2 * r.residual * m.hidden + r.act * (2 * m.q_dim + 2 * m.kv_dim) + rot * (2 * m.q_dim + m.kv_dim)) \
+        * tokens
+    return {"logits/dpo_fp32_logits": 4.0 * m.vocab * tokens,
+            "activations/dpo_reference_attention_scores": float(scores * m.heads * t.seq_len * tokens),
+            "activations/dpo_reference_causal_mask": float(mask),
+            "activations/dpo_reference_attention_inputs": float(inputs)}
+
+
 def _trainable_bytes(t: TrainingSpec, s: Strategy) -> tuple[float, float]:
     """(bytes per trainable weight as stored on the GPU, bytes per gradient element) for the engine."""
     fp32 = t.precision == Precision.FP32
@@ -573,7 +602,10 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # wraps each forward in autocast: the casts no tensor saved are gone)
         forward_phase = max(_phase("forward_end", (states, other, acts, held, casts, forward_end), totals),
                             _phase("forward_end", (states, other, acts, held, saved_casts, {
-                                k: v * loss_factor for k, v in dpo_metrics.items()}), totals), key=lambda p: p.total)
+                                k: v * loss_factor for k, v in dpo_metrics.items()}), totals),
+                            _phase("forward_end", (states, other, acts, held, saved_casts,
+                                                   dpo_reference_eager_items(m, t, r)), totals),
+                            key=lambda p: p.total)
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         forward_phase,

@@ -91,16 +91,23 @@ def _tracker_class():
             super().__init__()
             self.phase = "setup"
             self.moments: dict[str, Moment] = {}
+            self._skipped: set[int] = set()
 
         quiet = False  # a second forward through the same modules (DPO's reference with adapters disabled)
 
         def _pre_fw_hook(self, module, inputs) -> None:  # noqa: ANN001 - private torch API
-            if not self.quiet:  # MemTracker's per-module stats refuse a second forward in one step; its counts go on
-                super()._pre_fw_hook(module, inputs)
+            # MemTracker's per-module stats refuse a second forward through a module in one step (its counts go on);
+            # a module the step had not run yet (PEFT's original lm_head beside its modules_to_save copy) is taken
+            if self.quiet and module in self.memory_tracking:
+                self._skipped.add(id(module))
+                return
+            super()._pre_fw_hook(module, inputs)
 
         def _post_fw_hook(self, module, inputs, outputs) -> None:  # noqa: ANN001
-            if not self.quiet:
-                super()._post_fw_hook(module, inputs, outputs)
+            if id(module) in self._skipped:
+                self._skipped.discard(id(module))
+                return
+            super()._post_fw_hook(module, inputs, outputs)
 
         def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - private torch API
             super()._update_peak_stats(peak_state)
