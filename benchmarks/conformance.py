@@ -18,6 +18,11 @@ the worst configurations). --cases-out writes each traced configuration as a val
 
 `tests/test_conformance.py` runs a fixed seeded sample of the same generator with the CI limits.
 
+Tasks: sft, classification and DPO (a third of the language-model draws; micro_batch counts preference pairs),
+traced as TRL's DPOTrainer runs a step with its defaults (trainfit.trace.tracer.dpo_loss: chosen + rejected in one
+batch, accelerate's fp32 logits, the reference forward under no_grad — the base with adapters disabled for LoRA, a
+frozen copy in the policy's dtype for full and freeze — and the logged metrics).
+
 Families: Llama-3, Qwen2, Qwen3, Phi-3 (fused qkv / gate_up), Mixtral (sparse MoE, traced with balanced routing)
 and GPT-2 (learned positions, Conv1D, LayerNorm, GELU). Not in the generator yet, and why:
   Gemma-2           the analytic peak 13-71 % under the trace (2 blocks, seq 1024): transformers runs its soft-capped
@@ -29,8 +34,7 @@ and GPT-2 (learned positions, Conv1D, LayerNorm, GELU). Not in the generator yet
                     pinned down); Mixtral LoRA is drawn on the attention projections.
   selective checkpointing  the tracer checkpoints whole blocks (transformers has no selective mode): it would trace
                     selective as full.
-  optimizer-in-backward, DPO  the tracer steps the optimizer after backward and builds no preference batch nor
-                    reference forward.
+  optimizer-in-backward  the tracer steps the optimizer after backward.
   8-bit AdamW, QLoRA  need bitsandbytes, which this CPU environment does not have (its 8-bit step and NF4 storage
                     were not tried under fake tensors); the tracer stands QLoRA in as LoRA on a 16-bit base, which
                     checks none of the 4-bit terms.
