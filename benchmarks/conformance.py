@@ -238,7 +238,8 @@ def regenerate(case: dict) -> dict:
     """A shipped trace case made again from its seed and draw index (tests: the shipped numbers reproduce)."""
     seed, index = case["trace"]["seed"], case["trace"]["index"]
     with_dpo = bool(case["trace"].get("with_dpo"))  # cases made before DPO was drawn: the stream without it
-    return run_one(draws(index + 1, seed, with_dpo)[index], {"seed": seed, "index": index, "with_dpo": with_dpo})["case"]
+    d = draws(index + 1, seed, with_dpo)[index]
+    return run_one(d, {"seed": seed, "index": index, "with_dpo": with_dpo})["case"]
 
 
 def _impl_kwargs(d: Draw) -> dict:

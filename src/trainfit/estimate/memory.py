@@ -337,8 +337,8 @@ def dpo_reference_eager_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> dict[
     fp32 softmax (`softmax(x, dtype=float32)` converts first: ATen's fused half-to-float path is CUDA fp16 only), the
     causal mask it builds, b x s x s in the hidden states' dtype, and the attention's inputs (the residual and its
     norm, q and k before and after rotation, v, k and v repeated to every head). Traced: LoRA, eager, 2 x 2048 tokens,
-    656 MiB of scores and mask in a 2-block Llama, 13 MiB of inputs; the same reference with fp32 weights, 568 MiB. Empty for SDPA (its reference forward is
-    outweighed by the logged metrics' logits)."""
+    656 MiB of scores and mask in a 2-block Llama, 13 MiB of inputs; the same reference with fp32 weights, 568 MiB.
+    Empty for SDPA (its reference forward is outweighed by the logged metrics' logits)."""
     if t.attention != Attention.EAGER or m.is_encoder:
         return {}
     tokens = t.tokens_per_micro_batch
@@ -483,8 +483,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # `create_model_from_path(ref_model_path, **ref_model_init_kwargs)`), trainfit's runner deep-copies the
         # policy: either way the reference keeps the policy's stored dtype, fp32 weights included (traced: a full
         # fine-tune with fp32 weights holds two fp32 copies; -17.6 % with a 16-bit reference)
-        ref_bytes = 4.0 if s.engine in ("single", "ddp") and (t.precision == Precision.FP32 or t.param_dtype == "fp32") \
-            else frozen_bytes
+        fp32_policy = t.precision == Precision.FP32 or t.param_dtype == "fp32"
+        ref_bytes = 4.0 if s.engine in ("single", "ddp") and fp32_policy else frozen_bytes
         _add(states, "weights/dpo_reference", split.total * ref_bytes / frozen_shard)
         notes.append("DPO keeps a frozen reference copy of the model (LoRA/QLoRA reuse the base with adapters off)")
 
@@ -590,13 +590,14 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         in_block = {**in_block, "other/autocast_copies_recomputed_block":
                     sum(block_casts.values()) / split.trainable_blocks}
     forward_end = {"activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
-                   "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens
-                   if causal else 0.0}
+                   "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab
+                   * tokens if causal else 0.0}
     loss_start = {"logits/loss_buffers": logits}
     forward_phase = _phase("forward_end", (states, other, acts, held, casts, forward_end), totals)
     if t.task == Task.DPO:
         dpo_forward, dpo_metrics, dpo_backward = dpo_logits_items(m, t, r)
-        forward_end = {**dpo_forward, "activations/lora_fp32_input_copy": forward_end["activations/lora_fp32_input_copy"]}
+        forward_end = {**dpo_forward,
+                       "activations/lora_fp32_input_copy": forward_end["activations/lora_fp32_input_copy"]}
         loss_start = {k: v * loss_factor for k, v in dpo_backward.items()}
         # the forward's own end (autocast's cached casts alive), or the metrics' moment after both forwards (accelerate
         # wraps each forward in autocast: the casts no tensor saved are gone)

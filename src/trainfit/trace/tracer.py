@@ -8,9 +8,9 @@ extrapolates exactly to L blocks: every moment's bytes are linear in the number 
 Covered: one GPU's view of full / LoRA / freeze training with the dtypes train.py uses (fp32 weights under autocast
 for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing, SDPA or eager attention, the
 steady-state step (optimizer states exist), and DPO as TRL's DPOTrainer computes its loss (`dpo_loss`: chosen and
-rejected in one batch, a reference forward under no_grad, the logged metrics). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms
-are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base, weights
-then corrected analytically), the CUDA context and allocator caching.
+rejected in one batch, a reference forward under no_grad, the logged metrics). Not covered: sharding (ZeRO / FSDP:
+the analytic model's sharded terms are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as
+LoRA on a 16-bit base, weights then corrected analytically), the CUDA context and allocator caching.
 """
 
 from __future__ import annotations
