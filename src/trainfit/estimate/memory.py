@@ -322,7 +322,7 @@ def dpo_logits_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str
     tokens = t.tokens_per_micro_batch
     shifted = t.sequences_per_micro_batch * max(0, t.seq_len - 1)  # logits[..., :-1, :]
     v = float(m.vocab)
-    conversion = r.act if r.act < 4 and r.autocast else 0.0
+    conversion = r.act if r.act < 4 else 0.0  # accelerate converts whenever the precision is 16-bit
     forward = {"logits/dpo_16bit_logits": conversion * v * tokens, "logits/dpo_fp32_logits": 4.0 * v * tokens}
     metrics = {"logits/dpo_policy_and_reference_fp32_logits": 2 * 4.0 * v * tokens,
                "logits/dpo_entropy_flat_copy": 4.0 * v * shifted,
