@@ -338,7 +338,9 @@ def dpo_reference_eager_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> dict[
     causal mask it builds, b x s x s in the hidden states' dtype, and the attention's inputs (the residual and its
     norm, q and k before and after rotation, v, k and v repeated to every head). Traced: LoRA, eager, 2 x 2048 tokens,
     656 MiB of scores and mask in a 2-block Llama, 13 MiB of inputs; the same reference with fp32 weights, 568 MiB.
-    Empty for SDPA (its reference forward is outweighed by the logged metrics' logits)."""
+    With fp16 on a GPU the fused kernel skips the fp32 copy: the CPU trace, and this term, count 4 bytes a score more
+    than such a run holds (bf16 converts on both). Empty for SDPA (its reference forward is outweighed by the logged
+    metrics' logits)."""
     if t.attention != Attention.EAGER or m.is_encoder:
         return {}
     tokens = t.tokens_per_micro_batch
