@@ -91,6 +91,23 @@ CASES = {
     # norms, +3.2 % with the adapters' inputs counted there)
     "gemma2_lora_attention_backward": dict(family="gemma2", method="lora", param_dtype="bf16", attention="eager",
                                            micro_batch=4, seq_len=1024, task="classification", lora_rank=16),
+    # DPO as TRL's DPOTrainer runs it (trainfit.trace.tracer.dpo_loss): the frozen reference keeps the policy's fp32
+    # weights, and the logits are fp32 (accelerate converts each forward's), both forwards' alive beside the logged
+    # entropy's flattened copy; the loss backward holds 16 bytes x vocab x token (-17.6 % before: a 16-bit reference
+    # and SFT's cross-entropy buffers)
+    "dpo_full_fp32_reference": dict(task="dpo"),
+    "dpo_full_larger_batch": dict(task="dpo", seq_len=512, micro_batch=2),
+    "dpo_lora": dict(task="dpo", method="lora", grad_ckpt="none"),
+    # the reference forward with eager attention runs after the policy's: its scores, their fp32 copy and the fp32
+    # softmax over heads x seq² for all 2 x micro-batch sequences, beside every saved tensor of the policy (-16.9 %
+    # without that moment); with fp32 weights the mask add promotes the scores to fp32 (8 bytes a score, not 10:
+    # +6.9 % with 10)
+    "dpo_lora_eager_reference_forward": dict(task="dpo", method="lora", attention="eager", grad_ckpt="none",
+                                             seq_len=2048),
+    "dpo_full_fp32_eager_reference_forward": dict(task="dpo", attention="eager", grad_ckpt="none", seq_len=2048),
+    # PEFT's modules_to_save: the reference forward runs the original head the policy's forward did not
+    "dpo_lora_saved_head": dict(task="dpo", family="qwen3", method="lora", micro_batch=8, seq_len=256,
+                                modules_to_save=("lm_head",)),
 }
 
 

@@ -100,3 +100,26 @@ def test_analytic_matches_trace_for_pure_16bit_lora(ckpt):
     phase = next(p for p in est.memory.phases if p.name == "optimizer").parts()
     assert phase["gradients"] == pytest.approx(opt["Gradient"], rel=0.01)
     assert phase["optimizer"] == pytest.approx(opt["Optstate"], rel=0.01)
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_dpo_trace_holds_the_reference_and_extrapolates(method):
+    """DPO (trainfit.trace.tracer.dpo_loss, TRL's DPOTrainer step): full fine-tuning traces a second, frozen copy of
+    the model in the policy's dtype (fp32 here: twice the trainable weights at the optimizer step), LoRA none (its
+    reference is the base with the adapters disabled); each moment is still linear in the blocks, and the analytic
+    peak within 2 %."""
+    cfg = TraceConfig(hf_config=dict(BASE, num_key_value_heads=2), layers=5, method=method, task="dpo", seq_len=256,
+                      micro_batch=2, precision="bf16", param_dtype="fp32", grad_ckpt="full", attention="sdpa",
+                      lora_rank=8, lora_targets=("all-linear",), num_labels=2, freeze_trainable_layers=2,
+                      optimizer="adamw")
+    full = run_trace(cfg, 5, full=True)
+    assert run_trace(cfg, 5).moments == full.moments
+    spec = ModelSpec.from_hf_config(dict(BASE, num_key_value_heads=2, num_hidden_layers=5), name="dpo")
+    est = estimate(spec, "a100-sxm4-80gb", method=method, task="dpo", seq_len=256, micro_batch=2, grad_ckpt="full",
+                   lora_rank=8)
+    sft = estimate(spec, "a100-sxm4-80gb", method=method, task="sft", seq_len=256, micro_batch=2, grad_ckpt="full",
+                   lora_rank=8)
+    opt = full.moments["optimizer"]
+    weights = next(p for p in sft.memory.phases if p.name == "optimizer").parts()["weights"]
+    assert opt["Parameter"] + opt["Buffer"] == pytest.approx(weights * (2 if method == "full" else 1), rel=0.01)
+    assert est.memory.allocated == pytest.approx(full.total, rel=0.02)

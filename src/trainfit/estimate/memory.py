@@ -332,6 +332,66 @@ def final_softcap_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     return float(r.act * m.vocab * t.tokens_per_micro_batch)
 
 
+DPO_ENTROPY_CHUNK_ROWS = 128  # trl/trainer/utils.py v1.9.0 `entropy_from_logits(logits, chunk_size=128)`
+
+
+def dpo_logits_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str, float], dict[str, float],
+                                                                         dict[str, float]]:
+    """The logits of a DPO step as TRL's DPOTrainer computes its loss (trl v1.9.0, dpo_trainer.py
+    `DPOTrainer._compute_loss`, default sigmoid loss; traced in trainfit.trace.tracer.dpo_loss), for 2 x micro-batch
+    sequences (chosen + rejected): accelerate converts each forward's 16-bit logits to fp32 (`convert_outputs_to_fp32`,
+    the 16-bit ones then freed), `selective_log_softmax` takes fp32 logits through a per-row logsumexp whose backward
+    keeps the fp32 logits themselves. (the policy forward's end, the logged metrics' moment, the loss backward's
+    start; bytes):
+      forward end  the 16-bit logits and their fp32 copy, while autocast's weight casts are still cached;
+      metrics      the policy's and the reference's fp32 logits (both alive until the loss returns), the entropy's
+                   flattened copy of the shifted logits (`entropy_from_logits`: the slice is not contiguous) and three
+                   fp32 temporaries of its 128-row chunk;
+      backward     the saved fp32 logits, gather's dense gradient, the per-row logsumexp gradients and their sum:
+                   4 + 12 bytes x vocab x token."""
+    tokens = t.tokens_per_micro_batch
+    shifted = t.sequences_per_micro_batch * max(0, t.seq_len - 1)  # logits[..., :-1, :]
+    v = float(m.vocab)
+    conversion = r.act if r.act < 4 else 0.0  # accelerate converts whenever the precision is 16-bit
+    forward = {"logits/dpo_16bit_logits": conversion * v * tokens, "logits/dpo_fp32_logits": 4.0 * v * tokens}
+    metrics = {"logits/dpo_policy_and_reference_fp32_logits": 2 * 4.0 * v * tokens,
+               "logits/dpo_entropy_flat_copy": 4.0 * v * shifted,
+               "logits/dpo_entropy_chunk": 3 * 4.0 * v * min(DPO_ENTROPY_CHUNK_ROWS, shifted)}
+    backward = {"logits/dpo_saved_fp32_logits": 4.0 * v * tokens, "logits/dpo_loss_backward": 12.0 * v * shifted}
+    return forward, metrics, backward
+
+
+def dpo_reference_eager_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> dict[str, float]:
+    """The reference forward of a DPO step with eager attention (under no_grad, after the policy's forward: its fp32
+    logits alive): the block running it holds its attention scores in the activation dtype, their fp32 copy and the
+    fp32 softmax (`softmax(x, dtype=float32)` converts first: ATen's fused half-to-float path is CUDA fp16 only), the
+    causal mask it builds, b x s x s in the hidden states' dtype, and the attention's inputs (the residual and its
+    norm, q and k before and after rotation, v, k and v repeated to every head). Traced: LoRA, eager, 2 x 2048 tokens,
+    656 MiB of scores and mask in a 2-block Llama, 13 MiB of inputs; the same reference with fp32 weights, 568 MiB.
+    With fp16 on a GPU the fused kernel skips the fp32 copy: the CPU trace, and this term, count 4 bytes a score more
+    than such a run holds (bf16 converts on both). Empty for SDPA (its reference forward is outweighed by the logged
+    metrics' logits)."""
+    if t.attention != Attention.EAGER or m.is_encoder:
+        return {}
+    tokens = t.tokens_per_micro_batch
+    soft = softmax_bytes(m, r)
+    # an fp32 residual stream (fp32 weights under autocast) makes the mask fp32 and the rotary embedding's q and k
+    # fp32: adding the mask promotes the 16-bit scores to fp32, which the softmax then takes without a copy (traced:
+    # 8 bytes per score there, 10 with a 16-bit base)
+    rot = 4 if r.residual == 4 else r.act
+    if soft == r.act:
+        scores = 2 * soft
+    else:
+        scores = 2 * soft if r.residual == 4 else r.act + 2 * soft
+    mask = (4 if (r.weight == 4 or r.kbit_upcast) else 2) * t.sequences_per_micro_batch * t.seq_len * t.seq_len
+    inputs = (2 * r.residual * m.hidden + r.act * (2 * m.q_dim + 2 * m.kv_dim) + rot * (2 * m.q_dim + m.kv_dim)) \
+        * tokens
+    return {"logits/dpo_fp32_logits": 4.0 * m.vocab * tokens,
+            "activations/dpo_reference_attention_scores": float(scores * m.heads * t.seq_len * tokens),
+            "activations/dpo_reference_causal_mask": float(mask),
+            "activations/dpo_reference_attention_inputs": float(inputs)}
+
+
 def _trainable_bytes(t: TrainingSpec, s: Strategy) -> tuple[float, float]:
     """(bytes per trainable weight as stored on the GPU, bytes per gradient element) for the engine."""
     fp32 = t.precision == Precision.FP32
@@ -452,7 +512,13 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _add(states, "weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
     _add(states, "weights/frozen_nf4", quantized * NF4_BYTES_PER_PARAM / frozen_shard)
     if t.task == Task.DPO and t.method in (Method.FULL, Method.FREEZE):
-        _add(states, "weights/dpo_reference", split.total * frozen_bytes / frozen_shard)
+        # TRL's DPOTrainer loads the reference with the policy's own init kwargs (trl v1.9.0 dpo_trainer.py,
+        # `create_model_from_path(ref_model_path, **ref_model_init_kwargs)`), trainfit's runner deep-copies the
+        # policy: either way the reference keeps the policy's stored dtype, fp32 weights included (traced: a full
+        # fine-tune with fp32 weights holds two fp32 copies; -17.6 % with a 16-bit reference)
+        fp32_policy = t.precision == Precision.FP32 or t.param_dtype == "fp32"
+        ref_bytes = 4.0 if s.engine in ("single", "ddp") and fp32_policy else frozen_bytes
+        _add(states, "weights/dpo_reference", split.total * ref_bytes / frozen_shard)
         notes.append("DPO keeps a frozen reference copy of the model (LoRA/QLoRA reuse the base with adapters off)")
 
     # ---- trainable weights, gradients, optimizer --------------------------------------------------------------
@@ -557,15 +623,29 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # backward (traced; a full fine-tune's recomputed block did not show them)
         in_block = {**in_block, "other/autocast_copies_recomputed_block":
                     sum(block_casts.values()) / split.trainable_blocks}
+    forward_end = {"activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
+                   "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab
+                   * tokens if causal else 0.0, "logits/final_softcap_tanh": softcap}
+    loss_start = {"logits/loss_buffers": logits, "logits/final_softcap_tanh": softcap}
+    forward_phase = _phase("forward_end", (states, other, acts, held, casts, forward_end), totals)
+    if t.task == Task.DPO:
+        dpo_forward, dpo_metrics, dpo_backward = dpo_logits_items(m, t, r)
+        forward_end = {**dpo_forward, "logits/final_softcap_tanh": softcap,
+                       "activations/lora_fp32_input_copy": forward_end["activations/lora_fp32_input_copy"]}
+        loss_start = {**{k: v * loss_factor for k, v in dpo_backward.items()}, "logits/final_softcap_tanh": softcap}
+        # the forward's own end (autocast's cached casts alive), or the metrics' moment after both forwards (accelerate
+        # wraps each forward in autocast: the casts no tensor saved are gone)
+        forward_phase = max(_phase("forward_end", (states, other, acts, held, casts, forward_end), totals),
+                            _phase("forward_end", (states, other, acts, held, saved_casts, {
+                                k: v * loss_factor for k, v in dpo_metrics.items()}), totals),
+                            _phase("forward_end", (states, other, acts, held, saved_casts,
+                                                   dpo_reference_eager_items(m, t, r)), totals),
+                            key=lambda p: p.total)
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
-        _phase("forward_end", (states, other, acts, held, casts, {
-            "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
-            "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab * tokens
-            if causal else 0.0, "logits/final_softcap_tanh": softcap}), totals),
+        forward_phase,
         # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
-        _phase("backward_start", (states, other, acts, held, saved_casts, {
-            "logits/loss_buffers": logits, "logits/final_softcap_tanh": softcap}), totals),
+        _phase("backward_start", (states, other, acts, held, saved_casts, loss_start), totals),
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
         _phase("backward_head", (states, other, acts, held, saved_casts, {
             "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,

@@ -7,9 +7,10 @@ extrapolates exactly to L blocks: every moment's bytes are linear in the number 
 
 Covered: one GPU's view of full / LoRA / freeze training with the dtypes train.py uses (fp32 weights under autocast
 for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing, SDPA or eager attention, the
-steady-state step (optimizer states exist). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms
-are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base, weights
-then corrected analytically), the CUDA context and allocator caching.
+steady-state step (optimizer states exist), and DPO as TRL's DPOTrainer computes its loss (`dpo_loss`: chosen and
+rejected in one batch, a reference forward under no_grad, the logged metrics). Not covered: sharding (ZeRO / FSDP:
+the analytic model's sharded terms are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as
+LoRA on a 16-bit base, weights then corrected analytically), the CUDA context and allocator caching.
 """
 
 from __future__ import annotations
@@ -91,6 +92,23 @@ def _tracker_class():
             super().__init__()
             self.phase = "setup"
             self.moments: dict[str, Moment] = {}
+            self._skipped: set[int] = set()
+
+        quiet = False  # a second forward through the same modules (DPO's reference with adapters disabled)
+
+        def _pre_fw_hook(self, module, inputs) -> None:  # noqa: ANN001 - private torch API
+            # MemTracker's per-module stats refuse a second forward through a module in one step (its counts go on);
+            # a module the step had not run yet (PEFT's original lm_head beside its modules_to_save copy) is taken
+            if self.quiet and module in self.memory_tracking:
+                self._skipped.add(id(module))
+                return
+            super()._pre_fw_hook(module, inputs)
+
+        def _post_fw_hook(self, module, inputs, outputs) -> None:  # noqa: ANN001
+            if id(module) in self._skipped:
+                self._skipped.discard(id(module))
+                return
+            super()._post_fw_hook(module, inputs, outputs)
 
         def _update_peak_stats(self, peak_state) -> None:  # noqa: ANN001 - private torch API
             super()._update_peak_stats(peak_state)
@@ -219,9 +237,14 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
         _init_buffers(model)
         params = [p for p in model.parameters() if p.requires_grad]
         opt = _optimizer(cfg, params)
+        reference = _dpo_reference(cfg) if cfg.task == "dpo" else None
         tracker = tracker_cls()
         _skip_frozen_grad_hooks(tracker, model)
-        tracker.track_external(model, opt)
+        if reference is not None:
+            _skip_frozen_grad_hooks(tracker, reference)
+            tracker.track_external(model, reference, opt)
+        else:
+            tracker.track_external(model, opt)
         batch = _batch(cfg, model)
         _phase_hooks(tracker, model, opt)
         with tracker, as_a_gpu_run():
@@ -230,7 +253,10 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
                     tracker.moments.clear()
                     tracker.reset_mod_stats()
                 tracker.phase = "forward"
-                loss = forward_loss(model, batch, low, cfg.precision != "fp32")
+                if cfg.task == "dpo":
+                    loss = dpo_loss(model, reference, batch, low, cfg.precision != "fp32", tracker=tracker)
+                else:
+                    loss = forward_loss(model, batch, low, cfg.precision != "fp32")
                 tracker.phase = "backward:head"
                 loss.backward()
                 del loss
@@ -251,6 +277,159 @@ def forward_loss(model, batch: dict[str, Any], low, autocast: bool):
         loss = outputs.loss
     del outputs
     return loss
+
+
+def _dpo_reference(cfg: TraceConfig):
+    """DPO's frozen reference model for full and freeze fine-tuning (TRL's DPOTrainer loads a second copy with the
+    policy's own init kwargs, hence its dtype, and never checkpoints it: trl/trainer/dpo_trainer.py v1.9.0, the
+    `if ref_model is None:` branch of __init__); None for LoRA/QLoRA, whose reference is the base with its adapters
+    disabled."""
+    from dataclasses import replace
+
+    if cfg.method in ("lora", "qlora"):
+        return None
+    reference, _ = _build(replace(cfg, method="full", grad_ckpt="none"))
+    reference.requires_grad_(False)
+    reference.eval()
+    _materialize(reference)
+    _init_buffers(reference)
+    return reference
+
+
+def _model_forward(model, kwargs: dict[str, Any], low, autocast: bool):
+    """A forward as accelerate runs it for Trainer (accelerate 1.x `Accelerator.prepare_model` with native AMP): the
+    model's forward under autocast, its 16-bit outputs converted to fp32 after it (`convert_outputs_to_fp32`); the
+    16-bit logits are then dropped."""
+    import torch
+
+    with torch.autocast("cpu", dtype=low, enabled=autocast):
+        outputs = model(**kwargs)
+    logits = outputs.logits
+    del outputs
+    return logits.float() if autocast and logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+def selective_log_softmax(logits, index):
+    """TRL's `selective_log_softmax` (trl/trainer/utils.py v1.9.0): log_softmax + gather, the fp32 branch (accelerate
+    hands fp32 logits over) with its per-row logsumexp loop; the 16-bit branch for logits that stayed 16-bit."""
+    import torch
+    import torch.nn.functional as F
+
+    index = index.unsqueeze(-1)
+    if logits.dtype in (torch.float32, torch.float64):
+        selected_logits = torch.gather(logits, dim=-1, index=index)
+        logsumexp_values = torch.stack([torch.logsumexp(lg, dim=-1) for lg in logits])
+        per_token_logps = selected_logits - logsumexp_values.unsqueeze(-1)
+    else:
+        rows = []
+        for row_logits, row_labels in zip(logits, index, strict=True):
+            rows.append(F.log_softmax(row_logits, dim=-1).gather(dim=-1, index=row_labels))
+        per_token_logps = torch.stack(rows)
+    return per_token_logps.squeeze(-1)
+
+
+def _entropy_from_logits(logits, chunk_size: int = 128):
+    """TRL's `entropy_from_logits` (trl/trainer/utils.py v1.9.0): the logits flattened to (N, V) — a copy, since the
+    shifted logits are not contiguous — and the entropy taken 128 rows at a time."""
+    import torch
+    import torch.nn.functional as F
+
+    flat_logits = logits.reshape(-1, logits.shape[-1])
+    entropies = []
+    for chunk in flat_logits.split(chunk_size, dim=0):
+        logps = F.log_softmax(chunk, dim=-1)
+        entropies.append(-(torch.exp(logps) * logps).sum(-1))
+    return torch.cat(entropies).reshape(logits.shape[:-1])
+
+
+def dpo_loss(model, reference, batch: dict[str, Any], low, autocast: bool, beta: float = 0.1, tracker=None):
+    """One DPO micro-step's loss as TRL's DPOTrainer computes it with its defaults (trl v1.9.0,
+    trl/trainer/dpo_trainer.py `DPOTrainer._compute_loss`, lines 1329-1655; DPOConfig: loss_type ["sigmoid"],
+    f_divergence_type "reverse_kl", ld_alpha None, use_weighting False, precompute_ref_log_probs False, padding_free
+    False (disabled in v1.9 anyway), no logits_to_keep; max_length 1024 truncates each prompt + completion, which the
+    traced seq_len stands for). Chosen and rejected are one batch of 2 x micro-batch rows (DataCollatorForPreference);
+    the policy forward runs first, then the reference forward under no_grad (PEFT: the same model with its adapters
+    disabled, `use_adapter(model, None)`; full / freeze: the separate frozen reference model), gradient checkpointing
+    switched off for it (`disable_gradient_checkpointing`). Then the logged metrics, which touch the logits: the
+    entropy (`entropy_from_logits`, a flattened copy of the shifted logits), the mean chosen / rejected logit over
+    completion tokens (a boolean-mask copy: traced as if every token were a completion token — fake tensors cannot
+    index by a mask — an upper bound that comes after the entropy's twice-larger copy is freed) and the chosen
+    token accuracy. The model outputs (both logits) are dropped when the loss returns."""
+    import torch
+    import torch.nn.functional as F
+
+    kwargs = {"input_ids": batch["input_ids"], "use_cache": False}
+    # the attention mask is all ones (every sequence fills seq_len): a GPU run drops it (transformers'
+    # masking_utils finds no padding) and SDPA runs causal; fake tensors cannot read it, so it is not passed
+    logits = _model_forward(model, kwargs, low, autocast)
+    input_ids, completion_mask = batch["input_ids"], batch["completion_mask"]
+    shift_logits = logits[..., :-1, :]
+    shift_labels = input_ids[..., 1:]
+    shift_completion_mask = completion_mask[..., 1:]
+    per_token_logps = selective_log_softmax(shift_logits, shift_labels)
+    per_token_logps[shift_completion_mask == 0] = 0.0
+    logps = per_token_logps.sum(dim=1)
+    chosen_logps, rejected_logps = logps.chunk(2, dim=0)
+
+    if tracker is not None and reference is None:
+        tracker.quiet = True
+    with torch.no_grad(), _no_checkpointing(model):
+        if reference is None:
+            with model.disable_adapter():
+                ref_logits = _model_forward(model, kwargs, low, autocast)
+        else:
+            ref_logits = _model_forward(reference, kwargs, low, autocast)
+    if tracker is not None:
+        tracker.quiet = False
+    with torch.no_grad():
+        ref_shift_logits = ref_logits[..., :-1, :]
+        ref_per_token_logps = selective_log_softmax(ref_shift_logits, shift_labels)
+        ref_per_token_logps[shift_completion_mask == 0] = 0.0
+        ref_logps = ref_per_token_logps.sum(dim=1)
+        ref_chosen_logps, ref_rejected_logps = ref_logps.chunk(2, dim=0)
+
+    chosen_logratios = chosen_logps - ref_chosen_logps
+    rejected_logratios = rejected_logps - ref_rejected_logps
+    delta_score = chosen_logratios - rejected_logratios
+    loss = 0.0
+    loss = loss + (-F.logsigmoid(beta * delta_score)).mean() * 1.0
+
+    # the logged metrics (no gradient): entropy, mean logits of chosen and rejected, token accuracy, rewards
+    per_token_entropy = _entropy_from_logits(shift_logits.detach())
+    entropy_sum = (per_token_entropy * shift_completion_mask).sum()
+    chosen_logits, rejected_logits = shift_logits.detach().chunk(2, dim=0)
+    chosen_mask, rejected_mask = shift_completion_mask.chunk(2, dim=0)
+    total_chosen_logits = chosen_logits.clone(memory_format=torch.contiguous_format).mean(-1).sum()
+    total_rejected_logits = rejected_logits.clone(memory_format=torch.contiguous_format).mean(-1).sum()
+    predictions = chosen_logits.argmax(dim=-1)
+    correct_tokens = ((predictions == shift_labels[: len(shift_labels) // 2]) & chosen_mask.bool()).sum()
+    margins = beta * chosen_logratios.detach() - beta * rejected_logratios.detach()
+    del per_token_entropy, entropy_sum, total_chosen_logits, total_rejected_logits, predictions, correct_tokens, margins
+    del logits, shift_logits, ref_logits, ref_shift_logits, chosen_logits, rejected_logits
+    return loss
+
+
+class _no_checkpointing:
+    """TRL's `disable_gradient_checkpointing` (trl/models/utils.py v1.9.0) around the reference forward."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # transformers 5 renames it is_activation_checkpointing
+            self.was = bool(getattr(model, "is_gradient_checkpointing", False))
+
+    def __enter__(self):
+        if self.was:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.model.gradient_checkpointing_disable()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.was:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class as_a_gpu_run:
@@ -362,6 +541,10 @@ def _batch(cfg: TraceConfig, model) -> dict[str, Any]:
     ids = torch.randint(0, vocab, (cfg.micro_batch, cfg.seq_len))
     if cfg.task == "classification":
         return {"input_ids": ids, "labels": torch.zeros(cfg.micro_batch, dtype=torch.long)}
+    if cfg.task == "dpo":  # TRL's DataCollatorForPreference: chosen rows, then rejected rows, each seq_len tokens
+        pairs = torch.randint(0, vocab, (2 * cfg.micro_batch, cfg.seq_len))
+        completion = torch.ones(2 * cfg.micro_batch, cfg.seq_len, dtype=torch.long)
+        return {"input_ids": pairs, "attention_mask": torch.ones_like(completion), "completion_mask": completion}
     return {"input_ids": ids, "labels": ids}
 
 
