@@ -187,3 +187,22 @@ def test_a_stack_with_offloaded_checkpoints_offloads_them_at_every_door():
     assert not estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="none", framework="unsloth",
                         **kw).training.offload_activations
     assert not estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", **kw).training.offload_activations
+
+
+def test_freeze_under_checkpointing_runs_the_backward_through_the_frozen_blocks():
+    """transformers' gradient checkpointing makes the embeddings' output require grad, so a freeze fine-tune's
+    backward recomputes and runs through every block, the frozen ones for input gradients only (traced:
+    tests/test_conformance.py, freeze_ckpt_frozen_blocks_run_backward). Without checkpointing the frozen blocks below
+    the trained ones run no backward at all."""
+    base = dict(method="freeze", seq_len=2048, micro_batch=2, optimizer="adamw", param_dtype="bf16")
+    m = all_models()[LLAMA3_8B].spec()
+    ckpt = estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", **base)
+    plain = estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="none", **base)
+    full = estimate(LLAMA3_8B, "a100-sxm4-80gb", grad_ckpt="full", **{**base, "method": "full"})
+    assert ckpt.split.lowest_trainable_block == 0 and plain.split.lowest_trainable_block == m.layers - 2
+    # input gradients through every block under checkpointing, through the two trained ones without
+    blocks = lambda est: est.flops.input_grad / est.flops.forward  # noqa: E731 - about blocks_bwd / layers
+    assert blocks(ckpt) > 5 * blocks(plain)  # 32 blocks against 2, the head on both sides
+    # the frozen blocks' backward is input gradients only: cheaper than a full fine-tune's, dearer than none
+    assert plain.step_time_s < ckpt.step_time_s < full.step_time_s
+    assert ckpt.flops.weight_grad == pytest.approx(plain.flops.weight_grad)

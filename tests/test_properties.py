@@ -73,18 +73,20 @@ def test_memory_never_rises_with_more_checkpointing(w, gpus):
     mem = [e.memory.device for e in ests]
     none, selective, full = mem
     assert none >= selective - 1, mem
-    # Full checkpointing holds three things selective does not (all traced, benchmarks/conformance.py): a block's
-    # 16-bit input beside its recomputation (2 bytes x hidden x tokens), for a freeze fine-tune with fp32 weights
-    # under autocast the recomputed block's autocast weight copies, and eager attention's causal mask, an input of
-    # every checkpointed block; and for an MoE model the recomputed block's MLP backward on tokens x top-k rows where
-    # the block run once keeps tokens x intermediate (traced on Mixtral, memory._in_block_items). Full may exceed
-    # selective by those (with the allocator's overhead on top) — and never more.
+    # Full checkpointing holds what selective does not (all traced, benchmarks/conformance.py): a block's 16-bit input
+    # beside its recomputation (2 bytes x hidden x tokens); eager attention's causal mask, an input of every
+    # checkpointed block; for an MoE model the recomputed block's MLP backward on tokens x top-k rows where the block
+    # run once keeps tokens x intermediate (memory._in_block_items); and for a freeze fine-tune the checkpointed inputs
+    # of the frozen blocks, which transformers' checkpointing makes run a backward (trainable.py; at most fp32 hidden
+    # states each). Full may exceed selective by those (with the allocator's overhead on top) — and never more.
     detail = ests[2].memory.detail
     moe_recompute = max(0.0, detail.get("activations/backward_buffers", 0.0) -
                         ests[1].memory.detail.get("activations/backward_buffers", 0.0)) if model.is_moe else 0.0
-    traced_full_only = 2.0 * model.hidden * t.tokens_per_micro_batch + detail.get(
-        "other/autocast_copies_recomputed_block", 0.0) + detail.get("activations/checkpoint/eager_attention_mask",
-                                                                   0.0) + moe_recompute
+    tokens = t.tokens_per_micro_batch
+    frozen_inputs = 4.0 * model.hidden * tokens * (model.layers - ests[2].split.trainable_blocks) \
+        if t.method == Method.FREEZE else 0.0
+    traced_full_only = 2.0 * model.hidden * tokens + detail.get("activations/checkpoint/eager_attention_mask", 0.0) \
+        + moe_recompute + frozen_inputs
     assert selective >= full - 1 - 2 * traced_full_only, mem
 
 

@@ -618,11 +618,6 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     in_block = _in_block_items(m, t, split, r, eff, one_block, later_grads)
     top_kept = act_factor * tokens * sum(apply_checkpointing(block_saved(
         m, r, split.block_trainable, t.seq_len, t.attention), m, r, t.grad_ckpt).values())
-    if t.method == Method.FREEZE and t.grad_ckpt == GradCkpt.FULL and r.amp_casts and split.trainable_blocks:
-        # the recomputed block of a freeze fine-tune casts its fp32 weights again and keeps the copies for its
-        # backward (traced; a full fine-tune's recomputed block did not show them)
-        in_block = {**in_block, "other/autocast_copies_recomputed_block":
-                    sum(block_casts.values()) / split.trainable_blocks}
     forward_end = {"activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
                    "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab
                    * tokens if causal else 0.0, "logits/final_softcap_tanh": softcap}

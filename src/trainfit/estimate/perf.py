@@ -187,18 +187,26 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     blocks_bwd = m.layers - split.lowest_trainable_block
     recompute = blocks_bwd if t.grad_ckpt == GradCkpt.FULL else 0
     n_fwd = m.layers * passes + recompute
+    # frozen blocks a freeze fine-tune's backward runs through (under full checkpointing: see trainable.py): input
+    # gradients only
+    frozen_bwd = blocks_bwd - split.trainable_blocks if t.method == Method.FREEZE else 0
+    trained_bwd = blocks_bwd - frozen_bwd
     fwd_block = sum(v for v, _ in ops.values())
     bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
+    bwd_frozen = sum(v * _backward_multiplier(k, False, t, eff) for k, (v, _) in ops.items())
     launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
     fwd = stack * ((m.layers * passes) * max(fwd_block, launch) + head_fwd * passes)
-    bwd = stack * (blocks_bwd * max(bwd_block, 2 * launch) + recompute * max(fwd_block, launch) + head_bwd)
+    bwd = stack * (trained_bwd * max(bwd_block, 2 * launch) + frozen_bwd * max(bwd_frozen, 2 * launch)
+                   + recompute * max(fwd_block, launch) + head_bwd)
     bound: dict[str, float] = {"compute": stack * (head_fwd * passes + head_bwd)}
     for k, (v, kind) in ops.items():
-        bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + blocks_bwd *
-                                                          _backward_multiplier(k, weights_train, t, eff))
-    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + blocks_bwd * max(0.0, 2 * launch - bwd_block))
+        bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + trained_bwd *
+                                                          _backward_multiplier(k, weights_train, t, eff)
+                                                          + frozen_bwd * _backward_multiplier(k, False, t, eff))
+    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + trained_bwd * max(0.0, 2 * launch - bwd_block)
+                      + frozen_bwd * max(0.0, 2 * launch - bwd_frozen))
     if excess:
         bound["overhead"] = excess
     return MicroBatchTime(fwd, bwd, tuple(bound.items()))

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from ..errors import SpecError
 from ..spec.model import ModelSpec
-from ..spec.training import Method, Task, TrainingSpec
+from ..spec.training import GradCkpt, Method, Task, TrainingSpec
 from .activations import Trainable
 from .params import Tensor, count_params, global_tensors, layer_linears, layer_params, layer_tensors
 
@@ -179,14 +179,16 @@ def adapter_params_per_block(m: ModelSpec, roles: frozenset[str], rank: int, all
 
 def split_params(m: ModelSpec, t: TrainingSpec, freeze_layers: int = 2) -> ParamSplit:
     """Trainable / frozen / quantized parameter counts for the method (memoised: the search calls it often)."""
-    return _split(m, t.method, t.task, t.lora_rank, t.lora_targets, freeze_layers, t.modules_to_save)
+    # checkpointing matters to a freeze fine-tune only (which blocks run a backward)
+    ckpt = t.grad_ckpt if t.method == Method.FREEZE else GradCkpt.NONE
+    return _split(m, t.method, t.task, t.lora_rank, t.lora_targets, freeze_layers, t.modules_to_save, ckpt)
 
 
 @lru_cache(maxsize=2048)
 def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_targets: tuple[str, ...],
-           freeze_layers: int, modules_to_save: tuple[str, ...] = ()) -> ParamSplit:
+           freeze_layers: int, modules_to_save: tuple[str, ...] = (), grad_ckpt: GradCkpt = GradCkpt.NONE) -> ParamSplit:
     t = TrainingSpec(method=method, task=task, lora_rank=lora_rank, lora_targets=lora_targets,
-                     modules_to_save=modules_to_save)
+                     modules_to_save=modules_to_save, grad_ckpt=grad_ckpt)
     head = head_for(m, t.task)
     total = count_params(m, head)
     head_tensors = tuple(x for x in global_tensors(m, head) if x.name.startswith(("classifier", "score", "pooler")))
@@ -201,7 +203,13 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
     if t.method == Method.FREEZE:
         k = min(max(1, freeze_layers), m.layers)
         trainable = k * block + head_params
-        return ParamSplit(total, trainable, total - trainable, 0, 0, k, m.layers - k, layer_tensors(m) + head_tensors,
+        # transformers' gradient_checkpointing_enable makes the embeddings' output require grad (5.x: every model
+        # whose input is input_ids, `enable_input_require_grads`; LLaMA-Factory does the same for any fine-tune), so
+        # under full checkpointing the backward runs down through the frozen blocks too — recomputed, input
+        # gradients only — and each keeps its checkpointed input (traced: a frozen block's checkpoint input was
+        # missing, -2.9 %)
+        lowest = 0 if t.grad_ckpt == GradCkpt.FULL else m.layers - k
+        return ParamSplit(total, trainable, total - trainable, 0, 0, k, lowest, layer_tensors(m) + head_tensors,
                           Trainable(ALL_ROLES, frozenset(), True))
     all_linear = any(x.lower() in ("all-linear", "all", "all_linear") for x in t.lora_targets)
     merged = 0.0

@@ -16,6 +16,7 @@ LoRA on a 16-bit base, weights then corrected analytically), the CUDA context an
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,6 +225,39 @@ def _blocks(model) -> list:
     return list(max((m for m in model.modules() if isinstance(m, torch.nn.ModuleList)), key=len))
 
 
+@contextmanager
+def _grad_hooks_released():
+    """MemTracker's module tracker hooks the inputs and outputs of every module that require grad (torch's
+    register_multi_grad_hook) and never removes the hooks. Each hook's closure holds the autograd nodes of the tensors
+    it watches, and a non-leaf tensor's hooks live on its own node: node -> hooks -> closure -> node, a cycle through
+    C++ that Python's collector cannot free. So every step's hooked nodes stay alive, and with them the nodes below
+    them down to the leaves — the embeddings' output, which transformers makes require grad under gradient
+    checkpointing (`enable_input_require_grads`), with its gradient (traced: a freeze fine-tune with frozen
+    embeddings carried two hidden-sized fp32 tensors a step into the next step's backward and optimizer step, and 33
+    closures a step were never freed; none without the tracker). A training loop holds no such hooks: yields a
+    function, called after each backward, that empties the hook tables the tracker filled in that step."""
+    from torch.distributed._tools import mod_tracker
+
+    tables: list = []
+    register = mod_tracker.register_multi_grad_hook
+
+    def recording(tensors, fn, *args, **kwargs):
+        handle = register(tensors, fn, *args, **kwargs)
+        tables.extend(t._backward_hooks for t in tensors if t._backward_hooks is not None)
+        return handle
+
+    def release() -> None:
+        for table in tables:
+            table.clear()
+        tables.clear()
+
+    mod_tracker.register_multi_grad_hook = recording
+    try:
+        yield release
+    finally:
+        mod_tracker.register_multi_grad_hook = register
+
+
 def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
     """Peak bytes of each moment of a steady-state training step (the second of two)."""
     _require_torch()
@@ -247,7 +281,7 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
             tracker.track_external(model, opt)
         batch = _batch(cfg, model)
         _phase_hooks(tracker, model, opt)
-        with tracker, as_a_gpu_run():
+        with tracker, as_a_gpu_run(), _grad_hooks_released() as release:
             for step in range(2):
                 if step == 1:  # the steady state: optimizer states now exist
                     tracker.moments.clear()
@@ -260,6 +294,7 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
                 tracker.phase = "backward:head"
                 loss.backward()
                 del loss
+                release()
                 tracker.phase = "optimizer"
                 opt.step()
                 opt.zero_grad(set_to_none=True)
