@@ -383,7 +383,9 @@ def dpo_reference_eager_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> dict[
         scores = 2 * soft
     else:
         scores = 2 * soft if r.residual == 4 else r.act + 2 * soft
-    mask = (4 if (r.weight == 4 or r.kbit_upcast) else 2) * t.sequences_per_micro_batch * t.seq_len * t.seq_len
+    # one mask per kind of attention block, built before the first block (Gemma-2: sliding-window and global)
+    mask = (4 if (r.weight == 4 or r.kbit_upcast) else 2) * t.sequences_per_micro_batch * t.seq_len * t.seq_len \
+        * attention_mask_kinds(m)
     inputs = (2 * r.residual * m.hidden + r.act * (2 * m.q_dim + 2 * m.kv_dim) + rot * (2 * m.q_dim + m.kv_dim)) \
         * tokens
     return {"logits/dpo_fp32_logits": 4.0 * m.vocab * tokens,
