@@ -35,7 +35,8 @@ from ..units import GiB
 from .activations import (Regime, apply_checkpointing, attention_that_runs, block_saved,
                           first_block_without_input_grad, mlp_adapter_saved, shape_of, softmax_bytes)
 from .params import Tensor, global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
-from .trainable import NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, head_for, saves_output_head, wrapped_experts
+from .trainable import (NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, adamw_8bit_state_bytes, head_for,
+                        saves_output_head, wrapped_experts)
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
 
@@ -412,8 +413,8 @@ def _optimizer_state_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_b
     state = 4.0 if (deepspeed or w_bytes == 4.0) else w_bytes  # torch keeps states in the parameter dtype
     if t.optimizer == Optimizer.ADAMW or t.optimizer == Optimizer.LAMB:
         return 2 * state * psi
-    if t.optimizer == Optimizer.ADAMW_8BIT:
-        return 2 * psi + 2 * 4 * psi / 2048  # bitsandbytes 8-bit m and v, fp32 absmax per 2048-element block
+    if t.optimizer == Optimizer.ADAMW_8BIT:  # bitsandbytes' blockwise 8-bit m and v, per tensor
+        return adamw_8bit_state_bytes(split, split.trainable_blocks, m.vocab * m.hidden)
     if t.optimizer == Optimizer.SGD:
         return state * psi  # momentum buffer
     return adafactor_state_bytes(m, split, split.trainable_blocks)

@@ -241,8 +241,10 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
     quantized = 0
     if t.method == Method.QLORA:
         quantized = round(m.layers * sum(x.numel for x in layer_tensors(m) if x.role == "linear"))  # nn.Linear only
-    adapter_tensors = tuple(Tensor(f"lora.{lin.module}", t.lora_rank, lin.in_features + lin.out_features, "adapter")
-                            for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1)
+    # PEFT's two parameters per adapted Linear: lora_A (r x in) and lora_B (out x r)
+    adapter_tensors = tuple(x for lin in layer_linears(m) if roles & set(lin.roles) and lin.count == 1
+                            for x in (Tensor(f"lora_A.{lin.module}", t.lora_rank, lin.in_features, "adapter"),
+                                      Tensor(f"lora_B.{lin.module}", lin.out_features, t.lora_rank, "adapter")))
     return ParamSplit(total, adapters + head_train + saved, total - head_train, adapters, quantized, m.layers, 0,
                       adapter_tensors + (peft_head if t.task == Task.CLASSIFICATION else ()),
                       Trainable(frozenset(), roles, False, lora_rank=t.lora_rank, merged_expert_elements=merged,
@@ -257,3 +259,38 @@ def adafactor_state_bytes(m: ModelSpec, split: ParamSplit, trainable_blocks: int
         size = 4 * (x.rows + x.cols) * x.count if x.cols > 1 else 4 * x.rows * x.count
         total += size * (trainable_blocks if x.per_layer else 1)
     return total
+
+
+# bitsandbytes' 8-bit blockwise optimizers (Optimizer2State.init_state, bitsandbytes 0.50.2): a tensor of at least
+# `min_8bit_size` elements keeps each of its two states as one byte per element with an fp32 absmax per block of 256
+# (2048 before bitsandbytes 0.44, PR #1365); a smaller one keeps two fp32 states. Two 256-entry fp32 quantization
+# maps are shared by all tensors.
+BNB_BLOCK = 256
+BNB_MIN_8BIT_SIZE = 4096
+
+
+def _bnb_8bit_tensor_bytes(n: int) -> float:
+    if n < BNB_MIN_8BIT_SIZE:
+        return 8.0 * n
+    return 2.0 * n + 2 * 4.0 * -(-n // BNB_BLOCK)
+
+
+def adamw_8bit_state_bytes(split: ParamSplit, trainable_blocks: int, vocab_hidden: int = 0) -> float:
+    """Two 8-bit states of bitsandbytes' AdamW8bit, per trainable tensor (a MoE projection's experts one 3-D tensor);
+    trainable parameters no tensor describes (adapters outside the blocks, modules_to_save copies of `vocab_hidden`
+    elements each) as large tensors."""
+    total, covered = 2 * 4.0 * BNB_BLOCK, 0
+    for x in split.trainable_tensors:
+        blocks = trainable_blocks if x.per_layer else 1
+        if x.role == "expert":
+            sizes = [x.rows * x.cols * x.count]
+        else:
+            sizes = [x.rows * x.cols] * x.count
+        for n in sizes:
+            total += blocks * _bnb_8bit_tensor_bytes(n)
+            covered += blocks * n
+    for _ in range(round(split.saved / vocab_hidden) if vocab_hidden and split.saved else 0):
+        total += _bnb_8bit_tensor_bytes(vocab_hidden)
+        covered += vocab_hidden
+    rest = max(0, split.trainable - covered)
+    return total + 2.0 * rest + 2 * 4.0 * rest / BNB_BLOCK
