@@ -34,9 +34,11 @@ global ones). Not in the generator yet, and why:
   selective checkpointing  the tracer checkpoints whole blocks (transformers has no selective mode): it would trace
                     selective as full.
   optimizer-in-backward  the tracer steps the optimizer after backward.
-  8-bit AdamW, QLoRA  need bitsandbytes, which this CPU environment does not have (its 8-bit step and NF4 storage
-                    were not tried under fake tensors); the tracer stands QLoRA in as LoRA on a 16-bit base, which
-                    checks none of the 4-bit terms.
+  8-bit AdamW       bitsandbytes 0.50 steps its 8-bit optimizers on the CPU, but not on fake tensors (its step reads
+                    values: DataDependentOutputException); the states are checked instead against bitsandbytes' own
+                    optimizer on a real small model (tests/test_optimizer_impl.py), the step's transients are not.
+  QLoRA             bitsandbytes' NF4 storage and 4-bit matmul were not traced; the tracer stands QLoRA in as LoRA on a
+                    16-bit base, which checks none of the 4-bit terms.
 """
 
 from __future__ import annotations
