@@ -206,3 +206,19 @@ def test_freeze_under_checkpointing_runs_the_backward_through_the_frozen_blocks(
     # the frozen blocks' backward is input gradients only: cheaper than a full fine-tune's, dearer than none
     assert plain.step_time_s < ckpt.step_time_s < full.step_time_s
     assert ckpt.flops.weight_grad == pytest.approx(plain.flops.weight_grad)
+
+
+def test_lora_launch_overhead_counts_the_adapted_linears_only():
+    """Each adapted Linear launches its own small kernels (cast, A, B, scale, add, dropout); a Linear without an
+    adapter launches none of them. Before, every Linear of the block was counted whatever the targets."""
+    from trainfit.catalog.efficiency import Efficiencies
+
+    def launch_bound(targets):
+        eff = Efficiencies.default().with_overrides({"op_overhead_s": 1e-3})  # launch-bound: time ~ op count
+        e = estimate(LLAMA3_8B, "a100-sxm4-80gb", method="lora", lora_targets=targets, seq_len=128, micro_batch=1,
+                     grad_ckpt="none", efficiencies=eff)
+        return e.step_time_s
+
+    base = launch_bound("q_proj,v_proj")
+    assert launch_bound("all-linear") > 1.5 * base  # 7 adapted Linears against 2
+    assert launch_bound("q_proj,k_proj,v_proj,o_proj") > launch_bound("q_proj,v_proj")

@@ -138,8 +138,9 @@ def _eager_s2_bytes(m: ModelSpec, r: Regime) -> float:
 
 def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView) -> float:
     ops = eff("ops_per_layer_forward")
-    if split.adapters:
-        ops += 6 * len([lin for lin in layer_linears(m) if lin.count == 1])  # cast, A, B, scale, add, dropout
+    if split.adapters:  # per adapted Linear: cast, A, B, scale, add, dropout
+        adapted = split.block_trainable.adapters
+        ops += 6 * sum(lin.share for lin in layer_linears(m) if lin.count == 1 and adapted & set(lin.roles))
     if t.method == Method.QLORA:
         ops += 2 * len(layer_linears(m))  # dequantize per Linear
     return ops
