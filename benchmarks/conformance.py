@@ -44,7 +44,7 @@ import random
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Small configs in each family's real shape (GQA ratios, biases, tying, norms, fused modules, MoE), vocabulary
 # large beside hidden as in the real models (Llama-3 128K/4096 ≈ 31; here 8000/256).
@@ -93,6 +93,7 @@ class Draw:
     lora_rank: int
     lora_targets: tuple[str, ...]
     modules_to_save: tuple[str, ...]
+    optimizer_in_backward: bool = False  # one optimizer per parameter, stepped in backward (torchtune's optimizer_in_bwd)
 
     def dims(self) -> dict[str, str]:
         return {"family": self.family, "method": self.method, "dtype": f"{self.param_dtype}/{self.precision}",
@@ -100,7 +101,8 @@ class Draw:
                 "attention": self.attention, "task": self.task,
                 "micro_batch": "1" if self.micro_batch == 1 else ("2-4" if self.micro_batch <= 4 else "5-16"),
                 "seq_len": "<=512" if self.seq_len <= 512 else ("<=2048" if self.seq_len <= 2048 else ">2048"),
-                "modules_to_save": "yes" if self.modules_to_save else "no"}
+                "modules_to_save": "yes" if self.modules_to_save else "no",
+                "optimizer_in_backward": "yes" if self.optimizer_in_backward else "no"}
 
 
 TARGET_SETS = (("all-linear",), ("q_proj", "v_proj"), ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -125,11 +127,19 @@ def draw(rng: random.Random) -> Draw:
     saved = ()
     if method == "lora" and task == "sft" and rng.random() < 0.2:
         saved = ("embed_tokens", "lm_head") if not FAMILIES[family].get("tie_word_embeddings") else ("lm_head",)
-    return Draw(family=family, layers=rng.randint(2, 4), method=method, precision=precision, param_dtype=param_dtype,
-                optimizer=optimizer, optimizer_impl=impl, grad_ckpt=rng.choice(("none", "full")),
-                attention="sdpa" if family in SDPA_ONLY else rng.choice(("sdpa", "sdpa", "eager")), micro_batch=rng.choice((1, 1, 2, 4, 8, 16)),
-                seq_len=rng.choice((128, 256, 512, 1024, 2048, 4096, 8192)), task=task,
-                lora_rank=rng.choice((4, 8, 16, 32, 64, 128)), lora_targets=targets, modules_to_save=saved)
+    d = Draw(family=family, layers=rng.randint(2, 4), method=method, precision=precision, param_dtype=param_dtype,
+             optimizer=optimizer, optimizer_impl=impl, grad_ckpt=rng.choice(("none", "full")),
+             attention="sdpa" if family in SDPA_ONLY else rng.choice(("sdpa", "sdpa", "eager")), micro_batch=rng.choice((1, 1, 2, 4, 8, 16)),
+             seq_len=rng.choice((128, 256, 512, 1024, 2048, 4096, 8192)), task=task,
+             lora_rank=rng.choice((4, 8, 16, 32, 64, 128)), lora_targets=targets, modules_to_save=saved)
+    # drawn after the rest, so the draws above keep their values: selective checkpointing (the attention core
+    # recomputed) in place of a third of the full ones, and optimizer-in-backward where the estimator takes it
+    # (grad-accum 1 here always; not with fp16's loss scaling)
+    if d.grad_ckpt == "full" and rng.random() < 1 / 3:
+        d = replace(d, grad_ckpt="selective")
+    if d.precision != "fp16" and rng.random() < 0.2:
+        d = replace(d, optimizer_in_backward=True)
+    return d
 
 
 def draws(n: int, seed: int = 0) -> list[Draw]:
@@ -191,7 +201,8 @@ def run_one(d: Draw, case: dict | None = None) -> dict:
                       grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
                       lora_targets=d.lora_targets, num_labels=2, freeze_trainable_layers=2, optimizer=d.optimizer,
                       modules_to_save=d.modules_to_save, optimizer_impl=d.optimizer_impl,
-                      balanced_routing=bool(hf.get("num_local_experts")))
+                      balanced_routing=bool(hf.get("num_local_experts")),
+                      optimizer_in_backward=d.optimizer_in_backward)
     start = time.perf_counter()
     traced = run_trace(cfg, d.layers, full=True)
     spec = ModelSpec.from_hf_config(dict(hf, num_hidden_layers=d.layers), name=d.family)
@@ -199,7 +210,7 @@ def run_one(d: Draw, case: dict | None = None) -> dict:
                    micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
                    optimizer=d.optimizer, grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
                    lora_targets=",".join(d.lora_targets), modules_to_save=",".join(d.modules_to_save) or None,
-                   **_impl_kwargs(d))
+                   optimizer_in_backward=d.optimizer_in_backward, **_impl_kwargs(d))
     analytic, truth = est.memory.allocated, traced.total
     row = {"draw": d.__dict__, "dims": d.dims(), "traced_bytes": truth, "analytic_bytes": analytic,
            "error": (analytic - truth) / truth, "traced_moment": traced.peak_moment,
