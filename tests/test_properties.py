@@ -72,7 +72,12 @@ def test_memory_never_rises_with_more_checkpointing(w, gpus):
     ests = [_est(model, t.with_(grad_ckpt=level), s) for level in GradCkpt]
     mem = [e.memory.device for e in ests]
     none, selective, full = mem
-    assert none >= selective - 1, mem
+    # Selective keeps eager attention's causal mask, an input of every checkpointed attention core, to the end of
+    # backward (traced, benchmarks/conformance.py); without checkpointing it is freed after the forward. Where the
+    # peak is the bottom block's backward, whose own activations are whole under both, selective may exceed none by
+    # the mask (with the allocator's overhead on top) — and never more.
+    mask = ests[1].memory.detail.get("activations/checkpoint/eager_attention_mask", 0.0)
+    assert none >= selective - 1 - 2 * mask, mem
     # Full checkpointing holds three things selective does not (all traced, benchmarks/conformance.py): a block's
     # 16-bit input beside its recomputation (2 bytes x hidden x tokens), for a freeze fine-tune with fp32 weights
     # under autocast the recomputed block's autocast weight copies, and eager attention's causal mask, an input of
