@@ -74,6 +74,32 @@ CASES = {
     # Mixtral: sparse MoE, balanced routing, LoRA on the attention projections
     "mixtral_lora": dict(family="mixtral", method="lora", grad_ckpt="none", micro_batch=2, seq_len=1024,
                          lora_targets=("q_proj", "v_proj")),
+    # selective checkpointing (the attention core under torch.utils.checkpoint): the core keeps its inputs — K/V
+    # not repeated to every head (GQA 8/2) — and eager's fp32 causal mask to the end of backward (-2.45 % with the
+    # repeated K/V and no mask)
+    "selective_eager_gqa_mask": dict(grad_ckpt="selective", attention="eager", seq_len=1024),
+    # a LoRA block's o_proj and MLP adapters' input copies are freed before its softmax backward (+2.24 % kept)
+    "selective_lora_eager_softmax_moment": dict(method="lora", grad_ckpt="selective", attention="eager",
+                                                seq_len=2048, task="classification"),
+    # optimizer-in-backward (one optimizer per parameter, stepped in a post-accumulate-grad hook): no gradient at a
+    # block's peak (+12.8 % with the largest tensor's there)
+    "in_backward_no_gradient_at_block_peak": dict(optimizer_in_backward=True, optimizer_impl="foreach",
+                                                  param_dtype="bf16", micro_batch=2, seq_len=256,
+                                                  task="classification"),
+    # the embedding's own step at the end of backward: for-loop AdamW's two fp32 intermediates of its size (-23.1 %)
+    "in_backward_embedding_step_forloop": dict(optimizer_in_backward=True, family="qwen2", optimizer_impl="forloop",
+                                               task="classification"),
+    # a tied embedding: the output head's share waits in autograd's buffer for the embedding's, then both sum:
+    # three V x h gradients at the end of backward (-9.5 %)
+    "in_backward_tied_embedding": dict(optimizer_in_backward=True, family="qwen2", optimizer_impl="foreach"),
+    # GPT-2's position table (8K x h, larger than the tied embedding) steps while the head's share still waits
+    # (-14.8 %)
+    "in_backward_gpt2_positions_beside_tied_head": dict(optimizer_in_backward=True, family="gpt2",
+                                                        optimizer="adafactor", optimizer_impl="forloop",
+                                                        grad_ckpt="none"),
+    # down_proj's gradient stepped beside the block's saved tensors (freeze, fp32 weights, Adafactor: -9.9 %)
+    "in_backward_down_proj_step_in_block": dict(optimizer_in_backward=True, method="freeze", optimizer="adafactor",
+                                                optimizer_impl="forloop", task="classification"),
 }
 
 
