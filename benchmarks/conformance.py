@@ -2,7 +2,9 @@
 
 Seeded draws over what the estimator accepts for one GPU — model families at cut depth (2-4 blocks, small hidden
 sizes so each trace takes seconds; fake tensors make sequence length and micro-batch free), method, stored dtype,
-optimizer and its implementation, checkpointing, attention, micro-batch, sequence length, head, modules_to_save —
+optimizer and its implementation, checkpointing (none, selective: the attention core recomputed, full: whole
+blocks), attention, micro-batch, sequence length, head, modules_to_save, optimizer-in-backward (one optimizer per
+parameter stepped in backward, as torchtune's optimizer_in_bwd; not with fp16) —
 each traced for two steps (`trainfit.trace.run_trace`: peak of step 2 and of every moment) and estimated
 analytically. Prints the error of the analytic peak by dimension (MAPE, worst) and where each peak falls.
 
@@ -27,10 +29,7 @@ and GPT-2 (learned positions, Conv1D, LayerNorm, GELU). Not in the generator yet
                     (+38 % at seq 1024); the trace would need CUDA's autocast policy. GPT-2 is drawn with SDPA.
   Mixtral LoRA all-linear  -6.3 % at seq 1024 (what PEFT adapts around the 3-D experts and the router is not
                     pinned down); Mixtral LoRA is drawn on the attention projections.
-  selective checkpointing  the tracer checkpoints whole blocks (transformers has no selective mode): it would trace
-                    selective as full.
-  optimizer-in-backward, DPO  the tracer steps the optimizer after backward and builds no preference batch nor
-                    reference forward.
+  DPO               the tracer builds no preference batch nor reference forward.
   8-bit AdamW, QLoRA  need bitsandbytes, which this CPU environment does not have (its 8-bit step and NF4 storage
                     were not tried under fake tensors); the tracer stands QLoRA in as LoRA on a 16-bit base, which
                     checks none of the 4-bit terms.

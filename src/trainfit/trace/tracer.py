@@ -6,8 +6,10 @@ step â€” forward, backward of the head, backward of each block, optimizer step â
 extrapolates exactly to L blocks: every moment's bytes are linear in the number of blocks.
 
 Covered: one GPU's view of full / LoRA / freeze training with the dtypes train.py uses (fp32 weights under autocast
-for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing, SDPA or eager attention, the
-steady-state step (optimizer states exist). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms
+for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing (full: whole blocks, as
+transformers does it; selective: the attention core only, `selective_attention`), SDPA or eager attention, the
+steady-state step (optimizer states exist), the optimizer stepped after backward or in it (`InBackward`: then each
+tensor steps inside the backward moment that produced its gradient, and there is no optimizer moment). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms
 are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base, weights
 then corrected analytically), the CUDA context and allocator caching.
 """
@@ -225,7 +227,6 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
         if cfg.optimizer_in_backward:
             opt = InBackward(params, lambda group: _optimizer(cfg, group))
             tracker.track_external(model, *opt.optimizers)
-            opt.register_hooks()  # after MemTracker's own gradient hooks, which must see each gradient first
         else:
             opt = _optimizer(cfg, params)
             tracker.track_external(model, opt)
@@ -238,6 +239,10 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
                     tracker.reset_mod_stats()
                 tracker.phase = "forward"
                 loss = forward_loss(model, batch, low, cfg.precision != "fp32")
+                if step == 0 and cfg.optimizer_in_backward:
+                    # after MemTracker's own gradient hooks, installed as each module first runs forward: they must
+                    # see (and file as a gradient) each gradient before its step frees it
+                    opt.register_hooks()
                 tracker.phase = "backward:head"
                 loss.backward()
                 del loss
