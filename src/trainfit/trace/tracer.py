@@ -280,7 +280,8 @@ class InBackward:
 
 class selective_attention:
     """Selective activation checkpointing (Korthikanti et al. 2022, section 5; Megatron-LM's `recompute_granularity
-    selective`, which checkpoints its core attention): the attention core — from the rotated q, k and v to the
+    selective`, which checkpoints its core attention, megatron/core/transformer/dot_product_attention.py
+    `DotProductAttention`: "Region where selective activation recomputation is applied"): the attention core — from the rotated q, k and v to the
     attention output, GQA's repeat of k and v, the s x s scores, softmax and dropout included — runs under
     torch.utils.checkpoint (non-reentrant), so it saves only its inputs and recomputes the rest in its backward.
     transformers has no selective mode (gradient_checkpointing_enable checkpoints whole blocks): the attention
