@@ -81,6 +81,21 @@ CASES = {
     # a LoRA block's o_proj and MLP adapters' input copies are freed before its softmax backward (+2.24 % kept)
     "selective_lora_eager_softmax_moment": dict(method="lora", grad_ckpt="selective", attention="eager",
                                                 seq_len=2048, task="classification"),
+    # selective: o_proj frozen (LoRA on q/v), so the attention output is recomputed, not kept (+7.6 %)
+    "selective_lora_qv_output_recomputed": dict(layers=4, method="lora", param_dtype="bf16", optimizer="sgd",
+                                                optimizer_impl="foreach", grad_ckpt="selective", seq_len=2048,
+                                                task="classification", lora_targets=("q_proj", "v_proj")),
+    # LoRA on q/v, embedding frozen: the first block's pre-attention norm saves nothing (+2.95 % with it)
+    "lora_qv_first_block_norm": dict(layers=4, method="lora", param_dtype="bf16", optimizer="sgd",
+                                     optimizer_impl="foreach", grad_ckpt="none", seq_len=2048, task="classification",
+                                     lora_targets=("q_proj", "v_proj")),
+    # selective: a block's MLP backward runs before its attention core is recomputed (+5.5 % with the whole block)
+    "selective_gpt2_mlp_backward_before_recompute": dict(family="gpt2", method="lora", param_dtype="bf16",
+                                                         grad_ckpt="selective", micro_batch=16, seq_len=4096,
+                                                         task="classification", lora_targets=("c_attn",)),
+    # selective with fp32 weights: the core keeps RoPE's fp32 rotated q and k (-3.9 % with 16-bit ones)
+    "selective_phi3_fp32_rope_qk": dict(family="phi3", precision="fp16", grad_ckpt="selective", micro_batch=2,
+                                        seq_len=2048, task="classification"),
     # optimizer-in-backward (one optimizer per parameter, stepped in a post-accumulate-grad hook): no gradient at a
     # block's peak (+12.8 % with the largest tensor's there)
     "in_backward_no_gradient_at_block_peak": dict(optimizer_in_backward=True, optimizer_impl="foreach",

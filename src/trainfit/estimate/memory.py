@@ -227,6 +227,14 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
             for k, v in kept.items():
                 if k.startswith(("norm1/", "attn/")):
                     out[f"activations/{k}"] -= v * tokens
+        elif t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters & {"q", "k", "v"} and \
+                not embedding_trains and not split.block_trainable.linears and not split.block_trainable.norms:
+            # LoRA on the attention's input projections, embedding frozen: the first block's input needs no gradient,
+            # so its pre-attention norm saves nothing (first_block_without_input_grad; traced: Llama-3 and Qwen3
+            # LoRA on q/v, classifiers at 2K tokens, +3.0 % and +4.9 % with it)
+            for k, v in kept.items():
+                if k.startswith("norm1/"):
+                    out[f"activations/{k}"] -= v * tokens
         one_block = sum(per_block.values()) * tokens
     merged = split.block_trainable.merged_expert_elements
     if merged:  # per block, not per token: PEFT's merged expert weights in the base dtype
