@@ -133,7 +133,7 @@ def test_ci_sample_covers_every_dimension():
     full or freeze fine-tune small enough for the optimizer step to be the peak, and is fixed by its seed."""
     sample = conformance.ci_sample()
     assert len(sample) >= 40
-    pool = conformance.draws(2000, seed=19)
+    pool = conformance.draws(2000, seed=20)
     wanted = {(k, v) for d in pool for k, v in d.dims().items()}
     assert {(k, v) for d in sample for k, v in d.dims().items()} == wanted
     exposed = {v for d in sample for k, v in conformance.coverage(d) if k == "optimizer_step_exposed"}
