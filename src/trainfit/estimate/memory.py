@@ -568,7 +568,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         # start of backward: saved log-probabilities, their gradient and the fp32 logits' gradient (12 B x V x token)
         _phase("backward_start", (states, other, acts, held, saved_casts, {"logits/loss_buffers": logits}), totals),
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
-        _phase("backward_head", (states, other, acts, held, saved_casts, {
+        _phase("backward_head", (states, other, acts, held, saved_casts, _larger({
             "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
             # a classification head's backward: the final RMSNorm's backward, run op by op in fp32, holds five
             # fp32 hidden-sized temporaries (traced; under a language-model head the logits' gradient outweighs it)
@@ -576,7 +576,8 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             # RMSNorm's five)
             "activations/final_norm_backward": 0.0 if causal else (
                 5 * 4.0 if m.norm == "rmsnorm" else float(r.act)) * m.hidden * tokens,
-            "gradients/output_head": 0.0 if accumulating else head_grad}), totals),
+            "gradients/output_head": 0.0 if accumulating else head_grad}, _head_step_in_backward(
+                m, t, s, head, w_t, g_t, head_cast))), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
         # nearly every gradient already exists
         _phase("backward_end", (states, other, _grads_in_bottom_block(m, t, s, split, grads, g_t, head), in_block, {
@@ -851,6 +852,21 @@ def top_block_params(m: ModelSpec) -> tuple[float, float]:
         tensors, params = layer_tensors(m), layer_params(m)
     largest = max((x.rows * x.cols * x.count for x in tensors if x.role in ("linear", "expert")), default=0)
     return params, largest
+
+
+def _head_step_in_backward(m: ModelSpec, t: TrainingSpec, s: Strategy, head: str, w_t: float, g_t: float,
+                           head_cast: dict[str, float]) -> dict[str, float]:
+    """Optimizer-in-backward on one GPU: an untied, trained output head steps as soon as its gradient is
+    accumulated, once its matmul's backward has freed the logits' gradient and autocast's 16-bit copy of its weight:
+    its gradient and its own step's intermediates (traced: Llama-3 full fine-tune, fp32 weights, for-loop AdamW and
+    Adafactor, -7.3 % without the step's fp32 V x h intermediates, +3.3 % to +7.7 % with the freed copy kept)."""
+    if not (t.optimizer_in_backward and s.engine == "single" and t.method == Method.FULL and head == "lm"
+            and t.task != Task.CLASSIFICATION and not m.tie_embeddings):
+        return {}
+    elements = m.vocab * m.hidden
+    return {"gradients/output_head": g_t * elements,
+            "optimizer/in_backward_head_step": in_backward_step_transient(t, w_t, elements),
+            "other/autocast_head_copy_freed": -sum(head_cast.values())}
 
 
 def _head_of(m: ModelSpec, t: TrainingSpec) -> str:
