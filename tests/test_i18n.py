@@ -328,7 +328,7 @@ _TINY_MULTIMODAL = {  # a text_config inside a multimodal config, with dropout: 
 def test_trace_notes_are_chinese(run_cli, tmp_path, monkeypatch):
     """`trace --lang zh` prints every note in Chinese (and the HTML report carries the same lines): QLoRA and
     FlashAttention stand-ins, MoE routing, MLA's SDPA kernel, a multimodal config's text model, CPU dropout masks,
-    an optimizer the trace cannot step in backward, and the notes every trace carries."""
+    paged optimizer states the trace keeps on the device, and the notes every trace carries."""
     import html
     import json
 
@@ -340,7 +340,7 @@ def test_trace_notes_are_chinese(run_cli, tmp_path, monkeypatch):
         (tmp_path / f"{name}.json").write_text(json.dumps(cfg))
     runs = [("--model", "tiny-llama", "--method", "qlora", "--attention", "flash", "--html", str(tmp_path / "r.html")),
             ("--model", configs["mla_moe"], "--method", "full"),
-            ("--model", configs["multimodal"], "--method", "full", "--optimizer-in-backward")]
+            ("--model", configs["multimodal"], "--method", "full", "--paged-optimizer")]
     seen = set()
     for argv in runs:
         code, out, err = run_cli("trace", *argv, "--seq-len", "32", "--lang", "zh")

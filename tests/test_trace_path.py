@@ -70,3 +70,47 @@ def test_without_the_explicit_path_fake_tensors_build_a_mask():
     """The mechanism the fix addresses: left alone, transformers cannot read fake position ids and assumes packing."""
     traced = _sdpa_calls(fake=True, explicit=False)
     assert traced and traced[0][3] is not None
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_selective_checkpointing_recomputes_the_attention_core_exactly(attention):
+    """The trace's selective checkpointing (tracer.selective_attention) runs each block's attention core a second
+    time in backward — SDPA (or eager's softmax) is called twice per block — with the same gradients as without it,
+    and leaves transformers' attention functions as they were."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.models.llama import modeling_llama
+
+    from trainfit.trace.tracer import selective_attention
+
+    conf = AutoConfig.for_model(**TINY)
+    conf._attn_implementation = attention
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(conf)
+    ids = torch.randint(0, 128, (2, 32))
+    before = (ALL_ATTENTION_FUNCTIONS["sdpa"], modeling_llama.eager_attention_forward)
+    counted = torch.nn.functional.softmax if attention == "eager" else torch.nn.functional.scaled_dot_product_attention
+    name = "softmax" if attention == "eager" else "scaled_dot_product_attention"
+
+    def run(selective: bool) -> tuple[int, list]:
+        calls = []
+
+        def spy(*args, **kwargs):
+            calls.append(1)
+            return counted(*args, **kwargs)
+
+        model.zero_grad(set_to_none=True)
+        setattr(torch.nn.functional, name, spy)
+        try:
+            with selective_attention(model, selective):
+                loss = forward_loss(model, {"input_ids": ids, "labels": ids}, torch.bfloat16, False)
+                loss.backward()
+        finally:
+            setattr(torch.nn.functional, name, counted)
+        return len(calls), [p.grad.clone() for p in model.parameters()]
+
+    plain_calls, plain_grads = run(False)
+    selective_calls, selective_grads = run(True)
+    assert plain_calls == TINY["num_hidden_layers"] and selective_calls == 2 * plain_calls
+    assert all(torch.equal(a, b) for a, b in zip(plain_grads, selective_grads))
+    assert (ALL_ATTENTION_FUNCTIONS["sdpa"], modeling_llama.eager_attention_forward) == before

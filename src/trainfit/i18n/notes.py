@@ -166,9 +166,8 @@ _ZH: list[tuple[str, str]] = [
      "（保存 q、k、v、输出和 log-sum-exp）；CPU 会退回数学实现，保留 s × s 的概率矩阵"),
     (r"(?P<m>[\w.-]+): the text model only \((?P<t>[\w.-]+)\); the vision tower is not counted",
      "{m}：只计文本模型（{t}）；未计入视觉塔"),
-    (r"the trace steps an ordinary optimizer after backward \(no optimizer-in-backward, no paged states\): its "
-     r"gradients and optimizer states are not those of the requested setup",
-     "追踪在反向之后执行普通的优化器步（无 optimizer-in-backward，无分页状态）：其梯度和优化器状态不是所请求配置的"),
+    (r"the trace keeps the optimizer states on the device \(no paged states\): they are not those of the requested "
+     r"setup", "追踪把优化器状态留在设备上（无分页状态）：它们不是所请求配置的"),
     (r"memory_gib counts allocated bytes \(no CUDA context or allocator cache\); the analytic allocated figure is "
      r"compared", "memory_gib 计的是已分配的字节（不含 CUDA 上下文和分配器缓存）；与之比较的是解析模型的已分配值"),
     (r"the trace's activations include the logits buffers; temporaries are in other",

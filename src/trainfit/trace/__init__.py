@@ -185,7 +185,8 @@ def trace_config(est: Any) -> TraceConfig:
                        micro_batch=t.micro_batch, precision=t.precision.value if t.precision.value != "fp8" else "bf16",
                        param_dtype=t.param_dtype, grad_ckpt=t.grad_ckpt.value, attention=t.attention.value,
                        lora_rank=t.lora_rank, lora_targets=t.lora_targets, num_labels=t.num_labels,
-                       freeze_trainable_layers=2, optimizer=t.optimizer.value, modules_to_save=t.modules_to_save)
+                       freeze_trainable_layers=2, optimizer=t.optimizer.value, modules_to_save=t.modules_to_save,
+                       optimizer_impl=t.optimizer_impl.value, optimizer_in_backward=t.optimizer_in_backward)
 
 
 def one_gpu(est: Any) -> Any:
@@ -238,9 +239,8 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
             "label": est.strategy.label(), "memory_gib": est.memory.gib(),
             "note": "the trace does not shard: compare the sharded terms analytically"},
         "notes": result.notes + list(est.model.structure.notes if est.model.structure is not None else ()) + ([
-            "the trace steps an ordinary optimizer after backward (no optimizer-in-backward, no paged states): its "
-            "gradients and optimizer states are not those of the requested setup"]
-            if est.training.optimizer_in_backward or est.training.paged_optimizer else []) + [
+            "the trace keeps the optimizer states on the device (no paged states): they are not those of the "
+            "requested setup"] if est.training.paged_optimizer else []) + [
                                  "memory_gib counts allocated bytes (no CUDA context or allocator cache); the "
                                  "analytic allocated figure is compared",
                                  "the trace's activations include the logits buffers; temporaries are in other"],

@@ -6,11 +6,14 @@ step — forward, backward of the head, backward of each block, optimizer step �
 extrapolates exactly to L blocks: every moment's bytes are linear in the number of blocks.
 
 Covered: one GPU's view of full / LoRA / freeze training with the dtypes train.py uses (fp32 weights under autocast
-for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing, SDPA or eager attention, the
-steady-state step (optimizer states exist), and DPO as TRL's DPOTrainer computes its loss (`dpo_loss`: chosen and
-rejected in one batch, a reference forward under no_grad, the logged metrics). Not covered: sharding (ZeRO / FSDP:
-the analytic model's sharded terms are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as
-LoRA on a 16-bit base, weights then corrected analytically), the CUDA context and allocator caching.
+for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing (full: whole blocks, as
+transformers does it; selective: the attention core only, `selective_attention`), SDPA or eager attention, the
+steady-state step (optimizer states exist), the optimizer stepped after backward or in it (`InBackward`: then each
+tensor steps inside the backward moment that produced its gradient, and there is no optimizer moment), and DPO as
+TRL's DPOTrainer computes its loss (`dpo_loss`: chosen and rejected in one batch, a reference forward under no_grad,
+the logged metrics). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms are reported beside the
+trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base, weights then corrected analytically),
+the CUDA context and allocator caching.
 """
 
 from __future__ import annotations
@@ -156,6 +159,8 @@ class TraceConfig:
     depths: tuple[int, int] | None = None  # the two traced depths (default 2 and 3); see Structure.trace_depths
     balanced_routing: bool = False  # MoE: route the expected top-k share of tokens to each expert (see _balanced)
     optimizer_impl: str = "fused"  # torch AdamW/SGD: foreach | fused | forloop
+    # one optimizer per parameter, stepped and zeroed by a post-accumulate-grad hook (torchtune's optimizer_in_bwd)
+    optimizer_in_backward: bool = False
 
 
 def _build(cfg: TraceConfig):
@@ -184,7 +189,7 @@ def _build(cfg: TraceConfig):
     with warnings.catch_warnings(), torch.device("meta"):
         warnings.simplefilter("ignore")
         model = cls.from_config(conf, dtype=dtype)
-        if cfg.grad_ckpt != "none":
+        if cfg.grad_ckpt == "full":  # whole blocks; selective checkpoints the attention core (selective_attention)
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             model.config.use_cache = False
         if peft_method:
@@ -198,7 +203,7 @@ def _build(cfg: TraceConfig):
                 for p in model.parameters():
                     if p.requires_grad:
                         p.data = p.data.to(low)
-            if cfg.grad_ckpt != "none":
+            if cfg.grad_ckpt == "full":
                 model.enable_input_require_grads()
         elif cfg.method == "freeze":
             _freeze(model, cfg.freeze_trainable_layers)
@@ -270,18 +275,22 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
         _materialize(model)
         _init_buffers(model)
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = _optimizer(cfg, params)
         reference = _dpo_reference(cfg) if cfg.task == "dpo" else None
         tracker = tracker_cls()
         _skip_frozen_grad_hooks(tracker, model)
         if reference is not None:
             _skip_frozen_grad_hooks(tracker, reference)
-            tracker.track_external(model, reference, opt)
+        externals = (reference,) if reference is not None else ()
+        if cfg.optimizer_in_backward:
+            opt = InBackward(params, lambda group: _optimizer(cfg, group))
+            tracker.track_external(model, *externals, *opt.optimizers)
         else:
-            tracker.track_external(model, opt)
+            opt = _optimizer(cfg, params)
+            tracker.track_external(model, *externals, opt)
         batch = _batch(cfg, model)
         _phase_hooks(tracker, model, opt)
-        with tracker, as_a_gpu_run(), _grad_hooks_released() as release:
+        with tracker, as_a_gpu_run(), selective_attention(model, cfg.grad_ckpt == "selective"), \
+                _grad_hooks_released() as release:
             for step in range(2):
                 if step == 1:  # the steady state: optimizer states now exist
                     tracker.moments.clear()
@@ -291,15 +300,98 @@ def trace_step(cfg: TraceConfig) -> dict[str, Moment]:
                     loss = dpo_loss(model, reference, batch, low, cfg.precision != "fp32", tracker=tracker)
                 else:
                     loss = forward_loss(model, batch, low, cfg.precision != "fp32")
+                if step == 0 and cfg.optimizer_in_backward:
+                    # after MemTracker's own gradient hooks, installed as each module first runs forward: they must
+                    # see (and file as a gradient) each gradient before its step frees it
+                    opt.register_hooks()
                 tracker.phase = "backward:head"
                 loss.backward()
                 del loss
                 release()
-                tracker.phase = "optimizer"
-                opt.step()
-                opt.zero_grad(set_to_none=True)
+                if not cfg.optimizer_in_backward:  # in backward: each parameter stepped in its block's moment
+                    tracker.phase = "optimizer"
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
                 tracker.phase = "idle"
     return dict(tracker.moments)
+
+
+class InBackward:
+    """Optimizer in backward as torchtune runs it (torchtune/training/memory.py `register_optim_in_bwd_hooks`, the
+    pattern of PyTorch's tutorial "How to save memory by fusing the optimizer step into the backward pass"): one
+    optimizer per trainable parameter, stepped and its gradient set to None by a post-accumulate-grad hook as soon
+    as that gradient is accumulated, so no full set of gradients ever exists (trainfit's runner: train/runner.py
+    `InBackward`). The training loop calls no step: each parameter's step runs inside the backward moment that
+    produced its gradient (a block's parameters in that block's moment, the output head's at the head's, the input
+    embedding's in the bottom block's), so the trace has no separate optimizer moment."""
+
+    def __init__(self, params: list, make) -> None:
+        self.params = params
+        self.optimizers = [make([p]) for p in params]
+        self._by_param = dict(zip(params, self.optimizers))
+
+    def register_hooks(self) -> None:
+        for p in self.params:
+            p.register_post_accumulate_grad_hook(self._step)
+
+    def _step(self, param) -> None:
+        opt = self._by_param[param]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+
+class selective_attention:
+    """Selective activation checkpointing (Korthikanti et al. 2022, section 5; Megatron-LM's `recompute_granularity
+    selective`, which checkpoints its core attention, megatron/core/transformer/dot_product_attention.py
+    `DotProductAttention`: "Region where selective activation recomputation is applied"): the attention core — from the rotated q, k and v to the
+    attention output, GQA's repeat of k and v, the s x s scores, softmax and dropout included — runs under
+    torch.utils.checkpoint (non-reentrant), so it saves only its inputs and recomputes the rest in its backward.
+    transformers has no selective mode (gradient_checkpointing_enable checkpoints whole blocks): the attention
+    functions the models call (each modeling module's `eager_attention_forward`, looked up when called, and the
+    registered SDPA function in ALL_ATTENTION_FUNCTIONS) are wrapped for the trace and restored afterwards."""
+
+    def __init__(self, model, enabled: bool = True) -> None:
+        self.model, self.enabled = model, enabled
+        self._patched: list[tuple[Any, str, Any]] = []
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        import sys
+
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+        for module in {sys.modules[type(m).__module__] for m in self.model.modules()}:
+            fn = getattr(module, "eager_attention_forward", None)
+            if callable(fn):
+                self._patched.append((module, "eager_attention_forward", fn))
+                setattr(module, "eager_attention_forward", _checkpointed(fn))
+        self._had_local = "sdpa" in ALL_ATTENTION_FUNCTIONS._local_mapping
+        self._interface, self._sdpa = ALL_ATTENTION_FUNCTIONS, ALL_ATTENTION_FUNCTIONS["sdpa"]
+        ALL_ATTENTION_FUNCTIONS["sdpa"] = _checkpointed(self._sdpa)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.enabled:
+            return
+        for module, name, fn in self._patched:
+            setattr(module, name, fn)
+        if self._had_local:
+            self._interface["sdpa"] = self._sdpa
+        else:
+            del self._interface["sdpa"]
+
+
+def _checkpointed(fn):
+    import torch
+    import torch.utils.checkpoint as ckpt
+
+    def attention_recomputed_in_backward(module, query, key, value, attention_mask, *args, **kwargs):
+        if not torch.is_grad_enabled():
+            return fn(module, query, key, value, attention_mask, *args, **kwargs)
+        return ckpt.checkpoint(fn, module, query, key, value, attention_mask, *args, use_reentrant=False, **kwargs)
+
+    return attention_recomputed_in_backward
 
 
 def forward_loss(model, batch: dict[str, Any], low, autocast: bool):
