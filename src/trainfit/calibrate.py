@@ -143,19 +143,19 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
     """The parameters the data can identify — each name at each level that at least MIN_CASES cases compared on
     its metric resolve to — with those cases (the only ones whose error the parameter moves)."""
     from .catalog import get_gpu
+    from .estimate.perf import on_cuda_cores
 
     by_id = {str(c.get("id")): c for c in cases}
     counts: dict[tuple[str, str, str | None], list[dict]] = {}
     for row in validate(cases, base).rows:
         view = base.for_framework(None if row.framework == "None" else row.framework).for_gpu(get_gpu(row.gpu))
         link = binding_link(by_id[row.id], base) if "throughput" in row.error else None
-        on_cuda_cores = (by_id[row.id].get("training") or {}).get("precision") == "fp32" and \
-            not get_gpu(row.gpu).peak("tf32")
+        cuda_cores = on_cuda_cores(str((by_id[row.id].get("training") or {}).get("precision")), get_gpu(row.gpu))
         for name, (metric, _, _) in FITTED.items():
             if metric not in row.error:
                 continue
-            if name in CUDA_CORE_SPLIT and CUDA_CORE_SPLIT[name] != on_cuda_cores:
-                continue  # fp32 matmuls on CUDA cores and tensor-core matmuls are fitted apart (perf._on_cuda_cores)
+            if name in CUDA_CORE_SPLIT and CUDA_CORE_SPLIT[name] != cuda_cores:
+                continue  # fp32 matmuls on CUDA cores and tensor-core matmuls are fitted apart (perf.on_cuda_cores)
             if name in MOVES_KINDS and row.predicted["memory_kind"] not in MOVES_KINDS[name]:
                 continue
             if name.startswith("framework_") and row.framework in REFERENCE_STACKS:

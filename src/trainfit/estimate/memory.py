@@ -220,8 +220,7 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
         kept = apply_checkpointing(per_block, m, r, t.grad_ckpt, split.block_trainable)
         out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}
-        embedding_trains = any(x.strip().lower() in ("embed_tokens", "wte", "word_embeddings")
-                               for x in t.modules_to_save + t.lora_targets)
+        embedding_trains = _embedding_trains(t)
         if t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters and not embedding_trains and \
                 not split.block_trainable.adapters & {"q", "k", "v", "o"} and not split.block_trainable.linears:
             # LoRA on the MLP only, embedding frozen: nothing before the first block's MLP needs a gradient, so its
@@ -264,9 +263,10 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
 
 
 def _embedding_trains(t: TrainingSpec) -> bool:
-    """The input embedding has a trained weight: a full fine-tune, or PEFT training a copy of it (modules_to_save)."""
+    """The input embedding takes a gradient of its own: a full fine-tune, or PEFT training a copy of it
+    (modules_to_save) or an adapter on it (so its output is no leaf needing `enable_input_require_grads`)."""
     return t.method == Method.FULL or any(x.strip().lower() in ("embed_tokens", "wte", "word_embeddings")
-                                          for x in t.modules_to_save)
+                                          for x in t.modules_to_save + t.lora_targets)
 
 
 def attention_mask_kinds(m: ModelSpec) -> int:

@@ -52,10 +52,15 @@ def _peak(t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView) -> float:
     return peak
 
 
-def _on_cuda_cores(t: TrainingSpec, gpu: GpuSpec) -> bool:
+def on_cuda_cores(precision: str, gpu: GpuSpec) -> bool:
     """fp32 matmuls on a GPU without TF32 tensor cores (Volta, Turing) run on the CUDA cores: another unit, with an
-    efficiency of its own (cuda_core_matmul_efficiency), not the tensor cores' matmul_efficiency."""
-    return t.precision == Precision.FP32 and not gpu.peak("tf32")
+    efficiency of its own (cuda_core_matmul_efficiency), not the tensor cores' matmul_efficiency (also which of
+    the two a measured case can calibrate)."""
+    return precision == Precision.FP32.value and not gpu.peak("tf32")
+
+
+def _on_cuda_cores(t: TrainingSpec, gpu: GpuSpec) -> bool:
+    return on_cuda_cores(t.precision.value, gpu)
 
 
 def _matmul_eff(eff: EfficiencyView, cuda_cores: bool) -> float:
