@@ -178,6 +178,15 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
     out.update(_adapter_inputs(m, r, tr, group))
     out.update(_kbit_kept_inputs(m, r, tr, shape))
     out.update(_attention_saved(m, r, seq_len, attention, shape))
+    if "o" in tr.linears and attention != Attention.EAGER and shape.mla is None and m.fused_qkv and \
+            m.position == "rope":
+        # a trained o_proj keeps its input, which is a copy of the kernel's output when q comes from a fused qkv
+        # projection: RoPE on q sliced from it leaves q contiguous in (batch, heads, seq, dim), the kernel's output
+        # takes q's layout (torch's meta kernels: empty_like(query)), and transformers' sdpa_attention_forward
+        # makes it contiguous in (batch, seq, heads, dim) — beside the output SDPA's backward keeps. A separate
+        # q_proj's q keeps the projection's layout through RoPE: the output is already laid out so, no copy (traced:
+        # Phi-3 full fine-tune classifiers, -3.1 % without it; Llama-3 / Qwen full fine-tunes +3 % with it)
+        out["linear_in/o"] = r.act * m.q_dim
     if shape.mla is not None:  # q_a_layernorm and kv_a_layernorm (RMSNorm): fp32 inputs and rstd
         out["attn/mla_norms_fp32"] = 4 * (shape.mla[0] + shape.mla[1]) + 8
     out.update(_mlp_saved(m, r, tr, shape))
@@ -426,7 +435,8 @@ def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level:
     as its input, and is recomputed with the rest otherwise (`tr`: what trains in the block). Traced: Llama-3 cut to
     2 blocks (GQA 8/2), eager at 1K tokens, -2.45 % with the repeated K/V kept and the mask dropped; LoRA on q/v of a
     classifier at 2K tokens, +7.6 % with the output kept; LoRA on Phi-3's qkv/o in pure bf16 (the adapter reads the
-    output uncast), +4.3 % with it kept; Phi-3 with fp32 weights under fp16 autocast, -3.9 % with 16-bit q and k."""
+    output uncast) was +4.3 % with it kept on traces that still held MemTracker's leaked tensors, and is -2.0 % without
+    it on clean ones (see below); Phi-3 with fp32 weights under fp16 autocast, -3.9 % with 16-bit q and k."""
     if level == GradCkpt.FULL:
         return checkpointed_block(m, r)
     if level == GradCkpt.SELECTIVE:
@@ -435,8 +445,14 @@ def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level:
             sdpa = _attention_saved(m, r, 0, Attention.SDPA)
             del out["attn/k_repeated"], out["attn/v_repeated"]
             out["attn/k"], out["attn/v"] = sdpa["attn/k"], sdpa["attn/v"]
-        if tr is not None and "o" not in tr.linears:
+        # (an adapter on o_proj reading the output uncast — no autocast, adapters in the activation dtype — keeps
+        # it too, counted nowhere else: _adapter_inputs takes o_proj's input as the core's; traced: Qwen2 LoRA on
+        # q/k/v/o in pure bf16, a classifier at 8 x 128 tokens, -4.3 % without it)
+        keeps_out = tr is not None and ("o" in tr.linears or (
+            "o" in tr.adapters and not r.autocast and r.adapter == r.act))
+        if tr is not None and not keeps_out:
             out.pop("attn/out", None)
+        out.pop("linear_in/o", None)  # the core's output is recomputed: o_proj's input is the one kept (attn/out)
         if m.position == "rope" and r.residual > r.act and "attn/q" in out and "attn/k" in out:
             # RoPE multiplies the 16-bit q and k by cos/sin tables in the hidden states' dtype: fp32 under fp32
             # weights, so the rotated q and k the core keeps are fp32 (autocast's 16-bit casts happen inside it)

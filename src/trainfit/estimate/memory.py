@@ -224,9 +224,12 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         if t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters and not embedding_trains and \
                 not split.block_trainable.adapters & {"q", "k", "v", "o"} and not split.block_trainable.linears:
             # LoRA on the MLP only, embedding frozen: nothing before the first block's MLP needs a gradient, so its
-            # norm and attention save nothing (traced)
+            # norms before the MLP (the pre-attention and pre-MLP ones; with sandwich norms, Gemma-2, the
+            # post-attention one too) and its attention save nothing (traced: Qwen3 and Gemma-2 classifiers)
+            before_mlp = ("norm1/", "attn/", "norm2/", "norm3/") if m.norms_per_layer >= 4 else \
+                ("norm1/", "attn/") if m.parallel_block else ("norm1/", "attn/", "norm2/")
             for k, v in kept.items():
-                if k.startswith(("norm1/", "attn/")):
+                if k.startswith(before_mlp):
                     out[f"activations/{k}"] -= v * tokens
         elif t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters & {"q", "k", "v"} and \
                 not embedding_trains and not split.block_trainable.linears and not split.block_trainable.norms:
@@ -236,6 +239,14 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
             for k, v in kept.items():
                 if k.startswith("norm1/"):
                     out[f"activations/{k}"] -= v * tokens
+        elif t.method == Method.FREEZE and t.grad_ckpt != GradCkpt.FULL and not embedding_trains:
+            # a freeze fine-tune's lowest trained block reads a frozen block's output or the frozen embeddings',
+            # which need no gradient: its pre-attention norm keeps only the normalized input its trained weight
+            # needs, no fp32 input or rstd (traced: Qwen2 freeze classifier, top 2 of 4 blocks, at 4 x 2K tokens;
+            # Phi-3, both of 2 blocks, at 8 x 1K)
+            for k in ("norm1/x_fp32", "norm1/rstd"):
+                if k in kept:
+                    out[f"activations/{k}"] -= kept[k] * tokens
         one_block = sum(per_block.values()) * tokens
     merged = split.block_trainable.merged_expert_elements
     if merged:  # per block, not per token: PEFT's merged expert weights in the base dtype
@@ -669,6 +680,20 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
                    * tokens if causal else 0.0, "logits/final_softcap_tanh": softcap}
     loss_start = {"logits/loss_buffers": logits, "logits/final_softcap_tanh": softcap}
     forward_phase = _phase("forward_end", (states, other, acts, held, casts, forward_end), totals)
+    copy = forward_end["activations/lora_fp32_input_copy"]
+    if copy and not m.is_moe and t.task != Task.DPO:
+        # the top block's down_proj under an fp32 adapter, the forward's own peak: PEFT's fp32 copy of its input
+        # is alive to the adapter's end, with the MLP's input, down_proj's input, the base and adapter outputs and
+        # the scaled one, the residual stream and the embeddings' output (held by the model's forward); the head's
+        # input does not exist yet (traced: Qwen3 LoRA on the MLP, fp32 adapters under autocast, a classifier at
+        # 16 x 4K without checkpointing: -5.7 % at the forward's end; under full checkpointing the blocks saved only
+        # their inputs, and the forward's end is the larger)
+        running = {"activations/lora_fp32_input_copy": copy, "activations/down_proj_forward_transients":
+                   (r.act * (m.intermediate + 4 * m.hidden) + (r.residual + r.act) * m.hidden) * tokens}
+        in_block_acts = {k: v for k, v in acts.items() if k != "activations/final_norm_and_head_input"}
+        totals[id(in_block_acts)] = sum(in_block_acts.values())
+        forward_phase = max(forward_phase, _phase("forward_end", (states, other, in_block_acts, held, casts,
+                                                                  running), totals), key=lambda p: p.total)
     if t.task == Task.DPO:
         dpo_forward, dpo_metrics, dpo_backward = dpo_logits_items(m, t, r)
         forward_end = {**dpo_forward, "logits/final_softcap_tanh": softcap,
@@ -694,8 +719,10 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
             # fp32 hidden-sized temporaries (traced; under a language-model head the logits' gradient outweighs it)
             # (a LayerNorm runs as one fused kernel: only its 16-bit input gradient, traced on GPT-2, +4.6 % with
             # RMSNorm's five)
+            # (the head's saved input is gone by then: its backward came first; traced: Qwen2 freeze classifier, +5.3 %
+            # with it)
             "activations/final_norm_backward": 0.0 if causal else (
-                5 * 4.0 if m.norm == "rmsnorm" else float(r.act)) * m.hidden * tokens,
+                5 * 4.0 - r.act if m.norm == "rmsnorm" else 0.0) * m.hidden * tokens,
             "gradients/output_head": 0.0 if accumulating else head_grad}, _head_step_in_backward(
                 m, t, s, head, w_t, g_t, head_cast))), totals),
         # the first block's backward: its activations (saved, or recomputed under checkpointing) are alive while
@@ -850,9 +877,24 @@ def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
         whole = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
         kept = apply_checkpointing(whole, m, r, t.grad_ckpt, split.block_trainable)
         own -= eff("framework_activation_factor") * (sum(whole.values()) - sum(kept.values())) * tokens
+    # PEFT's fp32 copy of down_proj's input lives in the recompute, not in the backward: a dense block's recompute
+    # ends in down_proj, with everything the block saves, the MLP's input and down_proj's input still referenced by
+    # the running forward, down_proj's output, and the copy; the recompute runs from the adapter's backward, the
+    # first the block meets, so the gradient through its scaling exists too, beside the two residual gradients
+    # (traced: Qwen3 LoRA on the MLP, fp32 adapters under
+    # autocast, a classifier at 16 x 4K tokens, peaks there: +7.1 % when the copy was counted in the MLP's backward,
+    # whose own buffers the recompute's transients are not). A MoE block's recompute runs expert by expert (not
+    # pinned down: the copy stays with the backward there).
+    copy = lora_fp32_input_copy(m, r, split, t) if ckpt else 0.0
+    recompute_end = copy and not m.is_moe
     mlp = {"activations/last_block": own - freed_before_peak(m, r, split, t),
            "activations/backward_buffers": eff("backward_transient_intermediates") * r.act * mlp_width * tokens,
-           "activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t) if ckpt else 0.0, **common}
+           "activations/lora_fp32_input_copy": 0.0 if recompute_end else copy, **common}
+    if recompute_end:
+        mlp = _larger(mlp, {"activations/last_block": own, "activations/lora_fp32_input_copy": copy,
+                            "activations/recompute_transients": r.act * (2 * m.hidden + m.intermediate) * tokens,
+                            "activations/recompute_trigger_gradient": r.act * m.hidden * tokens,
+                            **common})
     eager = eager_softmax_backward(m, t, r)
     if not eager:
         return mlp
