@@ -202,7 +202,11 @@ OPEN = {
     # LoRA on every Linear of Phi-3 (fused qkv_proj and gate_up_proj), pure bf16, full checkpointing, 8K tokens: the
     # analytic top-block peak is -6.0 % (the same before this session's changes). Each module alone is within
     # 2.1 % (qkv +1.9, o -1.0, gate_up -1.0, down +2.1) and Llama-3 all-linear is +2.0 %: the fused modules'
-    # adapters together hold about 7 MiB more than counted (down_proj's adds a 3 MiB bf16 temporary, not pinned down)
+    # adapters together hold about 7 MiB more than counted (down_proj's adds a 3 MiB bf16 temporary, not pinned down).
+    # Seen op by op (MemTracker, 2026-12-01): the traced peak is in the top block's recompute, at the fused gate_up
+    # adapter's forward — its base output, lora_B's output and the scaled one (3 x tokens x 2 x intermediate) alive
+    # beside everything the block saved before its MLP — not in the MLP's backward, which the model takes as the peak
+    # (with the fused qkv, o_proj's input is also a copy of the attention output)
     "phi3_lora_all_linear_bf16_ckpt_8k": dict(family="phi3", layers=4, method="lora", param_dtype="bf16",
                                               optimizer_impl="foreach", seq_len=8192, task="classification"),
 }
