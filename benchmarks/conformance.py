@@ -214,33 +214,60 @@ def stage(moment: str) -> str:
 def run_one(d: Draw, case: dict | None = None) -> dict:
     """Trace and estimate one draw; with `case` ({"seed": ..., "index": ...}: where the draw came from), the row also
     holds the traced step as a validation case of the trace source (row["case"])."""
-    from trainfit.api import estimate
-    from trainfit.spec.model import ModelSpec
-    from trainfit.trace import run_trace
+    start = time.perf_counter()
+    traced, _ = trace_draw(d)
+    est = estimate_draw(d)
+    return row_of(d, traced, est, round(time.perf_counter() - start, 2), case)
+
+
+def trace_config(d: Draw):
+    """The draw as the tracer's configuration."""
     from trainfit.trace.tracer import TraceConfig
 
     hf = dict(FAMILIES[d.family])
-    cfg = TraceConfig(hf_config=hf, layers=d.layers, method=d.method, task=d.task, seq_len=d.seq_len,
-                      micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
-                      grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
-                      lora_targets=d.lora_targets, num_labels=2, freeze_trainable_layers=2, optimizer=d.optimizer,
-                      modules_to_save=d.modules_to_save, optimizer_impl=d.optimizer_impl,
-                      balanced_routing=bool(hf.get("num_local_experts")),
-                      optimizer_in_backward=d.optimizer_in_backward)
+    return TraceConfig(hf_config=hf, layers=d.layers, method=d.method, task=d.task, seq_len=d.seq_len,
+                       micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
+                       grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
+                       lora_targets=d.lora_targets, num_labels=2, freeze_trainable_layers=2, optimizer=d.optimizer,
+                       modules_to_save=d.modules_to_save, optimizer_impl=d.optimizer_impl,
+                       balanced_routing=bool(hf.get("num_local_experts")),
+                       optimizer_in_backward=d.optimizer_in_backward)
+
+
+def trace_draw(d: Draw) -> tuple:
+    """The traced step of one draw (`trainfit.trace.run_trace`, every moment) and the seconds it took: the slow half
+    of run_one, which a caller may keep and re-estimate against (tests: the CI sample under mutations of the
+    analytic model)."""
+    from trainfit.trace import run_trace
+
     start = time.perf_counter()
-    traced = run_trace(cfg, d.layers, full=True)
+    traced = run_trace(trace_config(d), d.layers, full=True)
+    return traced, round(time.perf_counter() - start, 2)
+
+
+def estimate_draw(d: Draw):
+    """The analytic estimate of one draw (trainfit.api.estimate on one A100 80GB; only its allocated peak and the
+    peak's phase are compared)."""
+    from trainfit.api import estimate
+    from trainfit.spec.model import ModelSpec
+
+    hf = dict(FAMILIES[d.family])
     spec = ModelSpec.from_hf_config(dict(hf, num_hidden_layers=d.layers), name=d.family)
-    est = estimate(spec, "a100-sxm4-80gb", method=d.method, task=d.task, seq_len=d.seq_len,
-                   micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
-                   optimizer=d.optimizer, grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
-                   lora_targets=",".join(d.lora_targets), modules_to_save=",".join(d.modules_to_save) or None,
-                   optimizer_in_backward=d.optimizer_in_backward, **_impl_kwargs(d))
+    return estimate(spec, "a100-sxm4-80gb", method=d.method, task=d.task, seq_len=d.seq_len,
+                    micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
+                    optimizer=d.optimizer, grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
+                    lora_targets=",".join(d.lora_targets), modules_to_save=",".join(d.modules_to_save) or None,
+                    optimizer_in_backward=d.optimizer_in_backward, **_impl_kwargs(d))
+
+
+def row_of(d: Draw, traced, est, seconds: float, case: dict | None = None) -> dict:
+    """The comparison row of a draw from its trace and its estimate (see run_one)."""
     analytic, truth = est.memory.allocated, traced.total
     row = {"draw": d.__dict__, "dims": d.dims(), "traced_bytes": truth, "analytic_bytes": analytic,
            "error": (analytic - truth) / truth, "traced_moment": traced.peak_moment,
            "analytic_moment": est.memory.peak_phase,
            "moment_right": stage(traced.peak_moment) == stage(est.memory.peak_phase),
-           "seconds": round(time.perf_counter() - start, 2)}
+           "seconds": seconds}
     if case is not None:
         row["case"] = trace_case_of(d, est, truth, traced, case["seed"], case["index"], case.get("with_dpo", True))
     return row

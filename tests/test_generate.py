@@ -113,6 +113,24 @@ def test_accelerate_loads_the_fsdp_config(tmp_path):
     assert cfg.mixed_precision == "bf16"
 
 
+@pytest.mark.parametrize("ckpt", ["none", "selective", "full"])
+def test_selective_checkpointing_is_train_py_s_own_and_said_so(ckpt):
+    """Selective checkpointing (the attention core only) is done by train.py itself: train_config.json carries it,
+    Accelerate's whole-layer activation checkpointing stays off for it, and the README says so in either language."""
+    import yaml
+
+    setup = _setup("llama-3-8b", "h100-sxm", 8, 1, "fsdp", "full", fsdp="full_shard", ckpt=ckpt,
+                   instance="p5.48xlarge", interconnect="nvswitch")
+    en, zh = (render_files(setup, data=None, lang=lang) for lang in ("en", "zh"))
+    assert json.loads(en["train_config.json"])["grad_ckpt"] == ckpt
+    assert yaml.safe_load(en["accelerate_config.yaml"])["fsdp_config"]["fsdp_activation_checkpointing"] is (
+        ckpt == "full")
+    assert ("## Activation checkpointing" in en["README.md"]) is (ckpt == "selective")
+    assert ("## 激活检查点" in zh["README.md"]) is (ckpt == "selective")
+    if ckpt == "selective":
+        assert "fsdp_activation_checkpointing" in en["README.md"] and "fsdp_activation_checkpointing" in zh["README.md"]
+
+
 @pytest.mark.parametrize("name", sorted(REFERENCE))
 def test_launch_scripts_pass_bash_n(name, tmp_path):
     path = tmp_path / "launch.sh"

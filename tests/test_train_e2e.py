@@ -134,3 +134,46 @@ def test_train_py_refuses_bad_input_before_training(run_cli, tiny_data, tmp_path
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("train.py: error:")
     assert not (tmp_path / "run" / "out" / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_selective_checkpointing_trains(run_cli, tiny_data, tmp_path, method):
+    """--grad-ckpt selective reaches train.py and trains (the generated file, run as a script)."""
+    _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", method, "--grad-ckpt", "selective")
+    assert json.loads((tmp_path / "run" / "train_config.json").read_text())["grad_ckpt"] == "selective"
+    _train(tmp_path / "run", tiny_data / "text.jsonl", tiny_data / "tok")
+    _summary(tmp_path / "run")
+
+
+@pytest.mark.parametrize("ckpt", ["none", "selective", "full"])
+def test_checkpointing_recomputes_what_the_estimate_assumes(run_cli, tiny_data, tmp_path, monkeypatch, ckpt):
+    """train.py's training loop (run in-process) recomputes in backward what each checkpointing level says: none
+    nothing; selective the attention core only — SDPA runs twice per block per micro-batch, the MLP once (Megatron's
+    selective recompute, as the estimate and the trace assume); full whole blocks — both twice."""
+    import torch
+    from transformers.models.llama import modeling_llama
+
+    from trainfit.train import runner
+
+    _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", "full", "--grad-ckpt", ckpt)
+    cfg = json.loads((tmp_path / "run" / "train_config.json").read_text())
+    args = runner.parse_args(["--config", str(tmp_path / "run" / "train_config.json"), "--data",
+                              str(tiny_data / "text.jsonl"), "--tokenizer", str(tiny_data / "tok"), "--random-init",
+                              "--max-steps", "1", "--device", "cpu", "--output-dir", str(tmp_path / "out")])
+    calls = {"sdpa": 0, "mlp": 0}
+    sdpa, mlp = torch.nn.functional.scaled_dot_product_attention, modeling_llama.LlamaMLP.forward
+
+    def counted_sdpa(*a, **k):
+        calls["sdpa"] += 1
+        return sdpa(*a, **k)
+
+    def counted_mlp(self, *a, **k):
+        calls["mlp"] += 1
+        return mlp(self, *a, **k)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counted_sdpa)
+    monkeypatch.setattr(modeling_llama.LlamaMLP, "forward", counted_mlp)
+    summary = runner.train(cfg, args)
+    assert math.isfinite(summary["final_loss"])
+    forwards = cfg["model"]["hf_config"]["num_hidden_layers"] * cfg["grad_accum"]  # one step
+    assert calls == {"sdpa": forwards * (1 if ckpt == "none" else 2), "mlp": forwards * (2 if ckpt == "full" else 1)}

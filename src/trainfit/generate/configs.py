@@ -110,7 +110,9 @@ def accelerate_fsdp_config(setup: Setup) -> dict[str, Any]:
             "fsdp_transformer_layer_cls_to_wrap": LAYER_CLASSES.get(model_type, "DecoderLayer"),
             "fsdp_reshard_after_forward": st["fsdp"] == "full_shard",
             "fsdp_offload_params": st["offload"] == "all",
-            "fsdp_activation_checkpointing": st["grad_ckpt"] != "none",
+            # Accelerate's activation checkpointing wraps whole layers: full only. Selective (the attention core) has
+            # no key here; train.py applies it itself (train_config.json `grad_ckpt`, runner.selective_attention)
+            "fsdp_activation_checkpointing": st["grad_ckpt"] == "full",
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_cpu_ram_efficient_loading": True,
         },

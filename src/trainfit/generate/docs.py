@@ -32,8 +32,29 @@ def _numbers(setup: Setup) -> dict:
 
 
 def readme(setup: Setup, lang: str, target: str = "ecs", model_source: str = "hf") -> str:
-    return (_readme(setup, lang) + _weights_section(setup, lang, model_source) + _host_ram_section(setup, lang)
-            + _target_section(setup, lang, target))
+    return (_readme(setup, lang) + _checkpointing_section(setup, lang) + _weights_section(setup, lang, model_source)
+            + _host_ram_section(setup, lang) + _target_section(setup, lang, target))
+
+
+def _checkpointing_section(setup: Setup, lang: str) -> str:
+    """Selective checkpointing is train.py's own (no engine config can say it): what it does, and that a launcher
+    reading accelerate_config.yaml alone would not do it."""
+    if setup.strategy.get("grad_ckpt") != "selective":
+        return ""
+    zh = lang == "zh"
+    text = ("选择性激活检查点（`grad_ckpt: selective`）：train.py 只对注意力核心（softmax/SDPA 部分）做检查点，反向时"
+            "重算它，投影、归一化和 MLP 不重算，与预测所假设的一致（Megatron-LM 的 selective recompute）。"
+            "Transformers、Accelerate 和 DeepSpeed 都没有选择它的设置，不经 train.py 训练时不会做选择性检查点，"
+            "激活显存会比预测多。" if zh else
+            "Selective activation checkpointing (`grad_ckpt: selective`): train.py checkpoints only the attention "
+            "core (the softmax / SDPA region) and recomputes it in backward; projections, norms and the MLP are not "
+            "recomputed, as the estimate assumes (Megatron-LM's selective recompute). Transformers, Accelerate and "
+            "DeepSpeed have no setting that selects it: trained without train.py, the run does no selective "
+            "checkpointing and holds more activation memory than predicted.")
+    if setup.strategy.get("engine") == "fsdp":
+        text += ("`accelerate_config.yaml` 的 `fsdp_activation_checkpointing` 表示整层检查点，因此为 false。" if zh else
+                 " `fsdp_activation_checkpointing` in `accelerate_config.yaml` means whole layers, so it is false.")
+    return "\n".join(["", "## 激活检查点" if zh else "## Activation checkpointing", "", text]) + "\n"
 
 
 def _weights_section(setup: Setup, lang: str, source: str) -> str:

@@ -7,13 +7,13 @@ extrapolates exactly to L blocks: every moment's bytes are linear in the number 
 
 Covered: one GPU's view of full / LoRA / freeze training with the dtypes train.py uses (fp32 weights under autocast
 for full training, a 16-bit base with fp32 adapters for LoRA), gradient checkpointing (full: whole blocks, as
-transformers does it; selective: the attention core only, `selective_attention`), SDPA or eager attention, the
-steady-state step (optimizer states exist), the optimizer stepped after backward or in it (`InBackward`: then each
-tensor steps inside the backward moment that produced its gradient, and there is no optimizer moment), and DPO as
-TRL's DPOTrainer computes its loss (`dpo_loss`: chosen and rejected in one batch, a reference forward under no_grad,
-the logged metrics). Not covered: sharding (ZeRO / FSDP: the analytic model's sharded terms are reported beside the
-trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base, weights then corrected analytically),
-the CUDA context and allocator caching.
+transformers does it; selective: the attention core only, train/runner.py `selective_attention`), SDPA or eager
+attention, the steady-state step (optimizer states exist), the optimizer stepped after backward or in it
+(`InBackward`: then each tensor steps inside the backward moment that produced its gradient, and there is no
+optimizer moment), and DPO as TRL's DPOTrainer computes its loss (`dpo_loss`: chosen and rejected in one batch, a
+reference forward under no_grad, the logged metrics). Not covered: sharding (ZeRO / FSDP: the analytic model's
+sharded terms are reported beside the trace), DDP buckets, QLoRA's 4-bit storage (traced as LoRA on a 16-bit base,
+weights then corrected analytically), the CUDA context and allocator caching.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from contextlib import contextmanager
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
+
+# selective checkpointing: the attention core under torch.utils.checkpoint, the one implementation train.py runs
+from ..train.runner import selective_attention  # noqa: F401  (the runner imports no torch at module level)
 
 ROUTING_NOTE = ("MoE routing is data (fake tensors have none): the experts were traced with balanced routing, "
                 "each expert taking the expected share of the tokens x top-k rows (the same tensors transformers' "
@@ -338,60 +341,6 @@ class InBackward:
         opt = self._by_param[param]
         opt.step()
         opt.zero_grad(set_to_none=True)
-
-
-class selective_attention:
-    """Selective activation checkpointing (Korthikanti et al. 2022, section 5; Megatron-LM's `recompute_granularity
-    selective`, which checkpoints its core attention, megatron/core/transformer/dot_product_attention.py
-    `DotProductAttention`: "Region where selective activation recomputation is applied"): the attention core — from the rotated q, k and v to the
-    attention output, GQA's repeat of k and v, the s x s scores, softmax and dropout included — runs under
-    torch.utils.checkpoint (non-reentrant), so it saves only its inputs and recomputes the rest in its backward.
-    transformers has no selective mode (gradient_checkpointing_enable checkpoints whole blocks): the attention
-    functions the models call (each modeling module's `eager_attention_forward`, looked up when called, and the
-    registered SDPA function in ALL_ATTENTION_FUNCTIONS) are wrapped for the trace and restored afterwards."""
-
-    def __init__(self, model, enabled: bool = True) -> None:
-        self.model, self.enabled = model, enabled
-        self._patched: list[tuple[Any, str, Any]] = []
-
-    def __enter__(self):
-        if not self.enabled:
-            return self
-        import sys
-
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
-        for module in {sys.modules[type(m).__module__] for m in self.model.modules()}:
-            fn = getattr(module, "eager_attention_forward", None)
-            if callable(fn):
-                self._patched.append((module, "eager_attention_forward", fn))
-                setattr(module, "eager_attention_forward", _checkpointed(fn))
-        self._had_local = "sdpa" in ALL_ATTENTION_FUNCTIONS._local_mapping
-        self._interface, self._sdpa = ALL_ATTENTION_FUNCTIONS, ALL_ATTENTION_FUNCTIONS["sdpa"]
-        ALL_ATTENTION_FUNCTIONS["sdpa"] = _checkpointed(self._sdpa)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if not self.enabled:
-            return
-        for module, name, fn in self._patched:
-            setattr(module, name, fn)
-        if self._had_local:
-            self._interface["sdpa"] = self._sdpa
-        else:
-            del self._interface["sdpa"]
-
-
-def _checkpointed(fn):
-    import torch
-    import torch.utils.checkpoint as ckpt
-
-    def attention_recomputed_in_backward(module, query, key, value, attention_mask, *args, **kwargs):
-        if not torch.is_grad_enabled():
-            return fn(module, query, key, value, attention_mask, *args, **kwargs)
-        return ckpt.checkpoint(fn, module, query, key, value, attention_mask, *args, use_reentrant=False, **kwargs)
-
-    return attention_recomputed_in_backward
 
 
 def forward_loss(model, batch: dict[str, Any], low, autocast: bool):

@@ -646,15 +646,17 @@ def qlora_config(cfg: dict, dist: Dist):
 
 
 def apply_method(model, cfg: dict, dist: Dist):
-    if cfg.get("grad_ckpt", "none") != "none":
+    ckpt = cfg.get("grad_ckpt", "none")
+    if ckpt == "full":  # whole blocks; selective checkpoints only the attention core (selective_attention, in train)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if ckpt != "none":
         model.config.use_cache = False
     method = cfg["method"]
     if method in ("lora", "qlora"):
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
         if method == "qlora":
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=cfg["grad_ckpt"] != "none")
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=ckpt == "full")
         lora = cfg["lora"]
         targets = lora["targets"]
         model = get_peft_model(model, LoraConfig(
@@ -667,7 +669,7 @@ def apply_method(model, cfg: dict, dist: Dist):
             for p in model.parameters():
                 if p.requires_grad:
                     p.data = p.data.to(low)
-        if cfg["grad_ckpt"] != "none":
+        if ckpt == "full":  # as PEFT recipes and trainfit's trace do: the embeddings' output requires grad
             model.enable_input_require_grads()
     elif method == "freeze":
         blocks = decoder_layers(model)
@@ -681,6 +683,74 @@ def apply_method(model, cfg: dict, dist: Dist):
             if name.startswith(("score", "classifier")):
                 p.requires_grad_(True)
     return model
+
+
+class selective_attention:
+    """Selective activation checkpointing (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+    Transformer Models", section 5; Megatron-LM's `--recompute-granularity selective`, which checkpoints its core
+    attention: megatron/core/transformer/dot_product_attention.py `DotProductAttention`, "Region where selective
+    activation recomputation is applied"): the attention core — from the rotated q, k and v to the attention output,
+    GQA's repeat of k and v, the s x s scores, softmax and dropout included — runs under torch.utils.checkpoint
+    (non-reentrant), so it saves only its inputs and recomputes the rest in its backward; the projections, norms and
+    MLP are not recomputed. transformers has no selective mode (gradient_checkpointing_enable checkpoints whole
+    blocks): inside this context the attention functions the model calls are wrapped — each modeling module's
+    `eager_attention_forward` (looked up by name when called) and the entries of transformers'
+    ALL_ATTENTION_FUNCTIONS the model's attention implementation names (sdpa, flash_attention_2, ...) — and
+    restored on exit. Calls without grad (a DPO reference forward) run as they are. `calls` counts the checkpointed
+    calls, so that a model whose attention bypasses these functions is noticed instead of running without any
+    checkpointing. The one implementation: train.py uses it for `grad_ckpt: selective`, trainfit's trace
+    (trace/tracer.py) imports it from here."""
+
+    def __init__(self, model, enabled: bool = True) -> None:
+        self.model, self.enabled, self.calls = model, enabled, 0
+        self._patched: list = []
+
+    def __enter__(self):
+        if not self.enabled:
+            return self
+        try:
+            from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        except ImportError:
+            raise SetupError("grad_ckpt selective needs transformers >= 4.48 (ALL_ATTENTION_FUNCTIONS)") from None
+        modules = {sys.modules.get(type(m).__module__) for m in self.model.modules()} - {None}
+        for module in modules:
+            fn = getattr(module, "eager_attention_forward", None)
+            if callable(fn):
+                self._patched.append((module, fn))
+                setattr(module, "eager_attention_forward", self._checkpointed(fn))
+        names = {getattr(getattr(m, "config", None), "_attn_implementation", None) for m in self.model.modules()}
+        self._interface, self._entries = ALL_ATTENTION_FUNCTIONS, []
+        for name in sorted(n for n in names if isinstance(n, str) and n != "eager" and n in ALL_ATTENTION_FUNCTIONS):
+            # a local override is put back, a class-wide entry is uncovered again (transformers < 4.50: a dict)
+            local = name in getattr(ALL_ATTENTION_FUNCTIONS, "_local_mapping", ALL_ATTENTION_FUNCTIONS)
+            self._entries.append((name, local, ALL_ATTENTION_FUNCTIONS[name]))
+            ALL_ATTENTION_FUNCTIONS[name] = self._checkpointed(ALL_ATTENTION_FUNCTIONS[name])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.enabled:
+            return
+        for module, fn in self._patched:
+            setattr(module, "eager_attention_forward", fn)
+        for name, local, fn in self._entries:
+            if local:
+                self._interface[name] = fn
+            else:
+                del self._interface[name]
+        self._patched, self._entries = [], []
+
+    def _checkpointed(self, fn):
+        import torch
+        import torch.utils.checkpoint as ckpt
+
+        def attention_recomputed_in_backward(module, query, key, value, attention_mask, *args, **kwargs):
+            if not torch.is_grad_enabled():
+                return fn(module, query, key, value, attention_mask, *args, **kwargs)
+            self.calls += 1
+            return ckpt.checkpoint(fn, module, query, key, value, attention_mask, *args, use_reentrant=False,
+                                   **kwargs)
+
+        return attention_recomputed_in_backward
 
 
 def decoder_layers(model) -> list:
@@ -1044,6 +1114,8 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     model = build_model(cfg, args, dist)
     loaded = local_parameters(model)
     reference = reference_model(model, cfg, dist)
+    # grad_ckpt selective: the attention core checkpointed (entered around the loop; apply_method did the rest)
+    selective = selective_attention(model, cfg.get("grad_ckpt") == "selective")
     phase("engine init")
     model, optimizer, scheduler, engine = wrap_engine(model, cfg, args, dist, steps)
     start = load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) if args.resume else 0
@@ -1054,44 +1126,48 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     scaler = grad_scaler(cfg, dist)
     history = []
     save_every = args.save_steps if args.save_steps is not None else cfg.get("save_steps", 0)
-    for step in range(start, steps):
-        t0 = _sync_time(dist)
-        loss_sum = 0.0
-        for micro in range(ga):
-            batch, epoch = next(feed)
-            batch = {k: v.to(dist.device) for k, v in batch.items()}
-            with no_sync(model, cfg, micro == ga - 1), autocast(cfg, dist):
-                loss = micro_step_loss(model, batch, cfg, reference)
-            if engine is not None:
-                engine.backward(loss)
-                engine.step()
-            else:
-                if cfg["engine"] == "fsdp" and micro == ga - 1 and hasattr(model, "set_requires_gradient_sync"):
-                    model.set_requires_gradient_sync(True)
-                scaler.scale(loss / ga).backward()
-            loss_sum += float(loss.detach())
-        if isinstance(optimizer, InBackward):  # stepped inside backward; nothing to clip or step here
-            scheduler.step()
-        elif engine is None:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
-                                           cfg["optimizer"].get("max_grad_norm", 1.0))
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-        seconds = _sync_time(dist) - t0
-        tokens = seq_tokens * ga * dist.world
-        record = {"step": step + 1, "loss": loss_sum / ga, "step_time_s": seconds, "tokens_per_s": tokens / seconds,
-                  "tokens_per_s_per_gpu": tokens / seconds / dist.world, "epoch": epoch, **memory_gib(dist)}
-        if not math.isfinite(record["loss"]):
-            raise SetupError(f"loss is {record['loss']} at step {step + 1}")
-        history.append(record)
-        log(dist, record, metrics_path)
-        if watchdog and len(history) == 1:
-            watchdog.started()
-        if save_every and (step + 1) % save_every == 0 and step + 1 < steps:
-            save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, step + 1)
+    with selective:
+        for step in range(start, steps):
+            t0 = _sync_time(dist)
+            loss_sum = 0.0
+            for micro in range(ga):
+                batch, epoch = next(feed)
+                batch = {k: v.to(dist.device) for k, v in batch.items()}
+                with no_sync(model, cfg, micro == ga - 1), autocast(cfg, dist):
+                    loss = micro_step_loss(model, batch, cfg, reference)
+                if engine is not None:
+                    engine.backward(loss)
+                    engine.step()
+                else:
+                    if cfg["engine"] == "fsdp" and micro == ga - 1 and hasattr(model, "set_requires_gradient_sync"):
+                        model.set_requires_gradient_sync(True)
+                    scaler.scale(loss / ga).backward()
+                loss_sum += float(loss.detach())
+                if selective.enabled and selective.calls == 0:
+                    raise SetupError("grad_ckpt selective: this model's attention does not go through transformers' "
+                                     "attention functions, so nothing was checkpointed; use grad_ckpt full or none")
+            if isinstance(optimizer, InBackward):  # stepped inside backward; nothing to clip or step here
+                scheduler.step()
+            elif engine is None:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad],
+                                               cfg["optimizer"].get("max_grad_norm", 1.0))
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+            seconds = _sync_time(dist) - t0
+            tokens = seq_tokens * ga * dist.world
+            record = {"step": step + 1, "loss": loss_sum / ga, "step_time_s": seconds, "tokens_per_s": tokens / seconds,
+                      "tokens_per_s_per_gpu": tokens / seconds / dist.world, "epoch": epoch, **memory_gib(dist)}
+            if not math.isfinite(record["loss"]):
+                raise SetupError(f"loss is {record['loss']} at step {step + 1}")
+            history.append(record)
+            log(dist, record, metrics_path)
+            if watchdog and len(history) == 1:
+                watchdog.started()
+            if save_every and (step + 1) % save_every == 0 and step + 1 < steps:
+                save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, step + 1)
     save_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist, steps)
     summary = summarize(history, warmup, dist, cfg)
     summary["parameters"] = sharding_of(model)
