@@ -145,3 +145,19 @@ def test_adamw_hf_notes_run_the_for_loop_adamw(dev_cases):
         assert "forloop_optimizer" in validate([case], EFF).rows[0].from_notes
     other = next(c for c in dev_cases if c["id"] == "qwen1-readme-7b-lora-s512")
     assert predict_case(other, EFF).training.optimizer_impl == OptimizerImpl.FUSED
+
+
+def test_gptq_unpacking_launches_in_forward_only():
+    """Overhead-bound (a few tokens): the unpacking's kernels lengthen the forward, not the backward, which runs
+    fewer launches than bitsandbytes' (it dequantizes again for the input gradient)."""
+    from trainfit.estimate.perf import _micro_batch_time
+
+    m = resolve_model("qwen2-7b")
+    t = TrainingSpec(method=Method.QLORA, seq_len=16)
+    g = replace(t, gptq_base=True)
+    r = Regime(2, 2, False)
+    bnb = _micro_batch_time(m, t, split_params(m, t), GPU, EFF, r)
+    gptq = _micro_batch_time(m, g, split_params(m, g), GPU, EFF, r)
+    assert dict(gptq.bound)["overhead"] > 0
+    assert gptq.forward > bnb.forward
+    assert gptq.backward < bnb.backward

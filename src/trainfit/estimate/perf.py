@@ -167,6 +167,12 @@ def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: Effici
     return ops
 
 
+def _forward_only_ops(t: TrainingSpec, m: ModelSpec) -> float:
+    """Of `_ops_per_block`, the kernels that run in forward (and recomputation) only: a GPTQ base's unpacking works
+    on buffers that take no gradient, so backward launches none of them."""
+    return GPTQ_UNPACK_KERNELS * len(layer_linears(m)) if t.method == Method.QLORA and t.gptq_base else 0.0
+
+
 def _backward_multiplier(op: str, weights_train: bool, t: TrainingSpec, eff: EfficiencyView) -> float:
     """Backward cost of an op relative to its forward: input gradient (1x) plus weight gradient (1x) if trained."""
     if op.startswith("linear/"):
@@ -223,21 +229,22 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
     bwd_frozen = sum(v * _backward_multiplier(k, False, t, eff) for k, (v, _) in ops.items())
     launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
+    launch_bwd = 2 * (launch - _forward_only_ops(t, m) * eff("op_overhead_s"))  # backward: about twice the operators
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
     fwd = stack * ((m.layers * passes) * max(fwd_block, launch) + head_fwd * passes)
-    bwd = stack * (trained_bwd * max(bwd_block, 2 * launch) + frozen_bwd * max(bwd_frozen, 2 * launch)
+    bwd = stack * (trained_bwd * max(bwd_block, launch_bwd) + frozen_bwd * max(bwd_frozen, launch_bwd)
                    + recompute * max(fwd_block, launch) + head_bwd)
     bound: dict[str, float] = {"compute": stack * (head_fwd * passes + head_bwd)}
     for k, (v, kind) in ops.items():
         bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + trained_bwd *
                                                           _backward_multiplier(k, weights_train, t, eff)
                                                           + frozen_bwd * _backward_multiplier(k, False, t, eff))
-    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + trained_bwd * max(0.0, 2 * launch - bwd_block)
-                      + frozen_bwd * max(0.0, 2 * launch - bwd_frozen))
+    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + trained_bwd * max(0.0, launch_bwd - bwd_block)
+                      + frozen_bwd * max(0.0, launch_bwd - bwd_frozen))
     if excess:
         bound["overhead"] = excess
-    slack = stack * (trained_bwd * max(0.0, bwd_block - 2 * launch) + frozen_bwd * max(0.0, bwd_frozen - 2 * launch)
+    slack = stack * (trained_bwd * max(0.0, bwd_block - launch_bwd) + frozen_bwd * max(0.0, bwd_frozen - launch_bwd)
                      + recompute * max(0.0, fwd_block - launch) + head_bwd)
     return MicroBatchTime(fwd, bwd, tuple(bound.items()), slack)
 
