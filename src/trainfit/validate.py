@@ -19,7 +19,7 @@ from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
 from .spec.model import ModelSpec
-from .spec.training import Fsdp, Offload, Strategy, Task, TrainingSpec
+from .spec.training import Fsdp, Offload, OptimizerImpl, Strategy, Task, TrainingSpec
 from .units import GiB
 
 # The source group of cases made by tracing one training step (trainfit.trace: the real model code under fake tensors,
@@ -134,6 +134,13 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     "activation_offloading": re.compile(r"activation offloading to CPU on|offloaded gradient checkpointing", re.I),
     # a GPTQ int4 base (Qwen *-Int4): PEFT's prepare_model_for_kbit_training leaves GPTQ models' 16-bit parameters
     "gptq_base": re.compile(r"\bGPTQ\b"),
+    # transformers' own AdamW (HF Trainer optim="adamw_hf"; transformers 4.x optimization.py `AdamW.step`): a Python
+    # loop over the parameters, i.e. optimizer_impl forloop where the case leaves it null
+    "forloop_optimizer": re.compile(r"\badamw_hf\b"),
+    # llm-foundry's attn_impl='triton' (its benchmark tables' default, scripts/train/benchmarking/submit_benchmarks.py):
+    # FlashAttention in Triton (llmfoundry/models/layers/flash_attn_triton.py, copied from flash-attention's
+    # flash_attn_triton.py), not FlashAttention-2 (TrainingSpec.triton_attention)
+    "triton_attention": re.compile(r"\btriton flash-attention kernel", re.I),
 }
 
 
@@ -149,6 +156,10 @@ def note_phrases(t: TrainingSpec) -> list[str]:
         out.append("paged_adamw states (bitsandbytes managed memory)")
     if t.offload_activations:
         out.append("Activation offloading to CPU on (saved activations offloaded to host memory)")
+    if t.gptq_base:
+        out.append("Q-LoRA on a GPTQ int4 base")
+    if t.triton_attention:
+        out.append("attention 'triton flash-attention kernel' (FlashAttention in Triton)")
     return out
 
 
@@ -193,7 +204,10 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   offload_activations="activation_offloading" in features or (
                       stack_ckpt and bool(defaults.get("offload_checkpoints", False))),
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
-                  kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq)
+                  kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq,
+                  triton_attention="triton_attention" in features, gptq_base=gptq)
+    if "forloop_optimizer" in features and t.get("optimizer_impl") is None:
+        values["optimizer_impl"] = OptimizerImpl.FORLOOP
     values.update(_lengths(t))
     return TrainingSpec(**values)
 

@@ -172,7 +172,7 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     flops = step_flops(m, tt, split)
     st = StepTime()
     fwd, bwd = compute_time(m, tt, s, split, flops, cluster, eff, st)
-    optimizer_time(s, split, cluster, eff, st)
+    optimizer_time(m, tt, s, split, cluster, eff, st)
     comm_time(m, tt, s, split, cluster, eff, fwd, bwd, st)
     offload_time(tt, s, split, cluster, eff, st)
     st.add("overhead/step", eff("step_overhead_s"), "overhead")

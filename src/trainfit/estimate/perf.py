@@ -16,7 +16,8 @@ from ..catalog.efficiency import Efficiencies, EfficiencyView
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
-from ..spec.training import Attention, GradCkpt, Method, Offload, Precision, Strategy, Task, TrainingSpec
+from ..spec.training import (Attention, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision, Strategy, Task,
+                             TrainingSpec)
 from .flops import StepFlops, attention_flops_per_token
 from .activations import Regime, softmax_bytes
 from .memory import regime_for
@@ -110,6 +111,8 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         att_eff = eff("attention_efficiency")
         if cuda_cores:  # the fused kernel on CUDA cores: the same share of the GEMM's efficiency as on tensor cores
             att_eff *= eff("cuda_core_matmul_efficiency") / eff("matmul_efficiency")
+        if t.triton_attention:  # FlashAttention in Triton: slower than FlashAttention-2 (efficiency.yaml)
+            att_eff /= eff("triton_attention_forward_slowdown")
         out["attention/core"] = (work / (att_peak * att_eff), "compute")
     elementwise = eff("elementwise_passes_per_layer") * m.hidden * tokens * b
     if m.is_moe:
@@ -117,13 +120,26 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
     out["elementwise"] = (elementwise / (bw * eff("memory_bandwidth_efficiency")), "memory")
     if t.method == Method.QLORA:  # bitsandbytes dequantizes each NF4 weight to 16 bit before its matmul
         weights = sum(lin.in_features * lin.out_features * lin.count * lin.share for lin in layer_linears(m))
-        out["qlora/dequantize"] = (weights * (NF4_BYTES_PER_PARAM + 2.0) /
-                                   (bw * eff("memory_bandwidth_efficiency")), "memory")
+        per_weight = GPTQ_UNPACK_BYTES_PER_PARAM if t.gptq_base else NF4_BYTES_PER_PARAM + 2.0
+        out["qlora/dequantize"] = (weights * per_weight / (bw * eff("memory_bandwidth_efficiency")), "memory")
     if split.adapters:
         ada_bytes = split.adapters / m.layers * 4 + tokens * b * 2 * sum(
             (lin.in_features + lin.out_features) * lin.share for lin in layer_linears(m) if lin.count == 1) / 2
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
     return out
+
+
+# A GPTQ int4 base (TrainingSpec.gptq_base) as transformers/optimum load it for training with exllama disabled (the Qwen
+# README's Q-LoRA: finetune.py `GPTQConfig(bits=4, disable_exllama=True)`): auto-gptq's QuantLinear
+# (auto_gptq/nn_modules/qlinear/qlinear_cuda_old.py, v0.4.2) runs its CUDA kernel only below kernel_switch_threshold
+# (128) rows; a training micro-batch has more, so each forward unpacks the weight with torch ops before
+# torch.matmul(x.half(), weight): bitwise_right_shift of the int32 qweight (reads 0.5, writes 4 bytes per weight),
+# .to(int8) (reads 4, writes 1), bitwise_and (1 + 1), minus the zeros (1 + 1), times the fp16 scales (reads 1,
+# writes 2): 16.5 bytes per weight, against bitsandbytes' 0.5 + 2. The unpacked weight is an autograd input of the
+# matmul, so backward multiplies by the saved copy instead of unpacking again. Kernels per Linear: the zeros'
+# shift, cast, and, +1; the weight's shift, cast, and; the subtraction and the scaling; x.half(): 10.
+GPTQ_UNPACK_BYTES_PER_PARAM = 16.5
+GPTQ_UNPACK_KERNELS = 10
 
 
 def _eager_s2_bytes(m: ModelSpec, r: Regime) -> float:
@@ -146,19 +162,28 @@ def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: Effici
     if split.adapters:  # per adapted Linear: cast, A, B, scale, add, dropout
         adapted = split.block_trainable.adapters
         ops += 6 * sum(lin.share for lin in layer_linears(m) if lin.count == 1 and adapted & set(lin.roles))
-    if t.method == Method.QLORA:
-        ops += 2 * len(layer_linears(m))  # dequantize per Linear
+    if t.method == Method.QLORA:  # dequantize per Linear
+        ops += (GPTQ_UNPACK_KERNELS if t.gptq_base else 2) * len(layer_linears(m))
     return ops
+
+
+def _forward_only_ops(t: TrainingSpec, m: ModelSpec) -> float:
+    """Of `_ops_per_block`, the kernels that run in forward (and recomputation) only: a GPTQ base's unpacking works
+    on buffers that take no gradient, so backward launches none of them."""
+    return GPTQ_UNPACK_KERNELS * len(layer_linears(m)) if t.method == Method.QLORA and t.gptq_base else 0.0
 
 
 def _backward_multiplier(op: str, weights_train: bool, t: TrainingSpec, eff: EfficiencyView) -> float:
     """Backward cost of an op relative to its forward: input gradient (1x) plus weight gradient (1x) if trained."""
     if op.startswith("linear/"):
         return 2.0 if weights_train else 1.0
-    if op == "qlora/dequantize":
-        return 1.0  # dequantized again for the input gradient
+    if op == "qlora/dequantize":  # bitsandbytes dequantizes again for the input gradient; GPTQ's unpacked weight is
+        return 0.0 if t.gptq_base else 1.0  # saved for it
     if op == "attention/core" and t.attention != Attention.EAGER:
-        return 2.0 + eff("flash_backward_recompute")  # FlashAttention's backward recomputes P
+        bwd = 2.0 + eff("flash_backward_recompute")  # FlashAttention's backward recomputes P
+        if t.triton_attention:  # relative to a forward already slowed by the forward factor (see _block_times)
+            bwd *= eff("triton_attention_backward_slowdown") / eff("triton_attention_forward_slowdown")
+        return bwd
     return 2.0
 
 
@@ -169,6 +194,9 @@ class MicroBatchTime:
     forward: float
     backward: float
     bound: tuple[tuple[str, float], ...]
+    # seconds of the backward during which the GPU still works through kernels the CPU has already launched: a step
+    # issued after it (the optimizer's launches) runs on the CPU meanwhile
+    backward_slack: float = 0.0
 
 
 def compute_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, flops: StepFlops,
@@ -201,21 +229,24 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
     bwd_frozen = sum(v * _backward_multiplier(k, False, t, eff) for k, (v, _) in ops.items())
     launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
+    launch_bwd = 2 * (launch - _forward_only_ops(t, m) * eff("op_overhead_s"))  # backward: about twice the operators
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
     fwd = stack * ((m.layers * passes) * max(fwd_block, launch) + head_fwd * passes)
-    bwd = stack * (trained_bwd * max(bwd_block, 2 * launch) + frozen_bwd * max(bwd_frozen, 2 * launch)
+    bwd = stack * (trained_bwd * max(bwd_block, launch_bwd) + frozen_bwd * max(bwd_frozen, launch_bwd)
                    + recompute * max(fwd_block, launch) + head_bwd)
     bound: dict[str, float] = {"compute": stack * (head_fwd * passes + head_bwd)}
     for k, (v, kind) in ops.items():
         bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + trained_bwd *
                                                           _backward_multiplier(k, weights_train, t, eff)
                                                           + frozen_bwd * _backward_multiplier(k, False, t, eff))
-    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + trained_bwd * max(0.0, 2 * launch - bwd_block)
-                      + frozen_bwd * max(0.0, 2 * launch - bwd_frozen))
+    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + trained_bwd * max(0.0, launch_bwd - bwd_block)
+                      + frozen_bwd * max(0.0, launch_bwd - bwd_frozen))
     if excess:
         bound["overhead"] = excess
-    return MicroBatchTime(fwd, bwd, tuple(bound.items()))
+    slack = stack * (trained_bwd * max(0.0, bwd_block - launch_bwd) + frozen_bwd * max(0.0, bwd_frozen - launch_bwd)
+                     + recompute * max(0.0, fwd_block - launch) + head_bwd)
+    return MicroBatchTime(fwd, bwd, tuple(bound.items()), slack)
 
 
 def _head_time(m: ModelSpec, t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView, r: Regime,
@@ -233,7 +264,44 @@ def _head_time(m: ModelSpec, t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView,
     return gemm + loss / 2, gemm * (2 if full else 1) + loss / 2
 
 
-def optimizer_time(s: Strategy, split: ParamSplit, cluster: Cluster, eff: EfficiencyView, st: StepTime) -> None:
+# Kernels a for-loop optimizer step launches per parameter tensor, counted from the sources (one launch each, paid
+# as op_overhead_s like the model's operators):
+#  * torch.optim.AdamW with foreach=False (torch 2.13 optim/adam.py `_single_tensor_adam`, not capturable):
+#    param.mul_ (decoupled weight decay), exp_avg.lerp_, exp_avg_sq.mul_ + addcmul_, denom = sqrt / bias correction
+#    + eps (3), param.addcdiv_: 8;
+#  * transformers' Adafactor (optimization.py `Adafactor.step`, a Python loop over parameters whatever the
+#    optimizer_impl; HF Trainer's optim="adafactor" passes scale_parameter=False, relative_step=False): RMS of the
+#    parameter (norm, div), grad**2 + eps (2), clipping by the update's RMS (norm, div, clamp_, div_), mul_(lr),
+#    add_(-update) (2); a factored (2-D) tensor adds row and column means with their mul_/add_ (6) and
+#    `_approx_sq_grad` (mean, div, rsqrt_, rsqrt, mul) and update.mul_(grad): 24; any other tensor exp_avg_sq.mul_ +
+#    add_ and rsqrt + mul_: 16.
+# fused / foreach implementations launch a few kernels per group of tensors: not counted.
+FORLOOP_ADAMW_KERNELS = 8
+ADAFACTOR_KERNELS = (24, 16)  # (2-D, factored), (other)
+
+
+def optimizer_launches(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> float:
+    """Kernel launches of one optimizer step that loops over the trainable parameter tensors in Python (Adafactor,
+    AdamW with optimizer_impl forloop); 0 for fused and foreach steps. Each norm tensor (weight, and bias where the
+    norm has one) counts once."""
+    if t.optimizer == Optimizer.ADAFACTOR:
+        kernels = ADAFACTOR_KERNELS
+    elif t.optimizer == Optimizer.ADAMW and t.optimizer_impl == OptimizerImpl.FORLOOP:
+        kernels = (FORLOOP_ADAMW_KERNELS, FORLOOP_ADAMW_KERNELS)
+    else:
+        return 0.0
+    total = 0.0
+    for x in split.trainable_tensors:
+        tensors = max(1, round(x.rows / m.hidden)) if x.role == "norm" else 1
+        blocks = split.trainable_blocks if x.per_layer else 1
+        total += tensors * x.count * blocks * (kernels[0] if x.cols > 1 else kernels[1])
+    return total
+
+
+def optimizer_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, cluster: Cluster,
+                   eff: EfficiencyView, st: StepTime) -> None:
+    """The optimizer step: its memory traffic, or, for a step that loops over the tensors in Python, its kernel
+    launches where they take longer (`optimizer_launches`); CPU Adam under offload."""
     shard = s.gpus if s.shards_optimizer else 1
     params = split.trainable / shard
     if s.offload != Offload.NONE:
@@ -242,7 +310,16 @@ def optimizer_time(s: Strategy, split: ParamSplit, cluster: Cluster, eff: Effici
         st.add("offload/cpu_adam", params / (eff("cpu_adam_params_per_s_per_core") * per_gpu_cores), "offload")
         return
     seconds = params * eff("optimizer_bytes_per_param") / (cluster.gpu.memory_bandwidth * eff("memory_bandwidth_efficiency"))
-    st.add("optimizer/step", seconds, "memory")
+    launch = optimizer_launches(m, t, split) * eff("op_overhead_s")
+    # launched while the GPU still runs the last backward's kernels, only the rest shows; except under fp16 loss
+    # scaling: torch.amp.GradScaler.step reads found_inf with .item() (`_maybe_opt_step`) before optimizer.step, so
+    # the CPU waits for the backward to finish first
+    if launch > seconds and t.precision != Precision.FP16:
+        launch -= _micro_batch_time(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s)).backward_slack
+    if launch > seconds:
+        st.add("optimizer/step", launch, "overhead")
+    else:
+        st.add("optimizer/step", seconds, "memory")
 
 
 def _busbw(s: Strategy, cluster: Cluster, eff: EfficiencyView) -> float:

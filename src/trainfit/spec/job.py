@@ -255,6 +255,18 @@ FIELDS: tuple[JobField, ...] = (
              "every Linear's input alive for backward (fixed by bitsandbytes PR #1270)",
              "bitsandbytes 0.43.2 之前的 QLoRA：4 位矩阵乘为反向保留每个 Linear 的输入（bitsandbytes PR #1270 修复）",
              doors=frozenset({API})),
+    JobField("gptq_base", _T, bool, False, "QLoRA on a GPTQ int4 base (auto-gptq QuantLinear without the exllama "
+             "kernel, e.g. the Qwen README's Q-LoRA on *-Int4 checkpoints): each forward unpacks the int4 weights with "
+             "torch ops before a 16-bit matmul, and backward reuses the unpacked weight",
+             "基于 GPTQ int4 底座的 QLoRA（auto-gptq 的 QuantLinear，不用 exllama 内核，如 Qwen README 在 *-Int4 "
+             "模型上的 Q-LoRA）：每次前向用 torch 算子解包 int4 权重后做 16 位矩阵乘，反向复用解包后的权重",
+             doors=frozenset({API})),
+    JobField("triton_attention", _T, bool, False, "the fused attention kernel is FlashAttention in Triton "
+             "(flash_attn_triton.py, llm-foundry's attn_impl='triton'), slower than FlashAttention-2 (efficiency.yaml "
+             "triton_attention_forward_slowdown / _backward_slowdown)",
+             "融合注意力内核为 Triton 版 FlashAttention（flash_attn_triton.py，llm-foundry 的 attn_impl='triton'），"
+             "比 FlashAttention-2 慢（efficiency.yaml 的 triton_attention_forward_slowdown / _backward_slowdown）",
+             doors=frozenset({API})),
     JobField("offload_activations", _T, bool, False, "the tensors blocks save for backward (under full "
              "checkpointing: each block's input) are copied to host memory and brought back one block ahead of its "
              "backward (Unsloth's use_gradient_checkpointing='unsloth', torchtune's enable_activation_offloading)",
