@@ -77,8 +77,9 @@ def test_stated_framework_narrows_the_band_and_says_which(run_cli):
     # memory: strictly narrower (LoRA throughput of known stacks is as spread as any stack's: QwenLM/Qwen's
     # left-out throughput residuals alone span the unstated band). Since each source weighs the same in a cell the
     # known-stack band is no longer set by Qwen's 47 runs alone: 0.82 of the unstated width on the shipped residuals
-    # (0.6 before that change)
-    assert _width(docs["hf-trainer"], "memory_gib") < 0.9 * _width(docs[None], "memory_gib")
+    # (0.6 before that change), 0.90 since an unseen stack's band pools every source instead of taking the union of
+    # the seen and unseen bands' extremes (uncertainty.py)
+    assert _width(docs["hf-trainer"], "memory_gib") < 0.95 * _width(docs[None], "memory_gib")
     assert docs["hf-trainer"]["fit_probability"] != docs[None]["fit_probability"]
 
 

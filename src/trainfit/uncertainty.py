@@ -14,8 +14,11 @@ positions are the midpoints of the weights' cumulative shares ((i + 0.5) / n wit
 Cells: metric x method x memory kind x whether the framework is known (has been seen by the fit). A cell with fewer
 than MIN_RESIDUALS residuals, or with residuals of fewer than MIN_SOURCES sources (one source's residuals are its bias
 alone, not the spread between sources), falls back to a coarser one: without the method, then without the memory
-kind, then the metric alone (used whenever it has MIN_RESIDUALS). A stack the fit has not seen is at least as uncertain as a seen one: its band is the union of
-both cells' bands.
+kind, then the metric alone (used whenever it has MIN_RESIDUALS). A stack the fit has not seen may behave like any
+stack: its band is made from every source's left-out residuals of its cell, the seen stacks' included (each source
+weighing the same), so it spans the seen stacks' biases as well as the unseen ones'. (Until 2026-12-01 it was the
+union of the unseen-only and the seen-only bands, which took the extreme quantiles of the two or three sources of a
+seen stack directly: throughput bands held 90% of left-out values instead of 80%; pooled, 88%.)
 """
 
 from __future__ import annotations
@@ -82,14 +85,15 @@ class Bands:
         self.groups: dict[tuple, list[str]] = {}
         for r in residuals:
             m, meth, kind, known = r["metric"], r["method"], r.get("memory_kind"), bool(r["framework_known"])
-            for key in ((m, meth, kind, known), (m, None, kind, known), (m, None, None, known), (m, None, None, None)):
+            for key in dict.fromkeys(_keys(m, meth, kind, known) + _keys(m, meth, kind, None)):  # each cell once
                 self.cells.setdefault(key, []).append(float(r["log_residual"]))
                 self.groups.setdefault(key, []).append(str(r.get("group", "")))
 
     def residuals(self, metric: str, method: str, memory_kind: str | None, known: bool) -> Residuals | None:
+        """The residuals a prediction's band is made from: a seen stack's from the seen stacks' cells, an unseen
+        stack's from every source's (see the module doc)."""
         kind = memory_kind if metric == "memory" else None
-        keys = ((metric, method, kind, known), (metric, None, kind, known), (metric, None, None, known),
-                (metric, None, None, None))
+        keys = _keys(metric, method, kind, True if known else None)
         for key in keys:
             vals, groups = self.cells.get(key, []), self.groups.get(key, [])
             per = {g: groups.count(g) for g in set(groups)}
@@ -107,12 +111,7 @@ class Bands:
         own = self.residuals(metric, method, memory_kind, known)
         if own is None:
             return None
-        low, high = own.quantile(lo_p), own.quantile(hi_p)
-        if not known:  # an unseen stack: at least as wide as a seen one
-            seen = self.residuals(metric, method, memory_kind, True)
-            if seen is not None:
-                low, high = min(low, seen.quantile(lo_p)), max(high, seen.quantile(hi_p))
-        return math.exp(low), math.exp(high)
+        return math.exp(own.quantile(lo_p)), math.exp(own.quantile(hi_p))
 
     def fit_probability(self, need: float, usable: float, method: str, memory_kind: str | None,
                         known: bool) -> float | None:
@@ -121,6 +120,12 @@ class Bands:
         if res is None or need <= 0 or usable <= 0:
             return None
         return res.cdf(math.log(usable / need))
+
+
+def _keys(metric: str, method: str, kind: str | None, known: bool | None) -> tuple[tuple, ...]:
+    """A cell and its coarser fall-backs, finest first; `known` None pools seen and unseen stacks."""
+    return ((metric, method, kind, known), (metric, None, kind, known), (metric, None, None, known),
+            (metric, None, None, None))
 
 
 @lru_cache(maxsize=1)
