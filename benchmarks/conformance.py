@@ -38,9 +38,6 @@ global ones). Not in the generator yet, and why:
                     optimizer on a real small model (tests/test_optimizer_impl.py), the step's transients are not.
   QLoRA             bitsandbytes' NF4 storage and 4-bit matmul were not traced; the tracer stands QLoRA in as LoRA on a
                     16-bit base, which checks none of the 4-bit terms.
-  SGD, no momentum  the estimator takes SGD with a momentum buffer only (trainfit's runner, train/runner.py, runs
-                    momentum 0.9); torch's default momentum 0 keeps no state, which it would over-count. The tracer
-                    runs it (`sgd-nomomentum`); the estimator and the generator do not yet.
   LAMB, Lion        no implementation in torch to trace on the CPU (DeepSpeed's FusedLamb is a CUDA kernel; torch
                     2.13 has no Lion); the estimator counts LAMB's two states as AdamW's, Lion is not accepted.
 """
@@ -166,6 +163,11 @@ def draw(rng: random.Random, with_dpo: bool = True) -> Draw:
         d = replace(d, grad_ckpt="selective")
     if d.precision != "fp16" and rng.random() < 0.2:
         d = replace(d, optimizer_in_backward=True)
+    # SGD without momentum (torch's default, Hugging Face Trainer's optim="sgd") for half of the SGD draws, decided by
+    # a stream of its own seeded from this one's state (hash of a tuple of ints: the same in every run), which takes
+    # nothing from it: every other field of every draw keeps its value
+    if d.optimizer == "sgd" and random.Random(hash(rng.getstate())).random() < 0.5:
+        d = replace(d, optimizer="sgd-nomomentum")
     return d
 
 

@@ -88,3 +88,31 @@ def test_8bit_adamw_states_equal_bitsandbytes(monkeypatch):
     assert ours("freeze") == pytest.approx(_bnb_state_bytes(frozen), rel=1e-6)
     lora = get_peft_model(build(), LoraConfig(r=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.0))
     assert ours("lora", lora_rank=16, lora_targets="q_proj,v_proj") == pytest.approx(_bnb_state_bytes(lora), rel=1e-6)
+
+
+def test_sgd_without_momentum_keeps_no_state_and_the_runner_runs_it(run_cli):
+    """`sgd` counts a momentum buffer (trainfit's runner: momentum 0.9); `sgd-nomomentum` (torch's default momentum
+    0, Hugging Face Trainer's optim="sgd") none, and the runner builds that optimizer with the estimate's
+    implementation (traced: tests/test_conformance.py `sgd_without_momentum_no_state`)."""
+    import torch
+
+    from trainfit.train.runner import _optimizer_for
+
+    kw = dict(seq_len=64, method="full", optimizer_impl="foreach")
+    with_buffer = _opt_phase(estimate("tiny-llama", "a100-sxm4-80gb", optimizer="sgd", **kw))
+    plain = _opt_phase(estimate("tiny-llama", "a100-sxm4-80gb", optimizer="sgd-nomomentum", **kw))
+    assert with_buffer["optimizer/states"] > 0
+    assert plain.get("optimizer/states", 0.0) == 0.0
+    code, out, err = run_cli("estimate", "--model", "tiny-llama", "--gpu", "a100-sxm4-80gb", "--seq-len", "64",
+                             "--method", "full", "--optimizer", "sgd-nomomentum", "--json")
+    assert code == 0, err
+    assert json.loads(out)["config"]["optimizer"] == "sgd-nomomentum"
+    params = [torch.nn.Parameter(torch.zeros(4, 4))]
+    for name, momentum in (("sgd", 0.9), ("sgd-nomomentum", 0.0)):
+        opt = _optimizer_for(params, {"optimizer": {"name": name, "lr": 1e-3, "impl": "foreach"}})
+        assert isinstance(opt, torch.optim.SGD)
+        assert opt.defaults["momentum"] == momentum and opt.defaults["foreach"] is True
+        params[0].grad = torch.ones(4, 4)
+        opt.step()
+        assert ("momentum_buffer" in opt.state[params[0]] and opt.state[params[0]]["momentum_buffer"] is not None) \
+            == (momentum > 0)

@@ -223,7 +223,7 @@ def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[st
         out.append(f"classification head with {t.num_labels} labels")
     if t.task == Task.DPO:
         out.append("DPO: micro-batch counts preference pairs (chosen + rejected = 2 sequences)")
-    if t.optimizer.value in ("adamw", "sgd") and s.engine != "deepspeed":
+    if t.optimizer.value in ("adamw", "sgd", "sgd-nomomentum") and s.engine != "deepspeed":
         out.append(f"optimizer_impl {t.optimizer_impl.value}: torch {t.optimizer.value} run as "
                    + {"fused": "one fused kernel (Hugging Face Trainer's default adamw_torch_fused, train.py)",
                       "foreach": "multi-tensor foreach ops (torch's own default on CUDA): one more state's worth "

@@ -447,6 +447,8 @@ def _optimizer_state_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w_b
         return adamw_8bit_state_bytes(split, split.trainable_blocks, m.vocab * m.hidden)
     if t.optimizer == Optimizer.SGD:
         return state * psi  # momentum buffer
+    if t.optimizer == Optimizer.SGD_NOMOMENTUM:
+        return 0.0  # torch.optim.SGD with momentum 0 keeps no state (torch/optim/sgd.py: no momentum_buffer)
     return adafactor_state_bytes(m, split, split.trainable_blocks)
 
 
@@ -505,7 +507,8 @@ def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w
       AdamW foreach   `torch._foreach_sqrt(exp_avg_sqs)` over the whole group: one more state's worth (torch/optim/
                       adam.py `_multi_tensor_adam`);
       AdamW for-loop  `(exp_avg_sq.sqrt() / bias_correction2_sqrt)` for one tensor at a time: two of the largest;
-      AdamW fused     none; SGD (momentum updated in place) none;
+      AdamW fused     none; SGD (momentum updated in place; without momentum the
+                      parameters updated in place) none;
       Adafactor       (transformers' Adafactor) per tensor: `grad**2 + eps` and the factored estimate built from the
                       row/column factors, both fp32, plus fp32 copies of a 16-bit gradient and weight: 8 or 16 bytes
                       per element of the largest tensor.

@@ -52,7 +52,8 @@ class Optimizer(_Choice):
     ADAMW = "adamw"
     ADAMW_8BIT = "adamw-8bit"
     ADAFACTOR = "adafactor"
-    SGD = "sgd"
+    SGD = "sgd"  # with a momentum buffer (momentum 0.9, as trainfit's runner runs it)
+    SGD_NOMOMENTUM = "sgd-nomomentum"  # torch.optim.SGD's default momentum 0: no state
     LAMB = "lamb"
 
 

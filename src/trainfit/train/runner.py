@@ -971,8 +971,11 @@ def _optimizer_for(params: list, cfg: dict):
         from transformers.optimization import Adafactor
 
         return Adafactor(params, lr=lr, relative_step=False, scale_parameter=False, weight_decay=wd)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=wd)
+    if name in ("sgd", "sgd-nomomentum"):
+        cuda = any(p.is_cuda for p in params)
+        impl = opt.get("impl", "fused")
+        kernel = ({"fused": True} if cuda else {}) if impl == "fused" else {"foreach": impl == "foreach"}
+        return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "sgd" else 0.0, weight_decay=wd, **kernel)
     raise SetupError(f"optimizer {name!r} is not supported by this script")
 
 
