@@ -164,9 +164,10 @@ def draw(rng: random.Random, with_dpo: bool = True) -> Draw:
     if d.precision != "fp16" and rng.random() < 0.2:
         d = replace(d, optimizer_in_backward=True)
     # SGD without momentum (torch's default, Hugging Face Trainer's optim="sgd") for half of the SGD draws, decided by
-    # a stream of its own seeded from this one's state (hash of a tuple of ints: the same in every run), which takes
-    # nothing from it: every other field of every draw keeps its value
-    if d.optimizer == "sgd" and random.Random(hash(rng.getstate())).random() < 0.5:
+    # a stream of its own seeded from this one's state, which takes nothing from it: every other field of every draw
+    # keeps its value. The seed is the hash of the state's tuple of ints, the same in every process (ints are not
+    # hash-randomised); the whole state also holds None, whose hash is its address before Python 3.12
+    if d.optimizer == "sgd" and random.Random(hash(rng.getstate()[1])).random() < 0.5:
         d = replace(d, optimizer="sgd-nomomentum")
     return d
 
