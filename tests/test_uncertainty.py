@@ -64,6 +64,8 @@ def test_bands_widen_for_unknown_frameworks():
     # reaches into the seen stacks' spread: the 10th percentile of the half-and-half mixture of sd 0.05 and 0.005 is
     # -0.034 (the unseen alone: -0.006)
     assert lo_l < math.exp(-0.025) and hi_l > math.exp(0.025)
+    # pooled, not the union of the two bands: narrower than the seen stacks' band alone (a union would equal it)
+    assert lo_k < lo_l and hi_l < hi_k
 
 
 def test_fit_probability_is_monotone_in_usable_memory():

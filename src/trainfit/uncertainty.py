@@ -85,7 +85,9 @@ class Bands:
         self.groups: dict[tuple, list[str]] = {}
         for r in residuals:
             m, meth, kind, known = r["metric"], r["method"], r.get("memory_kind"), bool(r["framework_known"])
-            for key in dict.fromkeys(_keys(m, meth, kind, known) + _keys(m, meth, kind, None)):  # each cell once
+            # a seen stack's residual in the seen cells and the pooled ones, an unseen stack's in the pooled ones
+            seen = _keys(m, meth, kind, True) if known else ()
+            for key in dict.fromkeys(seen + _keys(m, meth, kind, None)):  # each cell once
                 self.cells.setdefault(key, []).append(float(r["log_residual"]))
                 self.groups.setdefault(key, []).append(str(r.get("group", "")))
 

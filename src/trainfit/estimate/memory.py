@@ -949,14 +949,15 @@ def _mlp_in_adapter_forward(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r:
         return None
     # what the MLP saves (its activations, down_proj's input, the sandwich norm after it, its adapters' inputs but
     # the MLP's own input, which is alive) is not there yet
-    own_input = r.act * m.hidden if not (r.autocast or r.adapter != r.act) else 0.0  # shared with the adapters
+    separate = r.autocast or r.adapter != r.act  # PEFT casts x for the adapters (activations._adapter_inputs)
+    own_input = 0.0 if separate else r.act * m.hidden  # shared with the adapters
     mlp_saved = sum(v for k, v in per_token.items() if k.startswith(("mlp/", "linear_in/down", "norm4/"))) + \
         max(0.0, mlp_adapter_saved(m, r, tr) - own_input)
     before = one_block * (whole - mlp_saved) / whole  # one_block carries the stack's activation factor
     gated_separate = m.gated_mlp and not m.fused_gate_up
     width = (2 if m.gated_mlp and m.fused_gate_up else 1) * m.intermediate
     earlier = r.act * m.intermediate if gated_separate and "up" in adapted else 0.0  # gate_proj's output
-    cast = r.adapter * m.hidden if (r.autocast or r.adapter != r.act) else 0.0  # PEFT's cast of x, a local
+    cast = r.adapter * m.hidden if separate else 0.0  # PEFT's cast of x, a local
     return {"activations/last_block_before_mlp": before,
             "activations/mid_block_residual": r.residual * m.hidden * tokens,
             "activations/adapter_forward_outputs": (3 * r.act * width + earlier + cast) * tokens,

@@ -957,10 +957,11 @@ def _optimizer_for(params: list, cfg: dict):
         if name == "adamw-8bit":
             return bnb.optim.PagedAdamW8bit(params, lr=lr, weight_decay=wd)
         raise SetupError(f"no paged version of optimizer {name!r}")
+    # torch's AdamW / SGD in the implementation the estimate assumed (optimizer_impl; fused only on CUDA)
+    impl = opt.get("impl", "fused")
+    kernel = ({"fused": True} if any(p.is_cuda for p in params) else {}) if impl == "fused" else \
+        {"foreach": impl == "foreach"}
     if name == "adamw":
-        cuda = any(p.is_cuda for p in params)
-        impl = opt.get("impl", "fused")  # the implementation the estimate assumed (optimizer_impl)
-        kernel = ({"fused": True} if cuda else {}) if impl == "fused" else {"foreach": impl == "foreach"}
         return torch.optim.AdamW(params, lr=lr, betas=tuple(opt.get("betas", (0.9, 0.95))), weight_decay=wd,
                                  **kernel)
     if name == "adamw-8bit":
@@ -972,9 +973,6 @@ def _optimizer_for(params: list, cfg: dict):
 
         return Adafactor(params, lr=lr, relative_step=False, scale_parameter=False, weight_decay=wd)
     if name in ("sgd", "sgd-nomomentum"):
-        cuda = any(p.is_cuda for p in params)
-        impl = opt.get("impl", "fused")
-        kernel = ({"fused": True} if cuda else {}) if impl == "fused" else {"foreach": impl == "foreach"}
         return torch.optim.SGD(params, lr=lr, momentum=0.9 if name == "sgd" else 0.0, weight_decay=wd, **kernel)
     raise SetupError(f"optimizer {name!r} is not supported by this script")
 
