@@ -45,7 +45,15 @@ $(VENV)/sky/.installed: | $(BIN)/python
 	$(VENV)/sky/bin/pip install -q skypilot==0.14.1
 	touch $@
 
-test: $(VENV)/.test-installed $(VENV)/sky/.installed browser
+# LitGPT's own code, traced by tests/test_litgpt_code.py against the memory model's LitGPT path: the version behind the
+# config_hub measurements' era, without its dependencies (it imports with the suite's torch), in a folder of its own
+# that only that test's subprocess puts on its path.
+$(VENV)/litgpt/.installed: | $(BIN)/python
+	$(BIN)/pip install -q --no-deps --target $(VENV)/litgpt litgpt==0.4.13 lightning==2.4.0 \
+		lightning-utilities==0.15.3 torchmetrics==1.9.0
+	touch $@
+
+test: $(VENV)/.test-installed $(VENV)/sky/.installed $(VENV)/litgpt/.installed browser
 	session=$$($(BIN)/python -c 'import uuid; print(uuid.uuid4().hex)'); \
 	TRAINFIT_TEST_SESSION=$$session $(BIN)/python -m pytest; status=$$?; \
 	$(BIN)/python tests/leftovers.py $$session || status=1; exit $$status

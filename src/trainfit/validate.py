@@ -205,6 +205,7 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                       stack_ckpt and bool(defaults.get("offload_checkpoints", False))),
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
                   kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq,
+                  model_code=str(defaults.get("model_code", "hf")),
                   triton_attention="triton_attention" in features, gptq_base=gptq)
     if "forloop_optimizer" in features and t.get("optimizer_impl") is None:
         values["optimizer_impl"] = OptimizerImpl.FORLOOP

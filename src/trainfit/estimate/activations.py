@@ -19,7 +19,12 @@ code differs, so each saved tensor is listed by name:
   forward of modeling_gemma2.py) saves tanh's output, one more s x s tensor per head in the scores' dtype. SDPA has
   no soft-capping: transformers runs such a model's eager attention when SDPA is asked for (`attention_that_runs`).
 
-`tests/test_activations_trace.py` pins these per-layer numbers to what autograd actually saves.
+`tests/test_activations_autograd.py` pins these per-layer numbers to what autograd actually saves.
+
+LitGPT's own model code (TrainingSpec.model_code "litgpt", Regime.litgpt) differs where it saves: k and v repeated to
+every query head before SDPA, dropout before each adapter, a fused qkv adapter's zero-padding, the attention output
+copied before proj (`_litgpt_*` below; its loss and loop in memory.py `litgpt_logits_items`).
+`tests/test_litgpt_code.py` checks that path against LitGPT itself, traced.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class Regime:
     kbit_upcast: bool = False
     # bitsandbytes < 0.43.2: every frozen 4-bit Linear keeps its input for backward (TrainingSpec.kbit_keeps_inputs)
     kbit_keeps_inputs: bool = False
+    # LitGPT's model and loop code runs the step (TrainingSpec.model_code "litgpt"), not transformers/PEFT
+    litgpt: bool = False
 
     @property
     def residual(self) -> int:
@@ -175,10 +182,17 @@ def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention:
             # the dtype of the norm's input (the projection's output: 16-bit under autocast)
             out["attn/qk_norm_normalized"] = (4 if m.norm_fp32 else r.act) * (m.q_dim + m.kv_dim)
     out.update(_linear_inputs(m, r, tr, shape))
-    out.update(_adapter_inputs(m, r, tr, group))
-    out.update(_kbit_kept_inputs(m, r, tr, shape))
-    out.update(_attention_saved(m, r, seq_len, attention, shape))
-    if "o" in tr.linears and attention != Attention.EAGER and shape.mla is None and m.fused_qkv and \
+    if r.litgpt:
+        out.update(_litgpt_adapter_inputs(m, r, tr, shape))
+        out.update(_litgpt_kbit_kept_inputs(m, r, tr, shape))
+        out.update(_litgpt_attention_saved(m, r, seq_len, attention, shape))
+        if "o" in tr.linears:  # proj reads the attention output transposed and reshaped: a copy of its own
+            out["linear_in/o"] = r.act * m.q_dim
+    else:
+        out.update(_adapter_inputs(m, r, tr, group))
+        out.update(_kbit_kept_inputs(m, r, tr, shape))
+        out.update(_attention_saved(m, r, seq_len, attention, shape))
+    if not r.litgpt and "o" in tr.linears and attention != Attention.EAGER and shape.mla is None and m.fused_qkv and \
             m.position == "rope":
         # a trained o_proj keeps its input, which is a copy of the kernel's output when q comes from a fused qkv
         # projection: RoPE on q sliced from it leaves q contiguous in (batch, heads, seq, dim), the kernel's output
@@ -316,6 +330,81 @@ def _kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape)
     if "down" not in seen:
         out += (4 if r.kbit_upcast else r.act) * shape.mlp_width
     return {"linear_in/kbit_frozen_inputs": out} if out else {}
+
+
+# LitGPT's LoRA dropout: config_hub/finetune/*/lora.yaml and qlora.yaml set lora_dropout 0.05, LitGPT's own default
+# (litgpt/finetune/lora.py `lora_dropout: float = 0.05`)
+LITGPT_LORA_DROPOUT = 0.05
+
+
+def litgpt_adapter_modules(m: ModelSpec, adapters: frozenset[str], rank: int,
+                           shape: BlockShape | None = None) -> list[tuple[int, int]]:
+    """(input width, lora_A output width) of each adapted Linear of a LitGPT block (litgpt/lora.py): q, k and v are
+    one fused Linear (LoRAQKVLinear, lora_A of rank x the adapted parts); the MLP's fc_1 and fc_2 (gate, up) are
+    Linears of their own, proj (down) reads the intermediate."""
+    width = (shape or shape_of(m)).mlp_width or m.intermediate
+    qkv = [x for x in ("q", "k", "v") if x in adapters]
+    out = [(m.hidden, rank * len(qkv))] if qkv else []
+    if "o" in adapters:
+        out.append((m.q_dim, rank))
+    out += [(m.hidden, rank) for role in ("gate", "up") if role in adapters]
+    if "down" in adapters:
+        out.append((width, rank))
+    return out
+
+
+def _litgpt_adapter_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape) -> dict[str, float]:
+    """LitGPT's LoRA layers: each adapted Linear runs its own nn.Dropout on its input (LITGPT_LORA_DROPOUT), which
+    keeps its bool mask and the dropped copy lora_A saves; lora_A's output is saved by lora_B's matmul (a conv1d in
+    the fused qkv module). When the fused qkv module adapts only some of q, k, v, `zero_pad` scatters the adapter's
+    output into the full width with index_copy_, whose backward keeps that source tensor (the adapted parts' width).
+    Read with saved-tensor hooks on litgpt 0.4.13's Llama-3.2 block (LoRA on q and v: a 2560-wide bf16 tensor)."""
+    modules = litgpt_adapter_modules(m, tr.adapters, tr.lora_rank, shape)
+    if not modules:
+        return {}
+    per_input = (1 + r.act) if LITGPT_LORA_DROPOUT > 0 else r.act
+    out = {"lora/inputs": sum(per_input * w for w, _ in modules),
+           "lora/a_outputs": sum(r.act * k for _, k in modules)}
+    qkv = [x for x in ("q", "k", "v") if x in tr.adapters]
+    if 0 < len(qkv) < 3:
+        out["lora/qkv_zero_pad_source"] = r.act * sum(m.q_dim if x == "q" else m.kv_dim for x in qkv)
+    return out
+
+
+def _litgpt_kbit_kept_inputs(m: ModelSpec, r: Regime, tr: Trainable, shape: BlockShape) -> dict[str, float]:
+    """Old bitsandbytes' MatMul4Bit in a LitGPT block keeps every frozen 4-bit Linear's input: the normalized input
+    of qkv (an adapter reads its own dropped copy, not this tensor), proj's input (the attention output transposed
+    into a copy of its own, apart from the one SDPA keeps), the MLP's input (fc_1 and fc_2 read one tensor; a
+    parallel block's shared norm feeds attention and MLP alike) and the MLP's intermediate (proj)."""
+    if not r.kbit_keeps_inputs:
+        return {}
+    seen = tr.linears
+    attn_in, mlp_in = not seen & {"q", "k", "v"}, not seen & {"gate", "up"}
+    if m.parallel_block:
+        attn_in, mlp_in = attn_in and mlp_in, False
+    out = 0.0
+    if attn_in:
+        out += r.act * m.hidden
+    if "o" not in seen:
+        out += r.act * m.q_dim
+    if mlp_in:
+        out += r.act * m.hidden * max(1, shape.mlp_rows)
+    if "down" not in seen:
+        out += r.act * shape.mlp_width
+    return {"linear_in/kbit_frozen_inputs": out} if out else {}
+
+
+def _litgpt_attention_saved(m: ModelSpec, r: Regime, seq_len: int, attention: Attention,
+                            shape: BlockShape) -> dict[str, float]:
+    """LitGPT's CausalSelfAttention (litgpt/model.py 0.4.x): k and v are expanded to every query head before
+    attention (`k.expand(...)`, then a reshape that copies), RoPE builds q and k anew (apply_rope and torch.cat), and
+    F.scaled_dot_product_attention keeps q, k, v (each of the query width), its output and the log-sum-exp. A
+    soft-capped model runs LitGPT's own eager attention, which keeps what transformers' eager path keeps."""
+    if attention == Attention.EAGER or shape.mla is not None:
+        return _attention_saved(m, r, seq_len, attention, shape)
+    q, b = m.q_dim, r.act
+    return {"attn/q": b * q, "attn/k_repeated": b * q, "attn/v_repeated": b * q, "attn/out": b * q,
+            "attn/lse": 4 * m.heads}
 
 
 def attention_that_runs(m: ModelSpec, t):

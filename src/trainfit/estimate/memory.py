@@ -35,8 +35,8 @@ from ..units import GiB
 from .activations import (Regime, adapter_modules, apply_checkpointing, attention_that_runs, block_saved,
                           first_block_without_input_grad, mlp_adapter_saved, shape_of, softmax_bytes)
 from .params import Tensor, global_tensors, largest_module_params, layer_linears, layer_params, layer_tensors
-from .trainable import (NF4_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes, adamw_8bit_state_bytes, head_for,
-                        saves_output_head, wrapped_experts)
+from .trainable import (NF4_BYTES_PER_PARAM, NF4_SINGLE_QUANT_BYTES_PER_PARAM, ParamSplit, adafactor_state_bytes,
+                        adamw_8bit_state_bytes, head_for, saves_output_head, wrapped_experts)
 
 PARTS = ("weights", "gradients", "optimizer", "activations", "logits", "other")
 
@@ -165,7 +165,13 @@ class AffineMemory:
 
 
 def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
-    """Dtypes of the forward pass, as the generated training code runs it."""
+    """Dtypes of the forward pass, as the generated training code runs it; whose code runs it (LitGPT's or
+    transformers')."""
+    r = _regime(t, s)
+    return replace(r, litgpt=True) if t.model_code == "litgpt" else r
+
+
+def _regime(t: TrainingSpec, s: Strategy) -> Regime:
     act = 4 if t.precision == Precision.FP32 else 2
     if t.precision == Precision.FP32:
         return Regime(act=4, weight=4, autocast=False)
@@ -239,6 +245,20 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
             for k, v in kept.items():
                 if k.startswith("norm1/"):
                     out[f"activations/{k}"] -= v * tokens
+            mlp_branch_frozen = r.litgpt and m.parallel_block and not split.block_trainable.adapters & {
+                "gate", "up", "down"}
+            if mlp_branch_frozen:
+                # a LitGPT parallel block reads the same normalized input in attention and MLP: with nothing trained in
+                # the MLP, the first block's MLP branch takes no gradient at all and saves nothing (LitGPT has no
+                # enable_input_require_grads; traced on a Falcon-like LitGPT model)
+                for k, v in kept.items():
+                    if k.startswith("mlp/"):
+                        out[f"activations/{k}"] -= v * tokens
+            if r.litgpt and r.kbit_keeps_inputs and "linear_in/kbit_frozen_inputs" in kept:
+                # nor does old bitsandbytes keep its qkv input (MatMul4Bit keeps inputs that take a gradient), nor, in
+                # a parallel block, the MLP's (the same tensor), nor that frozen MLP branch's intermediate
+                out["activations/linear_in/kbit_frozen_inputs"] -= (
+                    r.act * m.hidden + (r.act * shape_of(m).mlp_width if mlp_branch_frozen else 0.0)) * tokens
         elif t.method == Method.FREEZE and t.grad_ckpt != GradCkpt.FULL and not embedding_trains:
             # a freeze fine-tune's lowest trained block reads a frozen block's output or the frozen embeddings',
             # which need no gradient: its pre-attention norm keeps only the normalized input its trained weight
@@ -259,7 +279,8 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
             out["activations/lora_merged_expert_weights"] = r.act * merged * active_blocks
             one_block += r.act * (top if top is not None else merged)
     # embeddings output / final norm / head input
-    out["activations/final_norm_and_head_input"] = (4 + r.act) * m.hidden * tokens
+    out["activations/final_norm_and_head_input"] = (litgpt_head_saved(m, t, r) if r.litgpt else
+                                                    (4 + r.act) * m.hidden) * tokens
     if t.grad_ckpt == GradCkpt.FULL:
         # Seen in MemTracker traces of transformers' non-reentrant checkpointing (tests/test_trace.py): beyond the
         # blocks' inputs, one fp32 and one 16-bit hidden-sized tensor per micro-batch stay alive into backward. With
@@ -341,6 +362,63 @@ def _structure_activations(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         for k, v in apply_checkpointing(block, m, r, t.grad_ckpt, tr).items():
             out[f"activations/{k}"] = out.get(f"activations/{k}", 0.0) + v * tokens
     return out, sum(saved[s.pattern[-1]].values()) * tokens
+
+
+def litgpt_head_saved(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
+    """Bytes per token LitGPT's final norm and output head keep: the norm's own (RMSNorm its fp32 input, LayerNorm its
+    input), the head's input where its weight trains (full) or old bitsandbytes keeps it (QLoRA), and a LoRA head's
+    dropout mask, dropped copy and lora_A output (the head runs per 128-token chunk, each chunk its own dropout)."""
+    out = (4.0 if m.norm == "rmsnorm" else float(r.act)) * m.hidden
+    if t.method == Method.FULL or (t.method == Method.QLORA and r.kbit_keeps_inputs):
+        out += r.act * m.hidden
+    if t.method in (Method.LORA, Method.QLORA) and any(x.strip().lower() == "lm_head" for x in t.lora_targets):
+        out += (1 + r.act) * m.hidden + r.act * t.lora_rank
+    return out
+
+
+LITGPT_HEAD_CHUNK = 128  # litgpt/finetune/lora.py `model(input_ids, lm_head_chunk_size=128)`; chunked_cross_entropy's 128
+
+
+def litgpt_logits_items(m: ModelSpec, t: TrainingSpec, r: Regime, kept_inputs: float) -> tuple[
+        dict[str, float], dict[str, float], dict[str, float], dict[str, float], dict[str, float]]:
+    """The logits of a LitGPT finetune step (litgpt 0.4.x finetune/lora.py and full.py, utils.chunked_cross_entropy),
+    in bytes: (the model's return, the head's last chunk, the loss's end, the backward's start, the head's
+    backward).
+
+    The loop's `logits = model(...)` keeps the step's 16-bit logits until the next step's forward returns: while
+    that forward runs, the previous logits are alive, and with them the previous graph, whose old-bitsandbytes
+    MatMul4Bit nodes still hold their kept inputs (`ctx.tensors` is a plain attribute, not a saved tensor that
+    backward frees). LoRA runs the head in 128-token chunks (a list of 16-bit chunks); full fine-tuning runs it
+    whole, and the loss flattens the shifted logits, which copies them when a micro-batch holds more than one
+    sequence. The loss takes each 128-row chunk through cross_entropy in the logits' dtype: log_softmax keeps its
+    16-bit output. In backward each chunk's gradient passes through two 16-bit chunk-sized tensors; a whole head
+    gathers the chunks' gradients into the flattened and then the shifted shape (two 16-bit logits-sized
+    tensors). Traced with litgpt 0.4.13 under FakeTensorMode on the config_hub cases (Falcon-7B QLoRA: 8.75 GiB
+    traced, 8.79 measured)."""
+    a, v, tokens = float(r.act), float(m.vocab), t.tokens_per_micro_batch
+    b = t.sequences_per_micro_batch
+    shifted = b * max(0, t.seq_len - 1)
+    logits = a * v * tokens
+    chunked = t.method in (Method.LORA, Method.QLORA)
+    if chunked:
+        last = t.seq_len - LITGPT_HEAD_CHUNK * ((max(1, t.seq_len) - 1) // LITGPT_HEAD_CHUNK)
+        copy = a * v * b * max(0, last - 1) if b > 1 else 0.0
+        chunk = a * v * b * min(LITGPT_HEAD_CHUNK, t.seq_len)
+        head = {"logits/litgpt_logits": logits, "logits/grad": 2 * chunk}
+    else:
+        copy = a * v * shifted if b > 1 else 0.0
+        chunk = a * v * min(LITGPT_HEAD_CHUNK, shifted)
+        head = {"logits/litgpt_logits": logits, "logits/grad": 2 * a * v * shifted}
+    returned = {"logits/litgpt_logits": logits, "logits/litgpt_previous_step_logits": logits,
+                "activations/litgpt_previous_step_kbit_inputs": kept_inputs}
+    # the head's last chunk, before its logits exist (where a 4-bit head dequantizes its weight)
+    chunks = max(1, -(-t.seq_len // LITGPT_HEAD_CHUNK)) if chunked else 1
+    before_last = {**returned, "logits/litgpt_logits": logits * (chunks - 1) / chunks}
+    loss_end = {"logits/litgpt_logits": logits, "logits/litgpt_log_softmax": a * v * shifted,
+                "logits/litgpt_shifted_copy": copy}
+    backward = {"logits/litgpt_logits": logits, "logits/litgpt_log_softmax": a * v * shifted,
+                "logits/litgpt_chunk_grads": 2 * chunk}
+    return returned, before_last, loss_end, backward, head
 
 
 def logits_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
@@ -561,7 +639,19 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
                      "hidden states and the MLP's intermediates fp32 too (bitsandbytes returns its input's dtype)")
     else:
         _add(states, "weights/frozen", (phi - quantized) * frozen_bytes / frozen_shard)
-    _add(states, "weights/frozen_nf4", quantized * NF4_BYTES_PER_PARAM / frozen_shard)
+    nf4_bytes = NF4_SINGLE_QUANT_BYTES_PER_PARAM if r.litgpt else NF4_BYTES_PER_PARAM
+    _add(states, "weights/frozen_nf4", quantized * nf4_bytes / frozen_shard)
+    if r.litgpt and t.method == Method.QLORA and not m.tie_embeddings and t.task != Task.CLASSIFICATION:
+        # LitGPT's output head is an nn.Linear that Lightning's BitsandbytesPrecision makes 4-bit like the blocks'
+        head_params = m.vocab * m.hidden
+        states["weights/frozen"] = states.get("weights/frozen", 0.0) - head_params * frozen_bytes / frozen_shard
+        _add(states, "weights/frozen_nf4", head_params * nf4_bytes / frozen_shard)
+    if r.litgpt and m.tie_embeddings and t.method in (Method.LORA, Method.QLORA) and t.task != Task.CLASSIFICATION:
+        # LitGPT keeps a tied model's output head as a weight of its own (its checkpoints store lm_head apart; tied
+        # only with `train.tie_embeddings`, unset in config_hub); under QLoRA the head is 4-bit like every nn.Linear
+        # Lightning's BitsandbytesPrecision replaces (traced: Gemma-2B LoRA holds 0.98 GiB more than its HF count)
+        _add(states, "weights/litgpt_untied_head", m.vocab * m.hidden * (
+            nf4_bytes if t.method == Method.QLORA else frozen_bytes) / frozen_shard)
     if t.task == Task.DPO and t.method in (Method.FULL, Method.FREEZE):
         # TRL's DPOTrainer loads the reference with the policy's own init kwargs (trl v1.9.0 dpo_trainer.py,
         # `create_model_from_path(ref_model_path, **ref_model_init_kwargs)`), trainfit's runner deep-copies the
@@ -648,7 +738,9 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     other: dict[str, float] = {}
     if t.method == Method.QLORA:
         # the largest quantized Linear's weight, dequantized to 16 bits for its matmul
-        _add(other, "other/nf4_dequantized_weight", 2.0 * max(
+        # (LitGPT: Lightning's BitsandbytesPrecision quantizes from fp16, so the weight dequantizes to fp16 and is then
+        # cast to bf16 for the matmul: two copies)
+        _add(other, "other/nf4_dequantized_weight", (4.0 if r.litgpt else 2.0) * max(
             lin.in_features * lin.out_features for lin in layer_linears(m) if lin.count == 1))
     if s.engine == "deepspeed":
         _add(other, "other/comm_buckets", 2 * 2.0 * m.hidden * m.hidden)
@@ -710,6 +802,25 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
                             _phase("forward_end", (states, other, acts, held, saved_casts,
                                                    dpo_reference_eager_items(m, t, r)), totals),
                             key=lambda p: p.total)
+    head_logits = {"logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0}
+    if r.litgpt and causal and t.task != Task.DPO:
+        # LitGPT's loop and chunked loss (litgpt_logits_items): the previous step's logits (and old bitsandbytes'
+        # kept inputs of its graph) alive until the model returns, then the loss's 16-bit log-probabilities
+        prev_kept = acts.get("activations/linear_in/kbit_frozen_inputs", 0.0) + (
+            r.act * m.hidden * tokens if t.method == Method.QLORA and r.kbit_keeps_inputs else 0.0)
+        returned, before_last, loss_end, lit_backward, lit_head = (
+            {k: (v if k.startswith("activations/") else v * loss_factor) for k, v in items.items()}
+            for items in litgpt_logits_items(m, t, r, prev_kept))
+        moments = [returned, loss_end]
+        if t.method == Method.QLORA:
+            # the 4-bit head's matmul, per chunk in forward and again in its backward: its weight dequantized to fp16
+            # and cast to bf16, beyond the largest block Linear's (other/nf4_dequantized_weight)
+            extra = max(0.0, 4.0 * m.vocab * m.hidden - other.get("other/nf4_dequantized_weight", 0.0))
+            before_last["other/nf4_dequantized_head"] = lit_head["other/nf4_dequantized_head"] = extra
+            moments.append(before_last)
+        forward_phase = max((_phase("forward_end", (states, other, acts, held, casts, x), totals) for x in moments),
+                            key=lambda p: p.total)
+        loss_start, head_logits = lit_backward, lit_head
     phases = (
         # end of forward: the loss upcasts the logits to fp32 while the bf16 logits are still referenced
         forward_phase,
@@ -717,7 +828,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _phase("backward_start", (states, other, acts, held, saved_casts, loss_start), totals),
         # the output head's backward: the 16-bit logits gradient and the head's weight gradient
         _phase("backward_head", (states, other, acts, held, saved_casts, _larger({
-            "logits/grad": loss_factor * r.act * m.vocab * tokens if causal else 0.0,
+            **head_logits,
             # a classification head's backward: the final RMSNorm's backward, run op by op in fp32, holds five
             # fp32 hidden-sized temporaries (traced; under a language-model head the logits' gradient outweighs it)
             # (a LayerNorm runs as one fused kernel: only its 16-bit input gradient, traced on GPT-2, +4.6 % with

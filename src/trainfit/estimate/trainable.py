@@ -23,6 +23,9 @@ from .params import Tensor, count_params, global_tensors, layer_linears, layer_p
 
 NF4_BITS_PER_PARAM = 4 + 8 / 64 + 32 / (64 * 256)  # QLoRA paper, section 2 (double quantization)
 NF4_BYTES_PER_PARAM = NF4_BITS_PER_PARAM / 8
+# NF4 without double quantization (an fp32 absmax per 64-weight block): LitGPT's `--quantize bnb.nf4`, the
+# config_hub's setting ('bnb.nf4-dq' is the double-quantized one; Lightning's BitsandbytesPrecision modes)
+NF4_SINGLE_QUANT_BYTES_PER_PARAM = (4 + 32 / 64) / 8
 
 _ROLE_ALIASES = {
     "q": "q", "q_proj": "q", "query": "q", "k": "k", "k_proj": "k", "key": "k", "v": "v", "v_proj": "v",

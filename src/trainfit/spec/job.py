@@ -255,6 +255,13 @@ FIELDS: tuple[JobField, ...] = (
              "every Linear's input alive for backward (fixed by bitsandbytes PR #1270)",
              "bitsandbytes 0.43.2 之前的 QLoRA：4 位矩阵乘为反向保留每个 Linear 的输入（bitsandbytes PR #1270 修复）",
              doors=frozenset({API})),
+    JobField("model_code", _T, str, "hf", "whose model and training-loop code runs the step: Hugging Face "
+             "transformers + PEFT (hf), or LitGPT's GPT, its LoRA layers and its finetune loop (litgpt: k and v "
+             "repeated to every head, dropout before each adapter, the output head and loss in 128-token bf16 chunks, "
+             "the previous step's logits alive into the next forward)",
+             "运行训练步的模型与循环代码：Hugging Face transformers + PEFT（hf），或 LitGPT 的 GPT、LoRA 层与微调循环"
+             "（litgpt：k、v 复制到每个头，每个适配器前有 dropout，输出头与损失按 128 个 token 的 bf16 分块计算，"
+             "上一步的 logits 存活到下一次前向）", choices=("hf", "litgpt"), doors=frozenset({API})),
     JobField("gptq_base", _T, bool, False, "QLoRA on a GPTQ int4 base (auto-gptq QuantLinear without the exllama "
              "kernel, e.g. the Qwen README's Q-LoRA on *-Int4 checkpoints): each forward unpacks the int4 weights with "
              "torch ops before a 16-bit matmul, and backward reuses the unpacked weight",
