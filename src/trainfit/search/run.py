@@ -148,7 +148,7 @@ class _Estimator:
         return memory_of(self.model, t, s, gpu, split, self.eff)
 
     def memory_model(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu,
-                     accumulating: bool) -> AffineMemory | SpecError:
+                     accumulating: bool) -> AffineMemory | DirectMemory | SpecError:
         """Device bytes as a function of micro-batch and GPU count for this method, strategy and GPU."""
         many = s.gpus > 1
         key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, many, gpu.id, accumulating)
@@ -161,7 +161,10 @@ class _Estimator:
                 return self._memory(w.training(method, ckpt, mb, ga), s.with_(gpus_per_node=gpus, nodes=1), gpu)
 
             try:
-                hit = AffineMemory.fit(at(1, n), at(2, n), at(1, n2) if many else None, 1, n, 2, n2)
+                if w.training(method, ckpt, 1, ga).model_code == "litgpt":
+                    hit = DirectMemory(at, {(1, n): at(1, n).device})  # at(1, n) raises for a refused layout
+                else:
+                    hit = AffineMemory.fit(at(1, n), at(2, n), at(1, n2) if many else None, 1, n, 2, n2)
             except SpecError as exc:
                 hit = exc
             self.memory[key] = hit
@@ -181,6 +184,28 @@ class _Estimator:
             except SpecError as exc:
                 hit = exc
             self.memo[key] = hit
+        return hit
+
+
+class DirectMemory:
+    """Device bytes by a direct estimate at each micro-batch and GPU count, memoised: for a training stack whose memory
+    is not affine in the micro-batch, so that three estimates cannot stand for all of them (LitGPT: its loss copies
+    the shifted logits only when a micro-batch holds more than one sequence, memory.litgpt_logits_items). A layout the
+    estimate refuses needs infinite memory."""
+
+    def __init__(self, at, seen: dict[tuple[int, int], float]) -> None:  # noqa: ANN001 - at(mb, gpus) -> MemoryResult
+        self._at = at
+        self._seen = dict(seen)
+
+    def device(self, micro_batch: int, gpus: int) -> float:
+        key = (micro_batch, gpus)
+        hit = self._seen.get(key)
+        if hit is None:
+            try:
+                hit = self._at(micro_batch, gpus).device
+            except SpecError:
+                hit = math.inf
+            self._seen[key] = hit
         return hit
 
 
