@@ -216,7 +216,15 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: Par
 def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[str]:
     out = [_length_assumption(t)]
     if t.method in (Method.LORA, Method.QLORA):
-        out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in fp32 (PEFT default)")
+        if t.param_dtype == "bf16":
+            out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in bf16 (the stack trains "
+                       "in pure 16-bit)")
+        else:
+            out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in fp32 (PEFT default)")
+    if t.model_code == "litgpt":
+        out.append("LitGPT's own model and loop (model_code litgpt): k and v repeated to every head, dropout 0.05 before "
+                   "each adapter, head and loss in 128-token bf16 chunks, the previous step's logits alive into the "
+                   "next forward")
     if t.method == Method.FREEZE:
         out.append("freeze: only the last blocks train (freeze_trainable_layers)")
     if t.task == Task.CLASSIFICATION:

@@ -29,6 +29,11 @@ _ZH: list[tuple[str, str]] = [
      "分配器：形状逐步变化，多保留 {g} GiB（{name} = 激活与 logits 的 {f}）"),
     (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in (?P<d>\w+) \(PEFT default\)",
      "LoRA 秩 {r}，作用于 {t}；适配器为 {d}（PEFT 默认）"),
+    (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in bf16 \(the stack trains in pure 16-bit\)",
+     "LoRA 秩 {r}，作用于 {t}；适配器为 bf16（该训练栈全程 16 位训练）"),
+    (r"LitGPT's own model and loop \(model_code litgpt\): .+",
+     "LitGPT 自己的模型与训练循环（model_code litgpt）：k、v 复制到每个头，每个适配器前有 0.05 的 dropout，输出头与损失按 "
+     "128 个 token 的 bf16 分块计算，上一步的 logits 存活到下一次前向"),
     (rf"LoRA rank (?P<r>{_N}) on (?P<t>.+); adapters in (?P<d>\w+)(?P<rest>.*)", "LoRA 秩 {r}，作用于 {t}；适配器为 {d}{rest}"),
     (r"DPO keeps a frozen reference copy of the model \(LoRA/QLoRA reuse the base with adapters off\)",
      "DPO 保留一份冻结的参考模型副本（LoRA/QLoRA 关闭适配器后复用基座模型）"),
