@@ -78,7 +78,7 @@ def test_stated_framework_narrows_the_band_and_says_which(run_cli):
     # left-out throughput residuals alone span the unstated band). Since each source weighs the same in a cell the
     # known-stack band is no longer set by Qwen's 47 runs alone: 0.82 of the unstated width on the shipped residuals
     # (0.6 before that change), 0.90 since an unseen stack's band pools every source instead of taking the union of
-    # the seen and unseen bands' extremes (uncertainty.py), 0.96 since the memory model reads LitGPT's own code (the
+    # the seen and unseen bands' extremes (uncertainty.py), 0.93 since the memory model reads LitGPT's own code (the
     # left-out residuals every unseen-stack band pools are smaller: LitGPT's left-out memory error 17.3% -> 4.7%)
     assert _width(docs["hf-trainer"], "memory_gib") < _width(docs[None], "memory_gib")
     assert docs["hf-trainer"]["fit_probability"] != docs[None]["fit_probability"]

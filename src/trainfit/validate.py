@@ -10,6 +10,7 @@ import math
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from .catalog import get_gpu
@@ -141,7 +142,25 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # FlashAttention in Triton (llmfoundry/models/layers/flash_attn_triton.py, copied from flash-attention's
     # flash_attn_triton.py), not FlashAttention-2 (TrainingSpec.triton_attention)
     "triton_attention": re.compile(r"\btriton flash-attention kernel", re.I),
+    # a CUDA context the source measured on its own machine (the Hugging Face docs print what pynvml sees after one
+    # tiny tensor: 1343 MB on their V100, from before CUDA's lazy module loading), used for that case instead of
+    # efficiency.yaml's cuda_context_gib (`note_cuda_context_gib`)
+    "measured_cuda_context": re.compile(r"includes ~\d+(?:\.\d+)? GB CUDA context"),
 }
+CUDA_CONTEXT_NOTE = re.compile(r"includes ~(?P<gib>\d+(?:\.\d+)?) GB CUDA context")
+
+
+def note_cuda_context_gib(case: dict) -> float | None:
+    """The CUDA context a case's notes say its source measured, in GiB (the docs' 'MB' are MiB, so their rounded 'GB'
+    is read as GiB), or None."""
+    notes = case.get("notes")
+    hit = CUDA_CONTEXT_NOTE.search(notes) if isinstance(notes, str) else None
+    return float(hit.group("gib")) if hit else None
+
+
+@lru_cache(maxsize=64)
+def _with_cuda_context(eff: Efficiencies, gib: float) -> Efficiencies:
+    return eff.with_overrides({"cuda_context_gib": gib}, origin="the case's measured CUDA context")
 
 
 def note_phrases(t: TrainingSpec) -> list[str]:
@@ -273,6 +292,9 @@ def predict_case(case: dict, eff: Efficiencies) -> Estimate:
     except SpecError:
         raise Skip("GPU not in the catalog") from None
     framework = (case.get("training") or {}).get("framework")
+    context = note_cuda_context_gib(case)
+    if context is not None:
+        eff = _with_cuda_context(eff, context)
     if framework and isinstance(framework, str):
         eff = eff.for_framework(framework)
     try:
