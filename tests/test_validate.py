@@ -296,3 +296,13 @@ def test_a_cuda_context_the_source_measured_is_used_for_its_case(dev_cases):
     assert stated.reserved == default.reserved and stated.allocated == default.allocated
     expected = (1.3 - eff.for_framework(None).for_gpu(predict_case(case, eff).gpu)("cuda_context_gib")) * GiB
     assert stated.device - default.device == pytest.approx(expected, rel=1e-6)
+
+
+def test_assumptions_name_the_adapter_dtype_and_the_code_a_stack_runs(dev_cases):
+    """A pure 16-bit stack's LoRA adapters are bf16, not PEFT's fp32; a LitGPT job says it is estimated as LitGPT's
+    code; a Hugging Face Trainer job keeps PEFT's fp32 adapters and transformers' code."""
+    by_id = {c["id"]: c for c in dev_cases}
+    lit = predict_case(by_id["litgpt-hub-a10g-llama-2-7b-lora"], Efficiencies.default()).assumptions
+    assert any("adapters in bf16" in a for a in lit) and any(a.startswith("LitGPT's own model") for a in lit)
+    hf = predict_case(by_id["qwen1-readme-7b-lora-s2048"], Efficiencies.default()).assumptions
+    assert any("adapters in fp32 (PEFT default)" in a for a in hf) and not any("LitGPT" in a for a in hf)

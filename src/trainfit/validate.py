@@ -121,6 +121,9 @@ def framework_defaults() -> dict[str, dict]:
     return defaults()
 
 
+# the CUDA context a source measured itself, in its case's notes (read by `note_cuda_context_gib`)
+CUDA_CONTEXT_NOTE = re.compile(r"includes ~(?P<gib>\d+(?:\.\d+)?) GB CUDA context")
+
 # Settings the schema has no field for, stated in a case's `notes` in fixed words (shared/validation's
 # conventions). Each is applied as the trainfit setting it names; a row lists the ones it read.
 NOTE_FEATURES: dict[str, re.Pattern] = {
@@ -145,9 +148,8 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # a CUDA context the source measured on its own machine (the Hugging Face docs print what pynvml sees after one
     # tiny tensor: 1343 MB on their V100, from before CUDA's lazy module loading), used for that case instead of
     # efficiency.yaml's cuda_context_gib (`note_cuda_context_gib`)
-    "measured_cuda_context": re.compile(r"includes ~\d+(?:\.\d+)? GB CUDA context"),
+    "measured_cuda_context": CUDA_CONTEXT_NOTE,
 }
-CUDA_CONTEXT_NOTE = re.compile(r"includes ~(?P<gib>\d+(?:\.\d+)?) GB CUDA context")
 
 
 def note_cuda_context_gib(case: dict) -> float | None:
