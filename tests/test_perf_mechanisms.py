@@ -161,3 +161,146 @@ def test_gptq_unpacking_launches_in_forward_only():
     assert dict(gptq.bound)["overhead"] > 0
     assert gptq.forward > bnb.forward
     assert gptq.backward < bnb.backward
+
+
+# ---- LoRA adapters' traffic and kernels, counted from PEFT's own code -------------------------------------------
+
+def _peft_lora_counts(in_f, out_f, tokens, lora, dropout, fp32_adapters, autocast):
+    """Bytes read + written and kernels of one PEFT LoRA Linear's forward and second backward (a later micro-batch:
+    AccumulateGrad adds into existing gradients), traced op by op on the CPU; dropout runs as the fused
+    native_dropout kernel it is on CUDA (aten Dropout.cpp is_fused_kernel_acceptable), not the CPU's decomposition."""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    peft = pytest.importorskip("peft")
+
+    free = {"view", "_unsafe_view", "t", "transpose", "detach", "expand", "permute", "alias", "as_strided",
+            "unsqueeze", "squeeze", "reshape", "slice", "select", "_reshape_alias", "lift_fresh", "empty",
+            "empty_like", "new_empty", "empty_strided"}
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.bytes, self.kernels = 0, 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket.__name__ not in free:
+                tensors = [a for a in tree_flatten((args, kwargs, out))[0] if isinstance(a, torch.Tensor)]
+                self.bytes += sum(a.numel() * a.element_size() for a in tensors)
+                self.kernels += 1
+            return out
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(in_f, out_f, bias=False)).to(torch.bfloat16).requires_grad_(False)
+    if lora:
+        model = peft.get_peft_model(model, peft.LoraConfig(r=8, lora_alpha=16, lora_dropout=dropout,
+                                                           target_modules=["0"]),
+                                    autocast_adapter_dtype=fp32_adapters)
+        if not fp32_adapters:  # a pure 16-bit stack's adapters
+            for name, p in model.named_parameters():
+                if "lora" in name:
+                    p.data = p.data.to(torch.bfloat16)
+    model.train()
+    x = torch.randn(tokens, in_f, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn(tokens, out_f, dtype=torch.bfloat16)
+    fused = lambda t, p=0.5, training=True, inplace=False: torch.native_dropout(t, p, training)[0] \
+        if training and 0 < p < 1 else t  # noqa: E731
+    orig, F.dropout = F.dropout, fused
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            model(x).backward(grad)  # the first micro-batch: gradients created
+        fwd, bwd = Count(), Count()
+        with fwd, torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = model(x)
+        with bwd:
+            y.backward(grad)
+    finally:
+        F.dropout = orig
+    return fwd.bytes, bwd.bytes, fwd.kernels, bwd.kernels
+
+
+@pytest.mark.parametrize("dropout,fp32_adapters,autocast", [(0.05, True, True), (0.0, True, True),
+                                                            (0.05, False, False), (0.0, False, False)])
+def test_lora_traffic_is_what_peft_runs(dropout, fp32_adapters, autocast):
+    """`lora_traffic`'s bytes per token and kernels equal PEFT's LoRA Linear traced op by op, beside the frozen Linear
+    (per token: the difference of two token counts; the rank-8 tensors are all that is left out): Hugging Face's fp32
+    adapters under autocast, and a pure 16-bit stack's, with and without dropout."""
+    from trainfit.estimate.perf import lora_traffic
+
+    r = Regime(2, 2, autocast, adapter=4 if fp32_adapters else 2)
+    model = lora_traffic(r, dropout > 0)
+    for in_f, out_f in ((512, 1536), (1536, 512)):
+        per = {}
+        for tokens in (128, 256):
+            got = _peft_lora_counts(in_f, out_f, tokens, True, dropout, fp32_adapters, autocast)
+            base = _peft_lora_counts(in_f, out_f, tokens, False, dropout, fp32_adapters, autocast)
+            per[tokens] = [a - b for a, b in zip(got, base)]
+        fwd = (per[256][0] - per[128][0]) / 128
+        bwd = (per[256][1] - per[128][1]) / 128
+        assert fwd == pytest.approx(model.fwd_in * in_f + model.fwd_out * out_f, rel=0.005)
+        assert bwd == pytest.approx(model.bwd_in * in_f + model.bwd_out * out_f, rel=0.005)
+        assert per[128][2:] == [model.fwd_kernels, model.bwd_kernels]
+
+
+def test_peft_adapters_cost_what_they_move():
+    """A long LoRA step's adapter time is their counted traffic: Hugging Face's fp32 adapters under autocast move
+    several times the input and output widths (23 and 12 bytes per feature forward with dropout, 14 and 12 without),
+    so dropout lengthens the step; a full fine-tune has no adapters."""
+    t = TrainingSpec(method=Method.LORA, seq_len=4096, grad_ckpt=GradCkpt.FULL)
+    drop = replace(t, lora_dropout=0.05)
+    a, b = _ops("llama-2-7b", t), _ops("llama-2-7b", drop)
+    assert b["lora/adapters"][0] > a["lora/adapters"][0] * 1.2
+    assert _est("llama-2-7b", drop).step_time_s > _est("llama-2-7b", t).step_time_s
+    assert "lora/adapters" not in _ops("llama-2-7b", TrainingSpec(seq_len=4096))
+
+
+# ---- DeepSpeed ZeRO-3's per-module hooks --------------------------------------------------------------------------
+
+def test_zero3_hooks_bound_short_steps():
+    """ZeRO-3's fetch/release hooks cost CPU time per parameter-holding module and micro-batch: a short step on one
+    GPU becomes overhead-bound and slower than the same job under ZeRO-2; a long one hides them behind the GPU;
+    FSDP (hooks per wrapped block) does not pay them."""
+    from trainfit.estimate.perf import zero3_hooked, zero3_modules_per_block
+    from trainfit.spec.training import Fsdp
+
+    m = resolve_model("qwen2.5-1.5b")
+    short, long = TrainingSpec(seq_len=256, grad_ckpt=GradCkpt.FULL), TrainingSpec(seq_len=16384,
+                                                                                     grad_ckpt=GradCkpt.FULL)
+    cl = cluster_for(GPU, 1, 1, None, None)
+
+    def step(t, s):
+        return run_estimate(m, t, s, cl, EFF)
+
+    z2, z3 = Strategy(zero_stage=2), Strategy(zero_stage=3)
+    assert zero3_hooked(z3) and not zero3_hooked(z2) and not zero3_hooked(Strategy(fsdp=Fsdp.FULL_SHARD))
+    hooks = m.layers * zero3_modules_per_block(m, split_params(m, short)) * EFF.shared_view(GPU)(
+        "zero3_module_overhead_s")
+    a, b = step(short, z2), step(short, z3)
+    assert b.step_time_s - a.step_time_s > 0.5 * hooks * short.grad_accum
+    assert b.time.bound.get("overhead", 0) > a.time.bound.get("overhead", 0)
+    assert step(long, z3).step_time_s == pytest.approx(step(long, z2).step_time_s, rel=0.02)
+    lora = TrainingSpec(method=Method.LORA, seq_len=256)
+    assert zero3_modules_per_block(m, split_params(m, lora)) == zero3_modules_per_block(m, split_params(m, short)) \
+        + 2 * len(layer_linears(m))  # all-linear: lora_A and lora_B per Linear
+
+
+def test_zero3_prior_is_the_committed_measurement():
+    """efficiency.yaml's zero3_module_overhead_s lies within what benchmarks/zero3_hooks.py measured
+    (data/measurements/zero3_hooks_cpu.json), and the fit only sees ZeRO-3 cases for it."""
+    import json
+
+    from trainfit.calibrate import ONLY_WHEN
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "data" / "measurements" /
+                      "zero3_hooks_cpu.json").read_text())
+    per_module = [row["s_per_param_module"] for row in doc["rows"]]
+    prior = Efficiencies.default().shared_view(GPU)("zero3_module_overhead_s")
+    assert min(per_module) <= prior <= max(per_module)
+    assert doc["versions"]["deepspeed"] and doc["measured"]
+    case = {"source": "x", "hardware": {"gpu": "a100-sxm4-80gb", "num_gpus": 2, "gpus_per_node": 2},
+            "training": {"method": "full"}, "parallel": {"dp": 2, "tp": 1, "zero_stage": 3}}
+    assert ONLY_WHEN["zero3_module_overhead_s"](case)
+    case["parallel"]["zero_stage"] = 2
+    assert not ONLY_WHEN["zero3_module_overhead_s"](case)

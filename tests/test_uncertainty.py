@@ -165,3 +165,25 @@ def test_bands_cover_about_their_level_on_sources_they_never_saw():
         covered = cv_band_coverage(_biased_sources(seed))
         shares.append(sum(ok for _, ok in covered) / len(covered))
     assert 0.74 <= sum(shares) / len(shares) <= 0.86
+
+
+def test_sources_weigh_by_their_effective_number_of_residuals():
+    """Kish's design effect: a residual weighs 1 / (1 + (n - 1) rho). Sources that only repeat their bias (rho 1)
+    weigh the same whatever their size; independent scatter (rho near 0) lets every residual count, so a source of
+    one run no longer weighs as much as a source of many."""
+    from trainfit.uncertainty import between_source_share
+
+    repeated = _res([0.3] * 5, group="a") + _res([-0.3] * 5, group="b")
+    assert between_source_share(repeated) == 1.0
+    rng = random.Random(1)
+    scatter = [r for g in "abcdef" for r in _res([rng.gauss(0, 0.2) for _ in range(30)], group=g)]
+    assert between_source_share(scatter) < 0.15
+    # a source of one run beside three of twelve runs with independent scatter: the twelve-run sources weigh more
+    rows = _res([0.25], group="one") + [r for g in "abc" for r in _res([rng.gauss(0, 0.1) for _ in range(12)],
+                                                                         group=g)]
+    band = Bands(rows)
+    assert band.rho["memory"] < 0.5
+    res = band.residuals("memory", "lora", "reserved", True)
+    weights = dict(zip(res.values, res.weights))
+    assert weights[0.25] == 1.0
+    assert 12 * min(w for v, w in weights.items() if v != 0.25) > 2.0

@@ -197,11 +197,11 @@ def test_variable_length_runs_are_compared_on_memory_only(dev_cases):
 
 
 @pytest.mark.parametrize("case_id,features,check", [
-    ("qwen1-readme-7b-loraemb-s1024", {"lora_saves_embeddings"},
+    ("qwen1-readme-7b-loraemb-s1024", {"lora_saves_embeddings", "fused_qkv"},
      lambda t: t.modules_to_save == ("embed_tokens", "lm_head")),
     ("torchtune-readme-llama3-8b-full-rtx4090-g1", {"optimizer_in_backward", "paged_optimizer"},
      lambda t: t.optimizer_in_backward and t.paged_optimizer),
-    ("qwen1-readme-7b-lora-s512", set(), lambda t: not t.modules_to_save and not t.optimizer_in_backward),
+    ("qwen1-readme-7b-lora-s512", {"fused_qkv"}, lambda t: not t.modules_to_save and not t.optimizer_in_backward),
 ])
 def test_settings_stated_in_notes_reach_the_estimate(dev_cases, case_id, features, check):
     """Settings the schema has no field for are read from the notes' fixed wording and listed on the row."""
@@ -306,3 +306,61 @@ def test_assumptions_name_the_adapter_dtype_and_the_code_a_stack_runs(dev_cases)
     assert any("adapters in bf16" in a for a in lit) and any(a.startswith("LitGPT's own model") for a in lit)
     hf = predict_case(by_id["qwen1-readme-7b-lora-s2048"], Efficiencies.default()).assumptions
     assert any("adapters in fp32 (PEFT default)" in a for a in hf) and not any("LitGPT" in a for a in hf)
+
+
+def test_qwen_v1_projects_qkv_with_one_linear(dev_cases):
+    """Every Qwen README case names Qwen v1 (HF model_type 'qwen'), whose attention has one c_attn Linear for q, k
+    and v: the case is modelled with fused_qkv (one LoRA adapter, one module for ZeRO-3 to fetch); no other case."""
+    seen = 0
+    for case in dev_cases:
+        try:
+            m = predict_case(case, Efficiencies.default()).model
+        except Exception:
+            continue
+        qwen1 = case["id"].startswith("qwen1-readme")
+        seen += qwen1
+        if qwen1:
+            assert m.fused_qkv
+        elif (case["model"]["hf_config"] or {}).get("model_type") in ("llama", "qwen2", "mistral"):
+            assert not m.fused_qkv
+    assert seen == 57
+
+
+def test_source_setups_fill_only_what_a_case_leaves_null(dev_cases):
+    """source_setups.yaml: how the Qwen README's runs were launched, from its own text and scripts. The 1.8B
+    full-parameter rows (zero_stage null) run ZeRO-3 (finetune_ds.sh); the 7B rows state ZeRO-3 themselves and list
+    nothing; the two-node LoRA rows run ZeRO-2 (finetune_lora_ds.sh); LoRA and Q-LoRA take finetune.py's dropout 0.05;
+    a stated value is never overridden, and other sources are untouched."""
+    from trainfit.validate import source_setups
+
+    by_id = {c["id"]: c for c in dev_cases}
+    eff = Efficiencies.default()
+
+    def row(case):
+        return validate([case], eff).rows[0]
+
+    full = by_id["qwen1-readme-1.8b-full-parameter-s256"]
+    assert predict_case(full, eff).strategy.zero_stage == 3
+    assert row(full).from_source == ("qwen_full_parameter_zero3",)
+    assert row(by_id["qwen1-readme-7b-full-parameter-s256"]).from_source == ()
+    multi = by_id["qwen1-readme-7b-loramultinode-s1024"]
+    assert predict_case(multi, eff).strategy.zero_stage == 2
+    assert set(row(multi).from_source) == {"qwen_multinode_lora_zero2", "qwen_lora_dropout"}
+    single = by_id["qwen1-readme-7b-lora-s512"]
+    assert predict_case(single, eff).strategy.zero_stage == 0
+    assert predict_case(single, eff).training.lora_dropout == 0.05
+    stated = copy.deepcopy(full)
+    stated["parallel"]["zero_stage"] = 0
+    assert predict_case(stated, eff).strategy.zero_stage == 0 and row(stated).from_source == ()
+    other = [c for c in dev_cases if not c["id"].startswith("qwen1-readme")]
+    assert other and not any(source_setups(c) for c in other)
+    assert all(predict_case(c, eff).training.lora_dropout == 0.0 for c in other[:40]
+               if c["training"].get("framework") != "litgpt" and _predicts(c, eff))
+
+
+def _predicts(case, eff):
+    try:
+        predict_case(case, eff)
+        return True
+    except Exception:
+        return False

@@ -82,6 +82,7 @@ FITTED = {
     "gemm_dim_knee": ("throughput", 8.0, 2048.0),
     "attention_efficiency": ("throughput", 0.05, 0.9),
     "op_overhead_s": ("throughput", 1e-6, 1e-4),
+    "zero3_module_overhead_s": ("throughput", 1e-5, 1e-2),  # only DeepSpeed ZeRO-3 cases move it (ONLY_WHEN)
     "comm_efficiency": ("throughput", 0.5, 0.95),  # nccl-tests bus bandwidth: about 0.6-0.9 of the link
     "comm_overlap": ("throughput", 0.0, 0.95),
     "framework_time_factor": ("throughput", 0.2, 3.0),
@@ -114,6 +115,21 @@ NOT_FITTED_BY_CV = ("allocator_overhead_fraction", "allocator_overhead_gib", "cu
 # the CUDA cores. Fitted from its own cases only: Volta's six runs in the development set are four fp32 and two fp16
 # BERT-large runs of one page, and fitted together the fp32 ones set the tensor-core value (0.98, at its bound).
 CUDA_CORE_SPLIT = {"cuda_core_matmul_efficiency": True, "matmul_efficiency": False}
+# Values only some cases' time depends on: the others neither count for them nor are re-predicted when they move.
+ONLY_WHEN: dict[str, Callable[[dict], bool]] = {"zero3_module_overhead_s": lambda case: _zero3_case(case)}
+
+
+def _zero3_case(case: dict) -> bool:
+    """A case run under DeepSpeed ZeRO-3 (stated, or as its source says: validate.source_setups)."""
+    from .estimate.perf import zero3_hooked
+    from .validate import Skip, _strategy
+
+    try:
+        return zero3_hooked(_strategy(case))
+    except (Skip, KeyError, TypeError, ValueError):
+        return False
+
+
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
 REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
 
@@ -159,6 +175,8 @@ def candidate_params(cases: list[dict], base: Efficiencies) -> dict[Param, list[
             if name in MOVES_KINDS and row.predicted["memory_kind"] not in MOVES_KINDS[name]:
                 continue
             if name.startswith("framework_") and row.framework in REFERENCE_STACKS:
+                continue
+            if name in ONLY_WHEN and not ONLY_WHEN[name](by_id[row.id]):
                 continue
             if name.startswith("framework_"):  # a stack's own factor, whether the prior names it or not
                 level = (name, "by_framework", row.framework)

@@ -7,9 +7,13 @@ residuals for which the peak would stay under the usable memory (the residuals' 
 interpolated between plotting positions, so the probability rises continuously with the memory).
 
 The residuals of one source share that source's bias (its stack, its counter, its way of measuring), and a band is
-used for a source the fit has not seen: each source weighs the same in a cell (a residual weighs 1 / its source's
-residuals there), so one source with many runs does not make the band as narrow as its own scatter. Plotting
-positions are the midpoints of the weights' cumulative shares ((i + 0.5) / n with equal weights).
+used for a source the fit has not seen: a source weighs by its effective number of residuals, n / (1 + (n - 1) rho)
+(Kish's design effect for clustered samples), rho being the share of the metric's residual variance that lies between
+sources (estimated from the residuals themselves: 1 - pooled within-source variance / total variance). Sources whose
+runs only repeat their bias (rho 1) weigh the same whatever their size (each residual 1 / n: until 2026-12-02 always
+so), independent runs (rho 0) each weigh one; so one source with many runs does not make the band as narrow as its
+own scatter, and a source of one run does not weigh as much as a source of eleven. Plotting positions are the
+midpoints of the weights' cumulative shares ((i + 0.5) / n with equal weights).
 
 Cells: metric x method x memory kind x whether the framework is known (has been seen by the fit). A cell with fewer
 than MIN_RESIDUALS residuals, or with residuals of fewer than MIN_SOURCES sources (one source's residuals are its bias
@@ -83,6 +87,8 @@ class Bands:
     def __init__(self, residuals: list[dict[str, Any]]):
         self.cells: dict[tuple, list[float]] = {}
         self.groups: dict[tuple, list[str]] = {}
+        self.rho = {m: between_source_share([r for r in residuals if r["metric"] == m])
+                    for m in {r["metric"] for r in residuals}}
         for r in residuals:
             m, meth, kind, known = r["metric"], r["method"], r.get("memory_kind"), bool(r["framework_known"])
             # a seen stack's residual in the seen cells and the pooled ones, an unseen stack's in the pooled ones
@@ -101,7 +107,8 @@ class Bands:
             per = {g: groups.count(g) for g in set(groups)}
             if len(vals) < MIN_RESIDUALS or (len(per) < MIN_SOURCES and key != keys[-1]):
                 continue
-            pairs = sorted((v, 1.0 / per[g]) for v, g in zip(vals, groups))
+            rho = self.rho.get(metric, 1.0)
+            pairs = sorted((v, 1.0 / (1.0 + (per[g] - 1) * rho)) for v, g in zip(vals, groups))
             return Residuals(tuple(v for v, _ in pairs), "/".join("*" if k is None else str(k) for k in key),
                              tuple(w for _, w in pairs))
         return None
@@ -122,6 +129,23 @@ class Bands:
         if res is None or need <= 0 or usable <= 0:
             return None
         return res.cdf(math.log(usable / need))
+
+
+def between_source_share(residuals: list[dict[str, Any]]) -> float:
+    """rho: the share of the residuals' variance between sources, 1 - (pooled within-source variance) / (total
+    variance), in [0, 1]; 1 when the residuals do not vary or no source has two."""
+    values = [float(r["log_residual"]) for r in residuals]
+    by: dict[str, list[float]] = {}
+    for r in residuals:
+        by.setdefault(str(r.get("group", "")), []).append(float(r["log_residual"]))
+    if len(values) < 2 or not any(len(v) > 1 for v in by.values()):
+        return 1.0
+    mean = sum(values) / len(values)
+    total = sum((v - mean) ** 2 for v in values) / len(values)
+    if total <= 0:
+        return 1.0
+    within = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in by.values()) / len(values)
+    return min(1.0, max(0.0, 1.0 - within / total))
 
 
 def _keys(metric: str, method: str, kind: str | None, known: bool | None) -> tuple[tuple, ...]:

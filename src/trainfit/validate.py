@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import replace, dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -49,6 +49,7 @@ class Row:
     measured: dict[str, Any] = field(default_factory=dict)
     error: dict[str, float] = field(default_factory=dict)  # absolute percentage errors, as fractions
     from_notes: tuple[str, ...] = ()  # NOTE_FEATURES read from the case's notes
+    from_source: tuple[str, ...] = ()  # source_setups.yaml entries applied (how the source says it ran)
     # metric -> (its error, why the measurement contradicts the stated setup): left out of the statistics
     excluded: dict[str, tuple[float, str]] = field(default_factory=dict)
     band: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> 80% band of the measured field
@@ -64,6 +65,7 @@ class Row:
                 "framework": self.framework, "truth": self.truth, "predicted": self.predicted,
                 "measured": self.measured,
                 "error": {k: round(v, 4) for k, v in self.error.items()}, "from_notes": list(self.from_notes),
+                "from_source": list(self.from_source),
                 "excluded": {k: {"error": round(e, 4), "reason": why} for k, (e, why) in self.excluded.items()},
                 "band": {k: {"low": round(lo, 4), "high": round(hi, 4), "covers": self.covers(k)}
                          for k, (lo, hi) in self.band.items()}}
@@ -149,7 +151,42 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # tiny tensor: 1343 MB on their V100, from before CUDA's lazy module loading), used for that case instead of
     # efficiency.yaml's cuda_context_gib (`note_cuda_context_gib`)
     "measured_cuda_context": CUDA_CONTEXT_NOTE,
+    # Qwen v1 (remote code, HF model_type 'qwen'; the cases describe it as qwen2): its attention projects q, k and v
+    # with one Linear, c_attn (modeling_qwen.py QWenAttention: nn.Linear(hidden_size, 3 * projection_size)), so LoRA
+    # adapts one module there and ZeRO-3 fetches one (ModelSpec.fused_qkv)
+    "fused_qkv": re.compile(r"HF model_type 'qwen'"),
 }
+
+
+def source_setups(case: dict) -> list[dict]:
+    """The entries of source_setups.yaml that apply to a case: how its source says it ran what the case leaves null
+    (its README or scripts), for its method and layout."""
+    from .catalog._io import read_yaml
+
+    src = str(case.get("source") or "")
+    t, hw = case.get("training") or {}, case.get("hardware") or {}
+    gpus, per_node = hw.get("num_gpus") or 1, hw.get("gpus_per_node") or hw.get("num_gpus") or 1
+    out = []
+    for entry in (read_yaml("source_setups.yaml") or {}).get("sources", []):
+        when = entry.get("when") or {}
+        if not src.startswith(entry["source"]):
+            continue
+        if "method" in when and t.get("method") not in when["method"]:
+            continue
+        if "multinode" in when and (gpus > per_node) != bool(when["multinode"]):
+            continue
+        sets = [(section, key) for section in ("training", "parallel") for key in entry.get(section) or {}]
+        if any((case.get(section) or {}).get(key) is None for section, key in sets):  # else it changes nothing
+            out.append(entry)
+    return out
+
+
+def _from_source(case: dict, section: str) -> dict:
+    """What the applying source_setups entries set in one section of a case ("training" or "parallel")."""
+    out: dict = {}
+    for entry in source_setups(case):
+        out.update(entry.get(section) or {})
+    return out
 
 
 def note_cuda_context_gib(case: dict) -> float | None:
@@ -227,6 +264,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
                   kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq,
                   model_code=str(defaults.get("model_code", "hf")),
+                  lora_dropout=float(_from_source(case, "training").get("lora_dropout",
+                                                                        defaults.get("lora_dropout", 0.0))),
                   triton_attention="triton_attention" in features, gptq_base=gptq)
     if "forloop_optimizer" in features and t.get("optimizer_impl") is None:
         values["optimizer_impl"] = OptimizerImpl.FORLOOP
@@ -249,7 +288,10 @@ def _lengths(t: dict) -> dict:
 
 
 def _strategy(case: dict) -> Strategy:
-    hw, par = case.get("hardware") or {}, case.get("parallel") or {}
+    hw, par = case.get("hardware") or {}, dict(case.get("parallel") or {})
+    for key, value in _from_source(case, "parallel").items():
+        if par.get(key) is None:  # only where the case leaves the field null
+            par[key] = value
     for axis in ("tp", "pp", "cp"):
         if par.get(axis) is None and axis == "tp" and par.get("dp") is None:
             raise Skip("parallel layout unknown")
@@ -287,6 +329,8 @@ def predict_case(case: dict, eff: Efficiencies) -> Estimate:
     if not isinstance(case, dict):
         raise Skip("not a JSON object")
     m = _stage(_model, case, "model")
+    if "fused_qkv" in note_features(case) and not m.fused_qkv and m.structure is None:
+        m = replace(m, fused_qkv=True)
     t = _stage(_training, case, "training", m)
     s = _stage(_strategy, case, "parallel/hardware")
     try:
@@ -376,7 +420,8 @@ def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
     meas = measured_values(case)
     t = case.get("training") or {}
     row = Row(id=str(case.get("id")), source=source_group(case), gpu=est.gpu.id, method=est.training.method.value,
-              framework=str(t.get("framework")), from_notes=note_features(case), truth=truth_of(case))
+              framework=str(t.get("framework")), from_notes=note_features(case), truth=truth_of(case),
+              from_source=tuple(e["name"] for e in source_setups(case)))
     row.predicted = {"tokens_per_s_per_gpu": round(est.tokens_per_s_per_gpu, 2),
                      "step_time_s": round(est.step_time_s, 5), "mfu": round(est.mfu, 4),
                      "peak_memory_gib": round(memory_of_kind(est, meas.get("memory_kind")) / GiB, 3),

@@ -3,7 +3,9 @@
 Each operation takes max(FLOPs / (peak x efficiency), bytes / (bandwidth x efficiency)) (the roofline model,
 Williams et al. 2009). Matmul efficiency falls for small GEMMs (`gemm_dim_knee`). Eager PyTorch also pays a
 fixed cost per operator that overlaps with GPU work: a block takes max(GPU time, operators x op_overhead_s).
-Collectives follow nccl-tests' bus-bandwidth model (PERFORMANCE.md): all-reduce moves 2(n-1)/n of the buffer
+LoRA adapters move what PEFT's layer reads and writes, counted op by op (`lora_traffic`). DeepSpeed ZeRO-3's
+per-module fetch/release hooks add CPU time per module that holds parameters (`zero3_module_overhead_s`), hidden the
+same way. Collectives follow nccl-tests' bus-bandwidth model (PERFORMANCE.md): all-reduce moves 2(n-1)/n of the buffer
 per GPU, all-gather and reduce-scatter (n-1)/n each, at the bus bandwidth of the slowest link in the ring.
 """
 
@@ -123,10 +125,81 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         per_weight = GPTQ_UNPACK_BYTES_PER_PARAM if t.gptq_base else NF4_BYTES_PER_PARAM + 2.0
         out["qlora/dequantize"] = (weights * per_weight / (bw * eff("memory_bandwidth_efficiency")), "memory")
     if split.adapters:
-        ada_bytes = split.adapters / m.layers * 4 + tokens * b * 2 * sum(
-            (lin.in_features + lin.out_features) * lin.share for lin in layer_linears(m) if lin.count == 1) / 2
+        ada_bytes = split.adapters / m.layers * r.adapter + tokens * _adapter_bytes(m, t, split, r)[0]
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
     return out
+
+
+def _adapted(m: ModelSpec, split: ParamSplit) -> list:
+    """The Linear modules of a block that carry a LoRA adapter (a fused module once)."""
+    adapted = split.block_trainable.adapters
+    return [lin for lin in layer_linears(m) if lin.count == 1 and adapted & set(lin.roles)]
+
+
+def _adapter_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime) -> tuple[float, float]:
+    """Bytes per token one block's adapters move beside their frozen Linears: (forward, backward)."""
+    ada = lora_traffic(r, t.lora_dropout > 0, _kbit_kind(t))
+    fwd = bwd = 0.0
+    for lin in _adapted(m, split):
+        fwd += (ada.fwd_in * lin.in_features + ada.fwd_out * lin.out_features) * lin.share
+        bwd += (ada.bwd_in * lin.in_features + ada.bwd_out * lin.out_features) * lin.share
+    return fwd, bwd
+
+
+def _kbit_kind(t: TrainingSpec) -> str | None:
+    """Which PEFT LoRA layer wraps a frozen Linear: lora.Linear (None), lora.bnb.Linear4bit or lora.gptq.QuantLinear."""
+    if t.method != Method.QLORA:
+        return None
+    return "gptq" if t.gptq_base else "bnb"
+
+
+@dataclass(frozen=True)
+class AdapterTraffic:
+    """Memory traffic of one LoRA adapter beside its frozen Linear, per token: bytes per input feature and per
+    output feature, forward and backward, and the kernels each launches."""
+
+    fwd_in: float
+    fwd_out: float
+    bwd_in: float
+    bwd_out: float
+    fwd_kernels: int
+    bwd_kernels: int
+
+
+@lru_cache(maxsize=64)
+def lora_traffic(r: Regime, dropout: bool, kbit: str | None = None) -> AdapterTraffic:
+    """What PEFT's LoRA layer (peft/tuners/lora/layer.py Linear.forward; bnb.py Linear4bit, gptq.py QuantLinear)
+    reads and writes per token beside the frozen Linear, op by op as the code runs them on a GPU (the rank-r
+    tensors and the per-step weight casts are left out: r << in, out).
+
+    Forward: `x = self._cast_input_dtype(x, lora_A.weight.dtype)` copies the input to the adapters' dtype (fp32
+    adapters: reads x, writes an fp32 copy; a 4-bit layer under autocast skips it); `lora_dropout` (p > 0) is one
+    fused native_dropout kernel (aten Dropout.cpp `is_fused_kernel_acceptable` on CUDA): reads the copy, writes the
+    dropped copy and a 1-byte mask; under autocast lora_A's fp32 input is cast to 16 bit (reads 4, writes 2) before
+    its matmul reads it; lora_B writes the output width; `* scaling` reads and writes it; `result + ...` reads both
+    and writes the sum (a 4-bit layer first clones the base output: reads and writes it).
+    Backward: the scaling's and lora_B's two matmuls read the output gradient (3 reads, 1 write); lora_A's
+    input-gradient matmul writes, and its weight-gradient matmul reads, the input width; then the casts, dropout
+    (reads the gradient and the mask, writes) and the first cast run backwards, and the input's gradient is added to
+    the frozen Linear's (reads two, writes one). Kernels: the matmuls, casts (autocast casts both adapter weights
+    to 16 bit and their gradients back), dropout, scaling, add, and AccumulateGrad of A and B.
+    Checked against PEFT itself, traced op by op (tests/test_perf_mechanisms.py)."""
+    xa = 4 if r.kbit_upcast else r.act  # the input's dtype
+    ra = xa if kbit else r.act  # the base layer's output: a 4-bit Linear returns its input's dtype
+    cast = xa != r.adapter and not (kbit and r.autocast)
+    c = r.adapter if cast else xa  # dtype after the input cast
+    ac_in = r.autocast and c != 2  # autocast casts lora_A's input to 16 bit
+    ac_w = r.autocast and r.adapter != 2  # autocast casts each adapter weight to 16 bit
+    m = 2 if r.autocast else c  # dtype of lora_A / lora_B outputs
+    fwd_in = (xa + c) * cast + (2 * c + 1) * dropout + (c + 2) * ac_in + (2 if r.autocast else c)
+    out_dtype = max(ra, m)
+    fwd_out = m + 2 * m + (ra + m + out_dtype) + (out_dtype + ra) * (m > ra) + 2 * ra * (kbit == "bnb")
+    bwd_out = 2 * m + m + m
+    mi = 2 if r.autocast else c
+    bwd_in = 2 * mi + (2 + c) * ac_in + (2 * c + 1) * dropout + (c + xa) * cast + 3 * xa
+    fwd_k = cast + dropout + ac_in + 2 * ac_w + 2 + 1 + 1 + (m > ra) + (kbit == "bnb")
+    bwd_k = 1 + 4 + 2 * ac_w + ac_in + dropout + cast + 1 + 2
+    return AdapterTraffic(fwd_in, fwd_out, bwd_in, bwd_out, int(fwd_k), int(bwd_k))
 
 
 # A GPTQ int4 base (TrainingSpec.gptq_base) as transformers/optimum load it for training with exllama disabled (the Qwen
@@ -157,24 +230,30 @@ def _eager_s2_bytes(m: ModelSpec, r: Regime) -> float:
     return total + b
 
 
-def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView) -> float:
-    ops = eff("ops_per_layer_forward")
-    if split.adapters:  # per adapted Linear: cast, A, B, scale, add, dropout
-        adapted = split.block_trainable.adapters
-        ops += 6 * sum(lin.share for lin in layer_linears(m) if lin.count == 1 and adapted & set(lin.roles))
+def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: EfficiencyView,
+                   r: Regime) -> tuple[float, float]:
+    """Kernels one block launches: (forward, backward). The model's own operators about twice in backward; each
+    adapter's counted kernels (`lora_traffic`); a 4-bit base's dequantization per Linear, in forward only for a
+    GPTQ base (its unpacking works on buffers that take no gradient)."""
+    fwd = eff("ops_per_layer_forward")
+    bwd = 2 * fwd
+    if split.adapters:
+        ada = lora_traffic(r, t.lora_dropout > 0, _kbit_kind(t))
+        n = sum(lin.share for lin in _adapted(m, split))
+        fwd += ada.fwd_kernels * n
+        bwd += ada.bwd_kernels * n
     if t.method == Method.QLORA:  # dequantize per Linear
-        ops += (GPTQ_UNPACK_KERNELS if t.gptq_base else 2) * len(layer_linears(m))
-    return ops
+        fwd += (GPTQ_UNPACK_KERNELS if t.gptq_base else 2) * len(layer_linears(m))
+        bwd += 0 if t.gptq_base else 2 * 2 * len(layer_linears(m))
+    return fwd, bwd
 
 
-def _forward_only_ops(t: TrainingSpec, m: ModelSpec) -> float:
-    """Of `_ops_per_block`, the kernels that run in forward (and recomputation) only: a GPTQ base's unpacking works
-    on buffers that take no gradient, so backward launches none of them."""
-    return GPTQ_UNPACK_KERNELS * len(layer_linears(m)) if t.method == Method.QLORA and t.gptq_base else 0.0
-
-
-def _backward_multiplier(op: str, weights_train: bool, t: TrainingSpec, eff: EfficiencyView) -> float:
-    """Backward cost of an op relative to its forward: input gradient (1x) plus weight gradient (1x) if trained."""
+def _backward_multiplier(op: str, weights_train: bool, t: TrainingSpec, eff: EfficiencyView,
+                         adapters: float = 2.0) -> float:
+    """Backward cost of an op relative to its forward: input gradient (1x) plus weight gradient (1x) if trained;
+    `adapters`: the adapters' counted backward/forward traffic (`_adapter_bytes`)."""
+    if op == "lora/adapters":
+        return adapters
     if op.startswith("linear/"):
         return 2.0 if weights_train else 1.0
     if op == "qlora/dequantize":  # bitsandbytes dequantizes again for the input gradient; GPTQ's unpacked weight is
@@ -202,7 +281,7 @@ class MicroBatchTime:
 def compute_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, flops: StepFlops,
                  cluster: Cluster, eff: EfficiencyView, st: StepTime) -> tuple[float, float]:
     """Adds forward/backward time of all micro-batches to `st`; returns (forward, backward) seconds per micro-batch."""
-    mbt = _micro_batch_time(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s))
+    mbt = _micro_batch_time(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s), zero3_hooked(s))
     micro = t.grad_accum
     st.add("compute/forward", micro * mbt.forward)
     st.add("compute/backward", micro * mbt.backward)
@@ -211,9 +290,21 @@ def compute_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, 
     return mbt.forward, mbt.backward
 
 
+def zero3_hooked(s: Strategy) -> bool:
+    """DeepSpeed ZeRO-3: every module holding parameters is fetched and released by hooks in forward and backward."""
+    return s.engine == "deepspeed" and s.zero_stage == 3
+
+
+def zero3_modules_per_block(m: ModelSpec, split: ParamSplit) -> float:
+    """Modules of one block that hold parameters of their own, which ZeRO-3's hooks fetch and release: each Linear
+    (a fused expert set is one module, as transformers 5 builds it), the two norms, and under LoRA each adapter's
+    lora_A and lora_B (PEFT's ModuleDicts and dropout hold none: measured, they add no cost)."""
+    return len(layer_linears(m)) + 2 + (2 * len(_adapted(m, split)) if split.adapters else 0)
+
+
 @lru_cache(maxsize=16384)
 def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec, efficiencies: Efficiencies,
-                      r: Regime) -> MicroBatchTime:
+                      r: Regime, zero3: bool = False) -> MicroBatchTime:
     eff = efficiencies.shared_view(gpu)
     ops = _block_times(m, t, split, gpu, efficiencies, r)
     weights_train = not split.adapters
@@ -226,27 +317,44 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     frozen_bwd = blocks_bwd - split.trainable_blocks if t.method == Method.FREEZE else 0
     trained_bwd = blocks_bwd - frozen_bwd
     fwd_block = sum(v for v, _ in ops.values())
-    bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff) for k, (v, _) in ops.items())
-    bwd_frozen = sum(v * _backward_multiplier(k, False, t, eff) for k, (v, _) in ops.items())
-    launch = _ops_per_block(t, split, m, eff) * eff("op_overhead_s")
-    launch_bwd = 2 * (launch - _forward_only_ops(t, m) * eff("op_overhead_s"))  # backward: about twice the operators
+    ada = _adapter_ratio(m, t, split, r, ops)
+    bwd_block = sum(v * _backward_multiplier(k, weights_train, t, eff, ada) for k, (v, _) in ops.items())
+    bwd_frozen = sum(v * _backward_multiplier(k, False, t, eff, ada) for k, (v, _) in ops.items())
+    n_ops, n_ops_bwd = _ops_per_block(t, split, m, eff, r)
+    launch = n_ops * eff("op_overhead_s")
+    launch_bwd = n_ops_bwd * eff("op_overhead_s")
+    # ZeRO-3's fetch/release hooks: CPU time per module and micro-batch, half in forward and half in backward; a
+    # checkpointed block's recomputation finds its parameters already fetched (measured: it adds little)
+    hooks = zero3_modules_per_block(m, split) * eff("zero3_module_overhead_s") / 2 if zero3 else 0.0
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
-    fwd = stack * ((m.layers * passes) * max(fwd_block, launch) + head_fwd * passes)
-    bwd = stack * (trained_bwd * max(bwd_block, launch_bwd) + frozen_bwd * max(bwd_frozen, launch_bwd)
+    fwd = stack * ((m.layers * passes) * max(fwd_block, launch + hooks) + head_fwd * passes)
+    bwd = stack * (trained_bwd * max(bwd_block, launch_bwd + hooks) + frozen_bwd * max(bwd_frozen, launch_bwd + hooks)
                    + recompute * max(fwd_block, launch) + head_bwd)
     bound: dict[str, float] = {"compute": stack * (head_fwd * passes + head_bwd)}
     for k, (v, kind) in ops.items():
         bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + trained_bwd *
-                                                          _backward_multiplier(k, weights_train, t, eff)
-                                                          + frozen_bwd * _backward_multiplier(k, False, t, eff))
-    excess = stack * (n_fwd * max(0.0, launch - fwd_block) + trained_bwd * max(0.0, launch_bwd - bwd_block)
-                      + frozen_bwd * max(0.0, launch_bwd - bwd_frozen))
+                                                          _backward_multiplier(k, weights_train, t, eff, ada)
+                                                          + frozen_bwd * _backward_multiplier(k, False, t, eff, ada))
+    excess = stack * (m.layers * passes * max(0.0, launch + hooks - fwd_block) + recompute * max(0.0, launch - fwd_block)
+                      + trained_bwd * max(0.0, launch_bwd + hooks - bwd_block)
+                      + frozen_bwd * max(0.0, launch_bwd + hooks - bwd_frozen))
     if excess:
         bound["overhead"] = excess
-    slack = stack * (trained_bwd * max(0.0, bwd_block - launch_bwd) + frozen_bwd * max(0.0, bwd_frozen - launch_bwd)
+    slack = stack * (trained_bwd * max(0.0, bwd_block - launch_bwd - hooks)
+                     + frozen_bwd * max(0.0, bwd_frozen - launch_bwd - hooks)
                      + recompute * max(0.0, fwd_block - launch) + head_bwd)
     return MicroBatchTime(fwd, bwd, tuple(bound.items()), slack)
+
+
+def _adapter_ratio(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, ops: dict) -> float:
+    """Backward / forward traffic of the block's adapters (the weights' own reads count once each way)."""
+    if "lora/adapters" not in ops:
+        return 2.0
+    fwd, bwd = _adapter_bytes(m, t, split, r)
+    tokens = t.tokens_per_micro_batch
+    weights = split.adapters / m.layers * r.adapter
+    return (weights + tokens * bwd) / (weights + tokens * fwd)
 
 
 def _head_time(m: ModelSpec, t: TrainingSpec, gpu: GpuSpec, eff: EfficiencyView, r: Regime,
@@ -315,7 +423,8 @@ def optimizer_time(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit
     # scaling: torch.amp.GradScaler.step reads found_inf with .item() (`_maybe_opt_step`) before optimizer.step, so
     # the CPU waits for the backward to finish first
     if launch > seconds and t.precision != Precision.FP16:
-        launch -= _micro_batch_time(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s)).backward_slack
+        launch -= _micro_batch_time(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s),
+                                    zero3_hooked(s)).backward_slack
     if launch > seconds:
         st.add("optimizer/step", launch, "overhead")
     else:

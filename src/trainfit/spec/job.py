@@ -233,6 +233,13 @@ FIELDS: tuple[JobField, ...] = (
     JobField("lora_targets", _T, "names", ALL_LINEAR, "LoRA target modules: all-linear or a comma list such as "
              "q_proj,v_proj", "LoRA 作用的模块：all-linear 或逗号分隔的列表，如 q_proj,v_proj", relevant=_peft,
              parse=parse_targets, config="lora.targets", metavar="NAMES"),
+    JobField("lora_dropout", _T, float, 0.0, "LoRA dropout before each adapter (PEFT LoraConfig lora_dropout; 0 is "
+             "PEFT's default, QwenLM/Qwen finetune.py and LitGPT use 0.05): a dropout kernel and its traffic per adapted "
+             "Linear, forward and backward (step time; its 1-byte mask is not counted in memory on the Hugging Face "
+             "path)", "每个适配器前的 LoRA dropout（PEFT LoraConfig 的 lora_dropout；PEFT 默认 0，QwenLM/Qwen 的 "
+             "finetune.py 与 LitGPT 用 0.05）：每个被适配的 Linear 前向、反向各多一个 dropout 内核及其访存（计入步时；"
+             "Hugging Face 路径的显存不计其 1 字节掩码）", low=0.0, high=0.99, relevant=_peft, config="lora.dropout",
+             doors=ALL_DOORS - {CASE}),
     JobField("modules_to_save", _T, "names", (), "LoRA: modules trained in full beside the adapters, e.g. "
              "embed_tokens,lm_head (PEFT modules_to_save)", "LoRA：在适配器之外全量训练的模块，如 embed_tokens,lm_head"
              "（PEFT modules_to_save）", relevant=_peft, parse=parse_saved_modules, config="lora.modules_to_save",

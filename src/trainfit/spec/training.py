@@ -233,6 +233,8 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
     out.setdefault("kbit_fp32_upcast", bool(stack.get("kbit_fp32_upcast", True)))
     out.setdefault("kbit_keeps_inputs", bool(stack.get("kbit_keeps_inputs", False)))
     out.setdefault("model_code", str(stack.get("model_code", "hf")))
+    if out.get("lora_dropout") is None:
+        out["lora_dropout"] = float(stack.get("lora_dropout", 0.0))
     if stack.get("offload_checkpoints") and out.get("grad_ckpt") is not None and "offload_activations" not in out:
         # the stack's checkpointing keeps its checkpoints in host memory (Unsloth: frameworks.yaml)
         out["offload_activations"] = GradCkpt.parse(out["grad_ckpt"], "grad_ckpt") == GradCkpt.FULL
