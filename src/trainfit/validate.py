@@ -158,16 +158,21 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
 }
 
 
+@lru_cache(maxsize=1)
+def _source_setup_entries() -> tuple[dict, ...]:
+    from .catalog._io import read_yaml
+
+    return tuple((read_yaml("source_setups.yaml") or {}).get("sources", []))
+
+
 def source_setups(case: dict) -> list[dict]:
     """The entries of source_setups.yaml that apply to a case: how its source says it ran what the case leaves null
     (its README or scripts), for its method and layout."""
-    from .catalog._io import read_yaml
-
     src = str(case.get("source") or "")
     t, hw = case.get("training") or {}, case.get("hardware") or {}
     gpus, per_node = hw.get("num_gpus") or 1, hw.get("gpus_per_node") or hw.get("num_gpus") or 1
     out = []
-    for entry in (read_yaml("source_setups.yaml") or {}).get("sources", []):
+    for entry in _source_setup_entries():
         when = entry.get("when") or {}
         if not src.startswith(entry["source"]):
             continue
