@@ -364,3 +364,20 @@ def _predicts(case, eff):
         return True
     except Exception:
         return False
+
+
+def test_a_source_setup_key_nothing_reads_is_refused(monkeypatch):
+    """An entry of source_setups.yaml that sets a key the reader does not apply would be listed under from_source
+    while changing nothing: the catalog refuses it."""
+    import trainfit.validate as v
+    from trainfit.errors import CatalogError
+
+    v._source_setup_entries.cache_clear()
+    real = v._source_setup_entries.__wrapped__
+    monkeypatch.setattr("trainfit.catalog._io.read_yaml",
+                        lambda name: {"sources": [{"name": "x", "source": "s", "training": {"seq_len": 1}}]})
+    with pytest.raises(CatalogError, match="seq_len"):
+        real()
+    monkeypatch.undo()
+    v._source_setup_entries.cache_clear()
+    assert v._source_setup_entries()  # the shipped file passes

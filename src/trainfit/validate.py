@@ -158,11 +158,24 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
 }
 
 
+# What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
+# `_training` takes from it (the schema has no field for them)
+SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload"}, "training": {"lora_dropout"}}
+
+
 @lru_cache(maxsize=1)
 def _source_setup_entries() -> tuple[dict, ...]:
     from .catalog._io import read_yaml
+    from .errors import CatalogError
 
-    return tuple((read_yaml("source_setups.yaml") or {}).get("sources", []))
+    entries = tuple((read_yaml("source_setups.yaml") or {}).get("sources", []))
+    for entry in entries:
+        for section, allowed in SOURCE_SETUP_KEYS.items():
+            unknown = set(entry.get(section) or {}) - allowed
+            if unknown:  # a key nothing reads would be listed under from_source without changing the prediction
+                raise CatalogError(f"source_setups.yaml {entry.get('name')}: {section} cannot set "
+                                   f"{', '.join(sorted(unknown))} (only {', '.join(sorted(allowed))})")
+    return entries
 
 
 def source_setups(case: dict) -> list[dict]:
