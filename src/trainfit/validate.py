@@ -20,7 +20,7 @@ from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
 from .spec.model import ModelSpec
-from .spec.training import Fsdp, Offload, OptimizerImpl, Strategy, Task, TrainingSpec
+from .spec.training import Fsdp, GradCkpt, Offload, OptimizerImpl, Strategy, Task, TrainingSpec
 from .units import GiB
 
 # The source group of cases made by tracing one training step (trainfit.trace: the real model code under fake tensors,
@@ -155,6 +155,10 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # with one Linear, c_attn (modeling_qwen.py QWenAttention: nn.Linear(hidden_size, 3 * projection_size)), so LoRA
     # adapts one module there and ZeRO-3 fetches one (ModelSpec.fused_qkv)
     "fused_qkv": re.compile(r"HF model_type 'qwen'"),
+    # torchtitan's "selective layer" activation checkpointing: selective_ac_option an integer, every N-th block
+    # checkpointed in full; its config_manager default was '2' ("2 = checkpoint every other layer": 613bfd0,
+    # 4d88a8a), which the docs' tables ran (TrainingSpec.selective_ac "2")
+    "selective_layer_ac": re.compile(r"grad ckpt 'selective layer'"),
 }
 
 
@@ -236,6 +240,8 @@ def note_phrases(t: TrainingSpec) -> list[str]:
         out.append("Q-LoRA on a GPTQ int4 base")
     if t.triton_attention:
         out.append("attention 'triton flash-attention kernel' (FlashAttention in Triton)")
+    if t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "2":
+        out.append("grad ckpt 'selective layer' (every second block checkpointed)")
     return out
 
 
@@ -284,7 +290,9 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   model_code=str(defaults.get("model_code", "hf")),
                   lora_dropout=float(_from_source(case, "training").get("lora_dropout",
                                                                         defaults.get("lora_dropout", 0.0))),
-                  triton_attention="triton_attention" in features, gptq_base=gptq)
+                  triton_attention="triton_attention" in features, gptq_base=gptq,
+                  selective_ac="2" if "selective_layer_ac" in features else str(defaults.get("selective_ac",
+                                                                                            "attention")))
     if "forloop_optimizer" in features and t.get("optimizer_impl") is None:
         values["optimizer_impl"] = OptimizerImpl.FORLOOP
     values.update(_lengths(t))
@@ -434,6 +442,38 @@ def inconsistent_memory(measured_gib: float, est: Estimate) -> str | None:
             "stated setup keeps on each GPU: the run cannot have used the stated setup")
 
 
+def _ceiling_peak(est: Estimate) -> tuple[float | None, str]:
+    """The fastest dense matmul rate the stated precision can reach on the GPU, and its name: fp8 recipes at the fp8
+    peak, fp32 at TF32 where the GPU has it (else its CUDA cores), 16-bit at its own (FP32 accumulate, as PyTorch's
+    matmuls run)."""
+    p = est.training.precision.value
+    dtypes = {"fp8": ("fp8", "bf16"), "fp32": ("tf32", "fp32")}.get(p, (p,))
+    peaks = [(est.gpu.peak(d), d) for d in dtypes if est.gpu.peak(d)]
+    return max(peaks) if peaks else (None, p)
+
+
+def inconsistent_throughput(measured: dict, est: Estimate) -> str | None:
+    """Why a measured speed cannot belong to the stated setup on one GPU, or None: the matmuls the step must run
+    (`StepFlops.matmul_floor`: no attention, no elementwise work) would need more than the GPU's dense peak of the
+    stated precision. The throughput counterpart of `inconsistent_memory`; a figure that is a total over several
+    GPUs, or a run with fewer FLOPs than stated (shorter samples, another recipe), shows up here."""
+    key = metric_key(measured, "throughput")
+    peak, dtype = _ceiling_peak(est)
+    if key is None or not peak:
+        return None
+    if key == "tokens_per_s_per_gpu":
+        faster = measured[key] / est.tokens_per_s_per_gpu
+    else:
+        faster = est.step_time_s / measured[key]
+    needed = est.flops.matmul_floor * est.training.grad_accum / est.step_time_s * faster
+    if needed <= peak:
+        return None
+    what = f"{measured[key]:g} tokens/s per GPU" if key == "tokens_per_s_per_gpu" else f"{measured[key]:g} s per step"
+    return (f"measured {what} needs at least {needed / 1e12:.0f} TFLOP/s of matmuls per GPU (attention not "
+            f"counted), above the {est.gpu.name}'s dense {dtype} peak of {peak / 1e12:.1f}: the figure cannot be one "
+            "GPU's running the stated setup")
+
+
 def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
     meas = measured_values(case)
     t = case.get("training") or {}
@@ -452,7 +492,10 @@ def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
         if comparable(case, metric):
             key = metric_key(meas, metric)
             error = _ape(exact[key], meas[key])
-            why = inconsistent_memory(meas[key], est) if metric == "memory" and not keep_inconsistent else None
+            why = None
+            if not keep_inconsistent:
+                why = (inconsistent_memory(meas[key], est) if metric == "memory"
+                       else inconsistent_throughput(meas, est))
             if why:
                 row.excluded[metric] = (error, why)
             else:
@@ -528,6 +571,9 @@ class Report:
                           "a measured peak below the weights and optimizer states its stated setup keeps resident "
                           "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
                           "counts it)",
+                          "a measured speed whose matmuls alone would need more than the GPU's dense peak is "
+                          "listed under 'excluded' and left out of the throughput and MFU statistics "
+                          "(--keep-inconsistent counts it)",
                           "throughput: tokens/s per GPU where measured, else step time; variable-length runs are "
                           "not compared on throughput",
                           "errors are absolute percentage errors as fractions (0.1 = 10%)"],

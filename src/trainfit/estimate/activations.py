@@ -509,13 +509,35 @@ def checkpointed_block(m: ModelSpec, r: Regime) -> dict[str, float]:
     return {"checkpoint/block_input": r.residual * m.hidden}
 
 
+def selective_policy_block(saved: dict[str, float], m: ModelSpec, r: Regime, policy: str) -> dict[str, float]:
+    """The mean block's saved bytes per token under torchtitan's selective policies (TrainingSpec.selective_ac; the
+    policies read from torchtitan/parallelisms/parallelize_llama.py, not traced here):
+      N   every N-th block is checkpointed in full (its input kept), the others keep everything they save;
+      op  the checkpoint keeps the block's input and what the policy saves in forward: the outputs of the 1st, 3rd,
+          5th... matmul of the block in execution order (q, v, gate and down for a Llama block: every second one
+          is recomputed instead) and the attention kernel's output and fp32 log-sum-exp per head; all else is
+          recomputed in the block's backward."""
+    from .params import layer_linears
+
+    every = int(policy) if policy.isdigit() else None
+    if every:
+        out = {k: v * (1 - 1 / every) for k, v in saved.items()}
+        for k, v in checkpointed_block(m, r).items():
+            out[k] = out.get(k, 0.0) + v / every
+        return out
+    kept = sum(lin.out_features * lin.share * (m.experts_per_tok if lin.count > 1 else 1)
+               for i, lin in enumerate(layer_linears(m), start=1) if i % 2 == 1)
+    return {**checkpointed_block(m, r), "sac/matmul_outputs": r.act * kept,
+            "sac/attention_output": r.act * m.q_dim + 4.0 * m.heads}
+
+
 # what the attention core saves beyond its inputs: recomputed under selective checkpointing
 ATTENTION_CORE_SAVED = ("attn/softmax_fp32", "attn/probs", "attn/dropout_mask", "attn/dropped_probs", "attn/lse",
                         "attn/softcap_tanh")
 
 
 def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level: GradCkpt,
-                        tr: Trainable | None = None) -> dict[str, float]:
+                        tr: Trainable | None = None, policy: str = "attention") -> dict[str, float]:
     """Per-block saved bytes under a checkpointing level. Selective checkpoints the attention core (Megatron-LM's
     selective recompute; the trace wraps transformers' attention function in torch.utils.checkpoint): it keeps
     its inputs — the rotated q and k and v, K/V not repeated to every head (the repeat is inside the core; a v
@@ -528,6 +550,8 @@ def apply_checkpointing(saved: dict[str, float], m: ModelSpec, r: Regime, level:
     it on clean ones (see below); Phi-3 with fp32 weights under fp16 autocast, -3.9 % with 16-bit q and k."""
     if level == GradCkpt.FULL:
         return checkpointed_block(m, r)
+    if level == GradCkpt.SELECTIVE and policy != "attention":
+        return selective_policy_block(saved, m, r, policy)
     if level == GradCkpt.SELECTIVE:
         out = {k: v for k, v in saved.items() if k not in ATTENTION_CORE_SAVED}
         if "attn/k_repeated" in out:  # eager: the core's inputs are SDPA's q, k, v

@@ -27,6 +27,13 @@ class StepFlops:
     recompute: float
     attention_forward: float  # the s² part of `forward` (also inside the other parts)
     model_flops: float  # PaLM convention, for MFU
+    attention: float = 0.0  # the s² part of `total`: forward, input gradient and recomputation
+
+    @property
+    def matmul_floor(self) -> float:
+        """FLOPs the step's matmuls need whatever the attention kernel does: `total` without the s² terms (which a
+        causal kernel halves and this model counts in full) — a lower bound on the work of the micro-batch."""
+        return self.total - self.attention
 
     @property
     def total(self) -> float:
@@ -101,12 +108,15 @@ def step_flops(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> StepFlops:
         recompute = tokens * blocks_bwd * att
     else:
         recompute = 0.0
+    attention = tokens * (m.layers * att + blocks_bwd * 2 * att
+                          + (blocks_bwd * att if t.grad_ckpt in (GradCkpt.FULL, GradCkpt.SELECTIVE) else 0.0))
     if t.task == Task.DPO:  # frozen reference model: one more forward over the same sequences
         forward += tokens * (m.layers * (lin + att) + head)
+        attention += tokens * m.layers * att
     # Model FLOPs: the work the method needs, without recomputation. For full training this is PaLM's
     # 6N + 12·L·H·Q·T per token; LoRA skips the frozen weights' gradients (about 4N).
     model_flops = forward + input_grad + weight_grad
-    return StepFlops(forward, input_grad, weight_grad, recompute, tokens * m.layers * att, model_flops)
+    return StepFlops(forward, input_grad, weight_grad, recompute, tokens * m.layers * att, model_flops, attention)
 
 
 def palm_model_flops_per_token(m: ModelSpec, t: TrainingSpec) -> float:

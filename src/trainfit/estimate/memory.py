@@ -224,7 +224,7 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         out, one_block = _structure_activations(m, t, split, r)
     else:
         per_block = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
-        kept = apply_checkpointing(per_block, m, r, t.grad_ckpt, split.block_trainable)
+        kept = apply_checkpointing(per_block, m, r, t.grad_ckpt, split.block_trainable, t.selective_ac)
         out = {f"activations/{k}": v * tokens * active_blocks for k, v in kept.items()}
         embedding_trains = _embedding_trains(t)
         if t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters and not embedding_trains and \
@@ -359,7 +359,7 @@ def _structure_activations(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
         block = saved[gi]
         if index == 0 and no_input_grad:
             block = first_block_without_input_grad(block, tr)
-        for k, v in apply_checkpointing(block, m, r, t.grad_ckpt, tr).items():
+        for k, v in apply_checkpointing(block, m, r, t.grad_ckpt, tr, t.selective_ac).items():
             out[f"activations/{k}"] = out.get(f"activations/{k}", 0.0) + v * tokens
     return out, sum(saved[s.pattern[-1]].values()) * tokens
 
@@ -768,8 +768,9 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
     in_block = _in_block_items(m, t, split, r, eff, one_block, later_grads)
     if t.optimizer_in_backward and s.engine == "single":
         in_block = _larger(in_block, _in_block_down_step(m, t, split, r, w_t, g_t, in_block))
-    top_kept = act_factor * tokens * sum(apply_checkpointing(block_saved(
-        m, r, split.block_trainable, t.seq_len, t.attention), m, r, t.grad_ckpt, split.block_trainable).values())
+    top_kept = act_factor * tokens * sum(apply_checkpointing(
+        block_saved(m, r, split.block_trainable, t.seq_len, t.attention), m, r, t.grad_ckpt, split.block_trainable,
+        t.selective_ac).values())
     forward_end = {"activations/lora_fp32_input_copy": lora_fp32_input_copy(m, r, split, t),
                    "logits/forward_buffers": loss_factor * (r.act + (4.0 if r.act < 4 else 0.0) + 4.0) * m.vocab
                    * tokens if causal else 0.0, "logits/final_softcap_tanh": softcap}
@@ -985,11 +986,12 @@ def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
               "activations/checkpoint/own_input": kept_input(m, r, t),
               "activations/checkpoint/eager_attention_mask": eager_mask_bytes(m, t, r)}
     own = one_block
-    if t.grad_ckpt == GradCkpt.SELECTIVE:
+    if t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "attention":
+        # (torchtitan's policies recompute the whole top block, or keep it: it holds all it saves, as here)
         # the MLP's backward comes before the attention core is recomputed: the block holds what it kept (traced:
         # GPT-2 LoRA on c_attn, a classifier at 16 x 4K tokens, +5.5 % with the whole block)
         whole = block_saved(m, r, split.block_trainable, t.seq_len, t.attention)
-        kept = apply_checkpointing(whole, m, r, t.grad_ckpt, split.block_trainable)
+        kept = apply_checkpointing(whole, m, r, t.grad_ckpt, split.block_trainable, t.selective_ac)
         own -= eff("framework_activation_factor") * (sum(whole.values()) - sum(kept.values())) * tokens
     # PEFT's fp32 copy of down_proj's input lives in the recompute, not in the backward: a dense block's recompute
     # ends in down_proj, with everything the block saves, the MLP's input and down_proj's input still referenced by

@@ -24,6 +24,7 @@ from .flops import StepFlops, attention_flops_per_token
 from .activations import Regime, softmax_bytes
 from .memory import regime_for
 from .params import layer_linears
+from ..spec.choices import selective_every
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit
 
 
@@ -311,6 +312,9 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     passes = 2 if t.task == Task.DPO else 1  # DPO: the reference model's forward too
     blocks_bwd = m.layers - split.lowest_trainable_block
     recompute = blocks_bwd if t.grad_ckpt == GradCkpt.FULL else 0
+    every = selective_every(t.selective_ac) if t.grad_ckpt == GradCkpt.SELECTIVE else None
+    if every:  # every N-th block checkpointed in full (torchtitan: layer ids N, 2N, ...), the others kept
+        recompute = blocks_bwd // every
     n_fwd = m.layers * passes + recompute
     # frozen blocks a freeze fine-tune's backward runs through (under full checkpointing: see trainable.py): input
     # gradients only
@@ -328,23 +332,63 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     hooks = zero3_modules_per_block(m, split) * eff("zero3_module_overhead_s") / 2 if zero3 else 0.0
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
+    # selective checkpointing that recomputes part of every block in its backward ('attention', 'op')
+    partial = selective_recompute(m, t, ops)
+    partial_s = sum(ops[k][0] * share for k, share in partial.items())
+    partial_launch = (selective_recompute_kernels(m, t, n_ops) * eff("op_overhead_s")) if partial else 0.0
     fwd = stack * ((m.layers * passes) * max(fwd_block, launch + hooks) + head_fwd * passes)
     bwd = stack * (trained_bwd * max(bwd_block, launch_bwd + hooks) + frozen_bwd * max(bwd_frozen, launch_bwd + hooks)
-                   + recompute * max(fwd_block, launch) + head_bwd)
+                   + recompute * max(fwd_block, launch) + blocks_bwd * max(partial_s, partial_launch) + head_bwd)
     bound: dict[str, float] = {"compute": stack * (head_fwd * passes + head_bwd)}
     for k, (v, kind) in ops.items():
         bound[kind] = bound.get(kind, 0.0) + stack * v * (n_fwd + trained_bwd *
                                                           _backward_multiplier(k, weights_train, t, eff, ada)
-                                                          + frozen_bwd * _backward_multiplier(k, False, t, eff, ada))
+                                                          + frozen_bwd * _backward_multiplier(k, False, t, eff, ada)
+                                                          + blocks_bwd * partial.get(k, 0.0))
     excess = stack * (m.layers * passes * max(0.0, launch + hooks - fwd_block) + recompute * max(0.0, launch - fwd_block)
+                      + blocks_bwd * max(0.0, partial_launch - partial_s)
                       + trained_bwd * max(0.0, launch_bwd + hooks - bwd_block)
                       + frozen_bwd * max(0.0, launch_bwd + hooks - bwd_frozen))
     if excess:
         bound["overhead"] = excess
     slack = stack * (trained_bwd * max(0.0, bwd_block - launch_bwd - hooks)
                      + frozen_bwd * max(0.0, bwd_frozen - launch_bwd - hooks)
-                     + recompute * max(0.0, fwd_block - launch) + head_bwd)
+                     + recompute * max(0.0, fwd_block - launch) + blocks_bwd * max(0.0, partial_s - partial_launch)
+                     + head_bwd)
     return MicroBatchTime(fwd, bwd, tuple(bound.items()), slack)
+
+
+def selective_recompute(m: ModelSpec, t: TrainingSpec, ops: dict) -> dict[str, float]:
+    """The share of each forward op of a block that selective checkpointing runs again in the block's backward:
+      attention  the attention core (Megatron-LM's recompute-granularity selective; train.py's selective_attention);
+      op         torchtitan's per-op policy (torchtitan/parallelisms/parallelize_llama.py at 613bfd0, the same in
+                 later versions: `_custom_policy` saves the outputs of aten.mm, the SDPA kernels and reduce_scatter,
+                 "except every second mm", counted per block in execution order): the 2nd, 4th, 6th... Linear of
+                 the block (q, k, v, o, gate, up, down: k, o and up) and every op outside that list (norms, RoPE,
+                 the activation, residual adds, adapters, a 4-bit base's dequantization) run again; the attention
+                 core does not;
+      N          (every N-th block in full) nothing here: those blocks are counted as recomputed blocks.
+    Empty outside selective checkpointing."""
+    if t.grad_ckpt != GradCkpt.SELECTIVE:
+        return {}
+    if t.selective_ac == "attention":
+        return {"attention/core": 1.0} if "attention/core" in ops else {}
+    if t.selective_ac != "op":
+        return {}
+    out = {k: 1.0 for k in ops if not k.startswith(("linear/", "attention/"))}
+    for i, lin in enumerate(layer_linears(m), start=1):
+        if i % 2 == 0 and f"linear/{lin.module}" in ops:
+            out[f"linear/{lin.module}"] = 1.0
+    return out
+
+
+def selective_recompute_kernels(m: ModelSpec, t: TrainingSpec, n_ops: float) -> float:
+    """Kernels the partial recompute of `selective_recompute` launches per block: the attention core's one, or under
+    torchtitan's op policy every forward kernel but the kept matmuls and the attention core."""
+    if t.selective_ac == "attention":
+        return 1.0
+    linears = len(layer_linears(m))
+    return max(1.0, n_ops - (linears - linears // 2) - 1)
 
 
 def _adapter_ratio(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, ops: dict) -> float:

@@ -131,6 +131,41 @@ def parse_saved_modules(names: "str | tuple[str, ...] | list[str] | None") -> tu
     return tuple(sorted(out))
 
 
+SELECTIVE_AC_POLICIES = ("attention", "op")
+
+
+def parse_selective_ac(value: "str | int | None") -> str:
+    """What selective checkpointing recomputes: 'attention' (the attention core: Megatron-LM's recompute-granularity
+    selective, train.py's), 'op' (torchtitan's per-op policy: every matmul's output kept except every second one's,
+    all other ops recomputed) or a number N (every N-th block checkpointed in full, the others kept: torchtitan's
+    and torchtune's selective layer option). None -> 'attention'."""
+    if value is None:
+        return "attention"
+    if isinstance(value, bool):
+        raise SpecError(f"selective-ac must be attention, op or a block interval such as 2, got {value!r}")
+    text = str(value).strip().lower()
+    if text in SELECTIVE_AC_POLICIES:
+        return text
+    try:
+        every = int(text)
+    except ValueError:
+        every = 0
+        from difflib import get_close_matches
+
+        close = get_close_matches(text, SELECTIVE_AC_POLICIES, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"selective-ac must be attention, op or a block interval such as 2, got {value!r}{hint}") \
+            from None
+    if not 1 <= every <= 1024:
+        raise SpecError(f"selective-ac block interval must be 1 to 1024, got {value!r}")
+    return str(every)
+
+
+def selective_every(policy: str) -> int | None:
+    """The block interval of a layer-selective policy ('2' -> 2), None for 'attention' and 'op'."""
+    return int(policy) if policy.isdigit() else None
+
+
 def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[str, ...]:
     """'q_proj,v_proj' or a list -> a tuple of LoRA target names; None -> all-linear."""
     if targets is None:

@@ -13,7 +13,7 @@ from functools import cached_property
 from ..errors import SpecError
 from .choices import (ALL_LINEAR, SAVED_MODULE_NAMES, Attention, Fsdp, GradCkpt, Method, Offload,  # noqa: F401
                       Optimizer, OptimizerImpl, Precision, Task, _Choice, _Ordered, parse_saved_modules,
-                      parse_targets)
+                      parse_selective_ac, parse_targets)
 from typing import TYPE_CHECKING, Any
 
 from .job import API, fields_of, split_keywords
@@ -70,6 +70,8 @@ class _TrainingSpec(_Spec):
     _EXTRA = {"lengths_from": field(default="", compare=False)}  # where avg_len / padded_len came from (said with them)
 
     def _rules(self) -> None:
+        if parse_selective_ac(self.selective_ac) != self.selective_ac:
+            raise SpecError(f"selective-ac {self.selective_ac!r}: give attention, op or a block interval such as '2'")
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
         if self.optimizer_in_backward and self.precision == Precision.FP16:
@@ -235,6 +237,8 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
     out.setdefault("model_code", str(stack.get("model_code", "hf")))
     if out.get("lora_dropout") is None:
         out["lora_dropout"] = float(stack.get("lora_dropout", 0.0))
+    if out.get("selective_ac") is None:  # what the stack's selective checkpointing recomputes (torchtitan: op)
+        out["selective_ac"] = str(stack.get("selective_ac", "attention"))
     if stack.get("offload_checkpoints") and out.get("grad_ckpt") is not None and "offload_activations" not in out:
         # the stack's checkpointing keeps its checkpoints in host memory (Unsloth: frameworks.yaml)
         out["offload_activations"] = GradCkpt.parse(out["grad_ckpt"], "grad_ckpt") == GradCkpt.FULL

@@ -174,6 +174,9 @@ def trace_config(est: Any) -> TraceConfig:
     from ..catalog.models import all_models
 
     m, t = est.model, est.training
+    from ..generate.configs import require_runnable_checkpointing
+
+    require_runnable_checkpointing(t.grad_ckpt, t.selective_ac, "trace")
     preset = all_models().get(m.name)
     hf = m.extra.get("hf_config") or (preset.hf_config if preset else None)  # the spec's own config first
     if hf is None:
