@@ -142,13 +142,11 @@ def model_weights(setup: Setup, source: str = "hf", path: str | None = None) -> 
 def require_runnable_checkpointing(grad_ckpt: Any, selective_ac: Any, what: str) -> None:
     """train.py (and the trace, which runs its code) checkpoints the attention core under selective checkpointing
     (runner.selective_attention); torchtitan's per-op and per-layer policies are estimated, not run."""
-    from ..errors import SpecError
+    from ..errors import GenerateError
 
     ckpt = getattr(grad_ckpt, "value", grad_ckpt)
     if ckpt == "selective" and selective_ac not in (None, "attention"):
-        raise SpecError(f"{what} checkpoints the attention core under --grad-ckpt selective; --selective-ac "
-                        f"{selective_ac} is torchtitan's policy, estimated but not run here (use --selective-ac "
-                        "attention, or --grad-ckpt full)")
+        raise GenerateError("gen_e_selective_ac", what=what, policy=selective_ac)
 
 
 def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: dict[str, str],

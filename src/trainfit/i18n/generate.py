@@ -31,6 +31,11 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
                             "zh": "{out} 已存在且不为空（用 --force 替换）"},
     "gen_e_bad_name": {"en": "{what}: {value!r} is not a valid name (letters, digits and . _ : / @ + - only)",
                        "zh": "{what}：{value!r} 不是有效名称（只能包含字母、数字和 . _ : / @ + -）"},
+    "gen_e_selective_ac": {
+        "en": "{what} checkpoints the attention core under --grad-ckpt selective; --selective-ac {policy} is "
+              "torchtitan's policy, estimated but not run here (use --selective-ac attention, or --grad-ckpt full)",
+        "zh": "{what} 在 --grad-ckpt selective 下只对注意力核心做检查点；--selective-ac {policy} 是 torchtitan 的策略，"
+              "只能估算、不能在此运行（请用 --selective-ac attention，或 --grad-ckpt full）"},
     "gen_e_model_source": {"en": "--model-source {source!r}: one of {sources}",
                            "zh": "--model-source {source!r}：可选 {sources}"},
     "gen_e_local_needs_path": {
