@@ -167,3 +167,26 @@ def test_plan_takes_the_stated_stack_from_flag_or_request_file(run_cli, tmp_path
         assert d["recommendations"][0]["strategy"]["param_dtype"] == "bf16"
     code, out, err = run_cli("plan", "--model", "qwen2-7b", "--dataset-tokens", "1M", "--framework", "torchtun")
     assert code == 2 and "did you mean: torchtune" in err
+
+
+def test_litgpt_plans_only_layouts_its_scripts_run(run_cli):
+    """plan --framework litgpt offers what LitGPT's finetune scripts run (litgpt 0.4.13 finetune/*.py): one device
+    with no DeepSpeed, FSDP, offload or checkpointing, or FSDP full shard with every block checkpointed; QLoRA on one
+    device only. What they do not run is rejected with the reason."""
+    d = _plan(run_cli, "--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M", "--framework",
+              "litgpt", "--gpu", "a100-sxm4-80gb,a10")
+    rows = d["recommendations"] + d["pareto"]
+    assert rows
+    for r in rows:
+        st = r["strategy"]
+        assert not st["zero_stage"] and st["offload"] in (None, "none"), st
+        if r["gpus_per_node"] * r["nodes"] == 1:
+            assert st["engine"] == "single" and st["grad_ckpt"] == "none", st
+        else:
+            assert st["fsdp"] == "full_shard" and st["grad_ckpt"] == "full" and st["method"] != "qlora", st
+    reasons = " ".join(d["rejected"])
+    assert "LitGPT's finetune scripts refuse --quantize" in reasons and "under FSDP full shard" in reasons
+    # without the stack the same search offers DeepSpeed layouts
+    other = _plan(run_cli, "--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M",
+                  "--gpu", "a100-sxm4-80gb,a10")
+    assert "LitGPT" not in " ".join(other["rejected"])

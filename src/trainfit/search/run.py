@@ -28,7 +28,7 @@ from ..units import GB, GiB, HOUR
 from .cost import job_cost
 from .interruption import SpotOverhead, spot_overhead
 from .reasons import Reason, Rejection
-from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
+from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, stack_refuses, strategies
 from .workload import Workload
 
 # Rejection reasons the search counts (report/ and i18n.notes word them in the user's language).
@@ -275,7 +275,13 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
                 res.rejected[Rejection.of(Reason.GPUS_DO_NOT_DIVIDE_BATCH)] += 1
                 continue
             cluster = est.cluster(offer, gpus, nodes)
+            code = w.training(method, ckpt, 1, 1).model_code
             for s in strategies(gpus, nodes):
+                refused = stack_refuses(code, method, ckpt, s)
+                if refused:  # the stated stack's own scripts do not run it (plan --framework)
+                    res.candidates += 1
+                    res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=refused)] += 1
+                    continue
                 _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies)
     res.estimates = len(est.memo)
     res.seconds = time.perf_counter() - t0
