@@ -112,6 +112,7 @@ class Draw:
     lora_targets: tuple[str, ...]
     modules_to_save: tuple[str, ...]
     optimizer_in_backward: bool = False  # one optimizer per parameter, stepped in backward (torchtune's optimizer_in_bwd)
+    lora_dropout: float = 0.0  # PEFT's lora_dropout (regression cases; the campaign draws 0)
 
     def dims(self) -> dict[str, str]:
         return {"family": self.family, "method": self.method, "dtype": f"{self.param_dtype}/{self.precision}",
@@ -239,7 +240,7 @@ def trace_config(d: Draw):
                        lora_targets=d.lora_targets, num_labels=2, freeze_trainable_layers=2, optimizer=d.optimizer,
                        modules_to_save=d.modules_to_save, optimizer_impl=d.optimizer_impl,
                        balanced_routing=bool(hf.get("num_local_experts")),
-                       optimizer_in_backward=d.optimizer_in_backward)
+                       optimizer_in_backward=d.optimizer_in_backward, lora_dropout=d.lora_dropout)
 
 
 def trace_draw(d: Draw) -> tuple:
@@ -265,7 +266,7 @@ def estimate_draw(d: Draw):
                     micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
                     optimizer=d.optimizer, grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
                     lora_targets=",".join(d.lora_targets), modules_to_save=",".join(d.modules_to_save) or None,
-                    optimizer_in_backward=d.optimizer_in_backward, **_impl_kwargs(d))
+                    optimizer_in_backward=d.optimizer_in_backward, lora_dropout=d.lora_dropout, **_impl_kwargs(d))
 
 
 def row_of(d: Draw, traced, est, seconds: float, case: dict | None = None) -> dict:

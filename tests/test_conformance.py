@@ -195,6 +195,15 @@ CASES = {
     # tokens (+49.3 % with a momentum buffer counted)
     "sgd_without_momentum_no_state": dict(family="qwen2", optimizer="sgd-nomomentum", optimizer_impl="foreach",
                                           param_dtype="bf16", grad_ckpt="none", task="classification"),
+    # PEFT's lora_dropout: each adapter keeps its 1-byte mask (CUDA's native_dropout) and its own dropped copy,
+    # so adapters of one input no longer share it (-16 % to -21 % on these three with dropout uncounted); under
+    # autocast a recomputed block's lora_A holds the fp32 dropped copy beside the fp32 cast of down's input
+    "lora_dropout_autocast_ckpt": dict(method="lora", lora_dropout=0.1, micro_batch=2, seq_len=2048,
+                                       task="classification"),
+    "lora_dropout_pure_bf16_ckpt": dict(method="lora", lora_dropout=0.1, param_dtype="bf16", micro_batch=2,
+                                        seq_len=2048, task="classification"),
+    "lora_dropout_pure_bf16": dict(method="lora", lora_dropout=0.1, param_dtype="bf16", grad_ckpt="none",
+                                   micro_batch=2, seq_len=2048, task="classification"),
 }
 
 
@@ -214,12 +223,17 @@ OPEN = {
     # trace holds about one block's bf16 copies (1.1 MiB) at the top block's backward, the 4K freeze cases do not
     "in_backward_down_proj_step_in_block": dict(optimizer_in_backward=True, method="freeze", optimizer="adafactor",
                                                 optimizer_impl="forloop", task="classification"),
+    # lora_dropout under autocast without checkpointing, the forward's own end of a 2-block classifier: -5.4 % with
+    # PEFT's fp32 copy of down_proj's input alone, +2.7 % with its fp32 dropped copy beside it (what a recomputed
+    # block holds): 2 bytes per intermediate element of the top block lie between, unexplained
+    "lora_dropout_autocast_forward_end": dict(method="lora", lora_dropout=0.1, grad_ckpt="none", micro_batch=2,
+                                              seq_len=2048, task="classification"),
 }
 
 
 # Open and over the 5 % limit: expected to fail until the model explains them (strict: a pass fails, so the entry
 # is removed when the model is fixed)
-OVER_LIMIT = {"in_backward_down_proj_step_in_block"}
+OVER_LIMIT = {"in_backward_down_proj_step_in_block", "lora_dropout_autocast_forward_end"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="open: over 5 %"))

@@ -189,7 +189,8 @@ def trace_config(est: Any) -> TraceConfig:
                        param_dtype=t.param_dtype, grad_ckpt=t.grad_ckpt.value, attention=t.attention.value,
                        lora_rank=t.lora_rank, lora_targets=t.lora_targets, num_labels=t.num_labels,
                        freeze_trainable_layers=2, optimizer=t.optimizer.value, modules_to_save=t.modules_to_save,
-                       optimizer_impl=t.optimizer_impl.value, optimizer_in_backward=t.optimizer_in_backward)
+                       optimizer_impl=t.optimizer_impl.value, optimizer_in_backward=t.optimizer_in_backward,
+                       lora_dropout=t.lora_dropout if t.is_peft else 0.0)
 
 
 def one_gpu(est: Any) -> Any:

@@ -164,6 +164,7 @@ class TraceConfig:
     optimizer_impl: str = "fused"  # torch AdamW/SGD: foreach | fused | forloop
     # one optimizer per parameter, stepped and zeroed by a post-accumulate-grad hook (torchtune's optimizer_in_bwd)
     optimizer_in_backward: bool = False
+    lora_dropout: float = 0.0  # PEFT LoraConfig lora_dropout: each adapter's own dropout (its 1-byte mask is saved)
 
 
 def _build(cfg: TraceConfig):
@@ -199,7 +200,8 @@ def _build(cfg: TraceConfig):
             from peft import LoraConfig, get_peft_model
 
             targets = "all-linear" if list(cfg.lora_targets) == ["all-linear"] else list(cfg.lora_targets)
-            model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, target_modules=targets, lora_dropout=0.0,
+            model = get_peft_model(model, LoraConfig(r=cfg.lora_rank, target_modules=targets,
+                                                     lora_dropout=cfg.lora_dropout,
                                                      modules_to_save=list(cfg.modules_to_save) or None,
                                                      task_type="SEQ_CLS" if classification else "CAUSAL_LM"))
             if cfg.param_dtype == "bf16":  # pure 16-bit training: adapters in the base dtype
@@ -525,13 +527,30 @@ class as_a_gpu_run:
         self._module = masking_utils
         self._saved = masking_utils.find_packed_sequence_indices
         masking_utils.find_packed_sequence_indices = _not_packed
-        self._functional, self._sdpa = F, F.scaled_dot_product_attention
+        self._functional, self._sdpa, self._dropout = F, F.scaled_dot_product_attention, F.dropout
         F.scaled_dot_product_attention = _gpu_kernel_sdpa(self._sdpa)
+        F.dropout = _gpu_kernel_dropout(self._dropout)
         return self
 
     def __exit__(self, *exc) -> None:
         self._module.find_packed_sequence_indices = self._saved
         self._functional.scaled_dot_product_attention = self._sdpa
+        self._functional.dropout = self._dropout
+
+
+def _gpu_kernel_dropout(dropout):
+    """Dropout as CUDA runs it: the fused native_dropout kernel, which saves a 1-byte mask for backward (aten
+    Dropout.cpp `is_fused_kernel_acceptable`: a CUDA tensor, 0 < p < 1), where the CPU decomposes it into a multiply
+    by a noise tensor of the input's dtype, saved instead (nn.Dropout calls F.dropout: PEFT's lora_dropout, the
+    models' own dropout)."""
+    import torch
+
+    def dropout_as_on_a_gpu(input, p=0.5, training=True, inplace=False):
+        if not training or not 0.0 < p < 1.0 or inplace or input.numel() == 0:
+            return dropout(input, p, training, inplace)
+        return torch.native_dropout(input, p, True)[0]
+
+    return dropout_as_on_a_gpu
 
 
 SDPA_NOTE = ("attention with a value head dim other than the query's (MLA) was traced with SDPA's memory-efficient "
