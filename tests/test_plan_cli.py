@@ -190,3 +190,17 @@ def test_litgpt_plans_only_layouts_its_scripts_run(run_cli):
     other = _plan(run_cli, "--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M",
                   "--gpu", "a100-sxm4-80gb,a10")
     assert "LitGPT" not in " ".join(other["rejected"])
+
+
+def test_megatron_plans_full_training_without_deepspeed_sharding(run_cli):
+    """plan --framework megatron: full training only, at most the optimizer states sharded (Megatron-LM's
+    distributed optimizer, ZeRO-1's layout), no FSDP or offload; LoRA and the rest rejected with the reason."""
+    d = _plan(run_cli, "--model", "llama-2-7b", "--method", "auto", "--dataset-tokens", "1B", "--framework",
+              "megatron", "--gpu", "a100-sxm4-80gb")
+    assert d["recommendations"]
+    for r in d["recommendations"] + d["pareto"]:
+        st = r["strategy"]
+        assert st["method"] == "full" and (st["zero_stage"] or 0) <= 1 and not st["fsdp"], st
+        assert st["offload"] in (None, "none"), st
+    reasons = " ".join(d["rejected"])
+    assert "LoRA and QLoRA are not in Megatron-LM" in reasons and "distributed optimizer" in reasons

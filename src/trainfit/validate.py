@@ -291,6 +291,7 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   lora_dropout=float(_from_source(case, "training").get("lora_dropout",
                                                                         defaults.get("lora_dropout", 0.0))),
                   triton_attention="triton_attention" in features, gptq_base=gptq,
+                  fused_softmax=bool(defaults.get("fused_softmax", False)),
                   selective_ac="2" if "selective_layer_ac" in features else str(defaults.get("selective_ac",
                                                                                             "attention")))
     if "forloop_optimizer" in features and t.get("optimizer_impl") is None:

@@ -105,7 +105,7 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         out[f"linear/{lin.module}"] = (seconds * lin.share, bound)  # share: the fraction of blocks holding it
     att_flops = attention_flops_per_token(m, t.seq_len) * tokens
     if t.attention == Attention.EAGER:
-        s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * _eager_s2_bytes(m, r)
+        s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * _eager_s2_bytes(m, r, t.fused_softmax)
         out["attention/core"] = max(_gemm(att_flops, s2_bytes, m.head_dim, peak, eff, bw, cuda_cores),
                                     (s2_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory"))
     else:
@@ -216,12 +216,20 @@ GPTQ_UNPACK_BYTES_PER_PARAM = 16.5
 GPTQ_UNPACK_KERNELS = 10
 
 
-def _eager_s2_bytes(m: ModelSpec, r: Regime) -> float:
+def _eager_s2_bytes(m: ModelSpec, r: Regime, fused_softmax: bool = False) -> float:
     """Bytes read and written per attention-score element by eager attention's forward, op by op as the HF code
     runs them: QK^T writes the scores, the scale and the mask add each read and write them, softmax reads them
     and writes probabilities (fp32 when upcast or under autocast), dropout reads them and writes its output and a
-    1-byte mask, the cast back reads fp32 and writes 16 bits, PV reads the probabilities."""
+    1-byte mask, the cast back reads fp32 and writes 16 bits, PV reads the probabilities.
+
+    `fused_softmax` (TrainingSpec.fused_softmax; Megatron-LM's masked-softmax fusion, on unless
+    --no-masked-softmax-fusion): QK^T is a baddbmm whose alpha applies the scale as it writes the scores, one kernel
+    (scaled_upper_triang_masked_softmax) reads them and writes the 16-bit probabilities with the causal mask applied,
+    dropout reads and writes them with its mask, PV reads them (megatron/model/transformer.py ParallelAttention,
+    megatron/model/fused_softmax.py, SC21 scripts at de7dc40f88)."""
     b = r.act
+    if fused_softmax:
+        return b + (b + b) + ((b + b + 1) if m.attention_dropout > 0 else 0.0) + b
     soft = softmax_bytes(m, r)
     total = b + 2 * b + 2 * b + (b + soft)
     if m.attention_dropout > 0:

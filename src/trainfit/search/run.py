@@ -277,7 +277,7 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
             cluster = est.cluster(offer, gpus, nodes)
             code = w.training(method, ckpt, 1, 1).model_code
             for s in strategies(gpus, nodes):
-                refused = stack_refuses(code, method, ckpt, s)
+                refused = stack_refuses(code, method, ckpt, s, efficiencies.framework)
                 if refused:  # the stated stack's own scripts do not run it (plan --framework)
                     res.candidates += 1
                     res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=refused)] += 1

@@ -290,6 +290,10 @@ FIELDS: tuple[JobField, ...] = (
              "融合注意力内核为 Triton 版 FlashAttention（flash_attn_triton.py，llm-foundry 的 attn_impl='triton'），"
              "比 FlashAttention-2 慢（efficiency.yaml 的 triton_attention_forward_slowdown / _backward_slowdown）",
              doors=frozenset({API})),
+    JobField("fused_softmax", _T, bool, False, "eager attention's scale, causal mask and softmax run as one kernel on "
+             "16-bit scores (Megatron-LM's masked-softmax fusion, its default), not as transformers' separate ops",
+             "eager 注意力的缩放、因果掩码与 softmax 合为一个 16 位内核（Megatron-LM 默认的 masked-softmax fusion），"
+             "而非 transformers 的分步算子", doors=frozenset({API})),
     JobField("offload_activations", _T, bool, False, "the tensors blocks save for backward (under full "
              "checkpointing: each block's input) are copied to host memory and brought back one block ahead of its "
              "backward (Unsloth's use_gradient_checkpointing='unsloth', torchtune's enable_activation_offloading)",
