@@ -427,3 +427,22 @@ def test_fused_softmax_moves_what_megatrons_kernels_move(dev_cases):
     other = copy.deepcopy(case)
     other["training"]["framework"] = "hf-trainer"
     assert predict_case(other, EFF).step_time_s > 1.3 * est.step_time_s
+
+
+def test_recomputed_flops_follow_the_policy():
+    """The step's FLOPs count what each policy runs again: none < the attention core < every second Linear (op) <
+    every second block (2) < every block (full); every second block is half of full checkpointing's recompute."""
+    from trainfit.estimate.flops import step_flops
+
+    m = resolve_model("llama-2-13b")
+
+    def recompute(**kw):
+        t = TrainingSpec(seq_len=4096, **kw)
+        return step_flops(m, t, split_params(m, t)).recompute
+
+    none, core = recompute(), recompute(grad_ckpt=GradCkpt.SELECTIVE)
+    op, layer2 = recompute(grad_ckpt=GradCkpt.SELECTIVE, selective_ac="op"), \
+        recompute(grad_ckpt=GradCkpt.SELECTIVE, selective_ac="2")
+    full = recompute(grad_ckpt=GradCkpt.FULL)
+    assert none == 0 < core < op < layer2 < full
+    assert layer2 == pytest.approx(full / 2)  # 40 blocks: 20 recomputed

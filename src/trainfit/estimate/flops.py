@@ -54,6 +54,17 @@ def block_linear_flops_per_token(m: ModelSpec) -> float:
     return total
 
 
+def _every_second_linear_flops(m: ModelSpec) -> float:
+    """Forward FLOPs per token of the 2nd, 4th, ... Linear of a block in execution order (torchtitan's per-op
+    checkpointing recomputes them: estimate/perf.py selective_recompute)."""
+    total = 0.0
+    for i, lin in enumerate(layer_linears(m), start=1):
+        if i % 2 == 0:
+            active = m.experts_per_tok if lin.count > 1 else 1
+            total += 2.0 * lin.in_features * lin.out_features * active * lin.share
+    return total
+
+
 def attention_flops_per_token(m: ModelSpec, seq_len: int) -> float:
     """QKᵀ and PV for one token against the whole sequence (PaLM convention: no causal halving), per mean block.
 
@@ -104,12 +115,18 @@ def step_flops(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> StepFlops:
                             + (head if full and t.task != Task.CLASSIFICATION else 0.0))
     if t.grad_ckpt == GradCkpt.FULL:
         recompute = tokens * blocks_bwd * (lin + att + ada)
+    elif t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac.isdigit():  # every N-th block recomputed in full
+        recompute = tokens * (blocks_bwd // int(t.selective_ac)) * (lin + att + ada)
+    elif t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "op":  # every second Linear of each block
+        recompute = tokens * blocks_bwd * _every_second_linear_flops(m)
     elif t.grad_ckpt == GradCkpt.SELECTIVE:
         recompute = tokens * blocks_bwd * att
     else:
         recompute = 0.0
-    attention = tokens * (m.layers * att + blocks_bwd * 2 * att
-                          + (blocks_bwd * att if t.grad_ckpt in (GradCkpt.FULL, GradCkpt.SELECTIVE) else 0.0))
+    recomputed_att = {GradCkpt.FULL: blocks_bwd, GradCkpt.SELECTIVE: blocks_bwd}.get(t.grad_ckpt, 0)
+    if t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac != "attention":
+        recomputed_att = blocks_bwd // int(t.selective_ac) if t.selective_ac.isdigit() else 0
+    attention = tokens * (m.layers * att + blocks_bwd * 2 * att + recomputed_att * att)
     if t.task == Task.DPO:  # frozen reference model: one more forward over the same sequences
         forward += tokens * (m.layers * (lin + att) + head)
         attention += tokens * m.layers * att
