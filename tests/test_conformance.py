@@ -196,7 +196,7 @@ CASES = {
     "sgd_without_momentum_no_state": dict(family="qwen2", optimizer="sgd-nomomentum", optimizer_impl="foreach",
                                           param_dtype="bf16", grad_ckpt="none", task="classification"),
     # PEFT's lora_dropout: each adapter keeps its 1-byte mask (CUDA's native_dropout) and its own dropped copy,
-    # so adapters of one input no longer share it (-16 % to -21 % on these three with dropout uncounted); under
+    # so adapters of one input no longer share it (-18 % to -21 % on these three with dropout uncounted); under
     # autocast a recomputed block's lora_A holds the fp32 dropped copy beside the fp32 cast of down's input
     "lora_dropout_autocast_ckpt": dict(method="lora", lora_dropout=0.1, micro_batch=2, seq_len=2048,
                                        task="classification"),
