@@ -376,7 +376,7 @@ def test_selective_policies_keep_between_none_and_full():
 
 def test_selective_ac_is_parsed_and_refused_where_it_does_not_run():
     from trainfit.errors import SpecError
-    from trainfit.generate.configs import require_runnable_checkpointing
+    from trainfit.spec.training import require_runnable_checkpointing
     from trainfit.spec.choices import parse_selective_ac
 
     assert parse_selective_ac(" OP ") == "op" and parse_selective_ac(2) == "2"
@@ -446,3 +446,24 @@ def test_recomputed_flops_follow_the_policy():
     full = recompute(grad_ckpt=GradCkpt.FULL)
     assert none == 0 < core < op < layer2 < full
     assert layer2 == pytest.approx(full / 2)  # 40 blocks: 20 recomputed
+
+
+def test_a_stated_stack_brings_its_softmax_and_checkpointing_to_estimate(run_cli):
+    """`--framework megatron` on `estimate` runs the fused softmax and `--framework torchtitan` the per-op policy, as
+    `validate` does for their cases (one job, one answer in every command)."""
+    import json
+
+    def step(*argv):
+        code, out, err = run_cli("estimate", "--model", "gpt2", "--gpu", "a100-sxm4-80gb", "--seq-len", "1024",
+                                 "--micro-batch", "8", "--precision", "fp16", "--json", *argv)
+        assert code == 0, err
+        doc = json.loads(out)
+        return doc["step_time_s"], doc["config"]
+
+    hf, _ = step("--attention", "eager", "--framework", "hf-trainer")
+    megatron, _ = step("--attention", "eager", "--framework", "megatron")
+    assert megatron < 0.8 * hf
+    _, titan = step("--grad-ckpt", "selective", "--framework", "torchtitan")
+    assert titan["selective_ac"] == "op"
+    _, mine = step("--grad-ckpt", "selective", "--framework", "torchtitan", "--selective-ac", "2")
+    assert mine["selective_ac"] == "2"

@@ -530,16 +530,17 @@ def selective_policy_block(saved: dict[str, float], m: ModelSpec, r: Regime, pol
           5th... matmul of the block in execution order (q, v, gate and down for a Llama block: every second one
           is recomputed instead) and the attention kernel's output and fp32 log-sum-exp per head; all else is
           recomputed in the block's backward."""
-    from .params import layer_linears
+    from ..spec.choices import selective_every
+    from .params import op_policy_split
 
-    every = int(policy) if policy.isdigit() else None
+    every = selective_every(policy)
     if every:
         out = {k: v * (1 - 1 / every) for k, v in saved.items()}
         for k, v in checkpointed_block(m, r).items():
             out[k] = out.get(k, 0.0) + v / every
         return out
     kept = sum(lin.out_features * lin.share * (m.experts_per_tok if lin.count > 1 else 1)
-               for i, lin in enumerate(layer_linears(m), start=1) if i % 2 == 1)
+               for lin in op_policy_split(m)[0])
     return {**checkpointed_block(m, r), "sac/matmul_outputs": r.act * kept,
             "sac/attention_output": r.act * m.q_dim + 4.0 * m.heads}
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..spec.model import ModelSpec
+from ..spec.choices import selective_every
 from ..spec.training import GradCkpt, Task, TrainingSpec
-from .params import layer_linears, matmul_params_per_token
+from .params import layer_linears, matmul_params_per_token, op_policy_split
 from .trainable import ParamSplit, head_for
 
 
@@ -54,15 +55,10 @@ def block_linear_flops_per_token(m: ModelSpec) -> float:
     return total
 
 
-def _every_second_linear_flops(m: ModelSpec) -> float:
-    """Forward FLOPs per token of the 2nd, 4th, ... Linear of a block in execution order (torchtitan's per-op
-    checkpointing recomputes them: estimate/perf.py selective_recompute)."""
-    total = 0.0
-    for i, lin in enumerate(layer_linears(m), start=1):
-        if i % 2 == 0:
-            active = m.experts_per_tok if lin.count > 1 else 1
-            total += 2.0 * lin.in_features * lin.out_features * active * lin.share
-    return total
+def _op_policy_recompute_flops(m: ModelSpec) -> float:
+    """Forward FLOPs per token of the Linears torchtitan's per-op checkpointing runs again (params.op_policy_split)."""
+    return sum(2.0 * lin.in_features * lin.out_features * (m.experts_per_tok if lin.count > 1 else 1) * lin.share
+               for lin in op_policy_split(m)[1])
 
 
 def attention_flops_per_token(m: ModelSpec, seq_len: int) -> float:
@@ -113,19 +109,14 @@ def step_flops(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> StepFlops:
     trainable_lin = lin if (full or split.adapters == 0) else 0.0
     weight_grad = tokens * (split.trainable_blocks * trainable_lin + m.layers * ada * (1 if split.adapters else 0)
                             + (head if full and t.task != Task.CLASSIFICATION else 0.0))
-    if t.grad_ckpt == GradCkpt.FULL:
-        recompute = tokens * blocks_bwd * (lin + att + ada)
-    elif t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac.isdigit():  # every N-th block recomputed in full
-        recompute = tokens * (blocks_bwd // int(t.selective_ac)) * (lin + att + ada)
-    elif t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "op":  # every second Linear of each block
-        recompute = tokens * blocks_bwd * _every_second_linear_flops(m)
-    elif t.grad_ckpt == GradCkpt.SELECTIVE:
-        recompute = tokens * blocks_bwd * att
-    else:
-        recompute = 0.0
-    recomputed_att = {GradCkpt.FULL: blocks_bwd, GradCkpt.SELECTIVE: blocks_bwd}.get(t.grad_ckpt, 0)
-    if t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac != "attention":
-        recomputed_att = blocks_bwd // int(t.selective_ac) if t.selective_ac.isdigit() else 0
+    # blocks recomputed whole (full checkpointing, or every N-th under a layer-selective policy), and what the other
+    # selective policies run again in each block: the attention core, or torchtitan's per-op share of the Linears
+    every = selective_every(t.selective_ac) if t.grad_ckpt == GradCkpt.SELECTIVE else None
+    whole = blocks_bwd if t.grad_ckpt == GradCkpt.FULL else (blocks_bwd // every if every else 0)
+    core = t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "attention"
+    per_block = _op_policy_recompute_flops(m) if t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "op" else 0.0
+    recompute = tokens * (whole * (lin + att + ada) + blocks_bwd * ((att if core else 0.0) + per_block))
+    recomputed_att = whole + (blocks_bwd if core else 0)
     attention = tokens * (m.layers * att + blocks_bwd * 2 * att + recomputed_att * att)
     if t.task == Task.DPO:  # frozen reference model: one more forward over the same sequences
         forward += tokens * (m.layers * (lin + att) + head)

@@ -45,6 +45,15 @@ def layer_linears(m: ModelSpec) -> tuple[Linear, ...]:
     return tuple(out)
 
 
+def op_policy_split(m: ModelSpec) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
+    """torchtitan's per-op selective checkpointing (parallelize_llama.py `_custom_policy`: matmul outputs saved
+    "except every second mm", counted per block in execution order): (the Linears whose outputs are kept — the 1st,
+    3rd, 5th... —, the Linears run again in backward — the 2nd, 4th, ...). For q, k, v, o, gate, up, down: kept q, v,
+    gate, down; recomputed k, o, up."""
+    linears = layer_linears(m)
+    return linears[0::2], linears[1::2]
+
+
 def _qkv_name(m: ModelSpec) -> str:
     return {"gpt2": "c_attn", "mpt": "Wqkv", "baichuan": "W_pack", "phi3": "qkv_proj"}.get(
         m.model_type, "query_key_value")

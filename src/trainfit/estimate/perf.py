@@ -23,7 +23,7 @@ from ..spec.training import (Attention, GradCkpt, Method, Offload, Optimizer, Op
 from .flops import StepFlops, attention_flops_per_token
 from .activations import Regime, softmax_bytes
 from .memory import regime_for
-from .params import layer_linears
+from .params import layer_linears, op_policy_split
 from ..spec.choices import selective_every
 from .trainable import NF4_BYTES_PER_PARAM, ParamSplit
 
@@ -384,9 +384,7 @@ def selective_recompute(m: ModelSpec, t: TrainingSpec, ops: dict) -> dict[str, f
     if t.selective_ac != "op":
         return {}
     out = {k: 1.0 for k in ops if not k.startswith(("linear/", "attention/"))}
-    for i, lin in enumerate(layer_linears(m), start=1):
-        if i % 2 == 0 and f"linear/{lin.module}" in ops:
-            out[f"linear/{lin.module}"] = 1.0
+    out.update({f"linear/{lin.module}": 1.0 for lin in op_policy_split(m)[1] if f"linear/{lin.module}" in ops})
     return out
 
 
@@ -395,8 +393,7 @@ def selective_recompute_kernels(m: ModelSpec, t: TrainingSpec, n_ops: float) -> 
     torchtitan's op policy every forward kernel but the kept matmuls and the attention core."""
     if t.selective_ac == "attention":
         return 1.0
-    linears = len(layer_linears(m))
-    return max(1.0, n_ops - (linears - linears // 2) - 1)
+    return max(1.0, n_ops - len(op_policy_split(m)[0]) - 1)
 
 
 def _adapter_ratio(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, ops: dict) -> float:

@@ -139,16 +139,6 @@ def model_weights(setup: Setup, source: str = "hf", path: str | None = None) -> 
     return {"source": source, "path": path, "modelscope_id": hf_id if source == "modelscope" else None}
 
 
-def require_runnable_checkpointing(grad_ckpt: Any, selective_ac: Any, what: str) -> None:
-    """train.py (and the trace, which runs its code) checkpoints the attention core under selective checkpointing
-    (runner.selective_attention); torchtitan's per-op and per-layer policies are estimated, not run."""
-    from ..errors import GenerateError
-
-    ckpt = getattr(grad_ckpt, "value", grad_ckpt)
-    if ckpt == "selective" and selective_ac not in (None, "attention"):
-        raise GenerateError("gen_e_selective_ac", what=what, policy=selective_ac)
-
-
 def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: dict[str, str],
                  weights: dict[str, Any] | None = None) -> dict[str, Any]:
     """train_config.json: the plan's job (every declared field that passes the config door of spec/job.py, at its
@@ -156,6 +146,8 @@ def train_config(setup: Setup, data: str | None, output_dir: str, engine_files: 
     from ..spec.job import CONFIG, put_config, through
 
     st, w, m = setup.strategy, setup.workload, setup.model
+    from ..spec.training import require_runnable_checkpointing
+
     require_runnable_checkpointing(st.get("grad_ckpt"), st.get("selective_ac"), "train.py")
     hf = m["hf_config"]
     weights = weights or {"source": "hf", "path": None, "modelscope_id": None}

@@ -149,7 +149,6 @@ def parse_selective_ac(value: "str | int | None") -> str:
     try:
         every = int(text)
     except ValueError:
-        every = 0
         from difflib import get_close_matches
 
         close = get_close_matches(text, SELECTIVE_AC_POLICIES, n=1)

@@ -220,6 +220,17 @@ def default_seq_len(max_positions: int | None) -> tuple[int, str | None]:
     return DEFAULT_SEQ_LEN, None
 
 
+def require_runnable_checkpointing(grad_ckpt: Any, selective_ac: Any, what: str) -> None:
+    """train.py (and the trace and bench, which run its code) checkpoints the attention core under selective
+    checkpointing (train/runner.py selective_attention); torchtitan's per-op and per-layer policies are estimated,
+    not run."""
+    from ..errors import GenerateError
+
+    ckpt = getattr(grad_ckpt, "value", grad_ckpt)
+    if ckpt == "selective" and selective_ac not in (None, "attention"):
+        raise GenerateError("gen_e_selective_ac", what=what, policy=selective_ac)
+
+
 def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -> tuple[dict, list[str]]:
     """The defaults of a job that depend on the model, the training stack or the data, resolved in one place (CLI,
     API, plan and generate come here): the stack's defaults (param_dtype, how it prepares a QLoRA model), the task
@@ -239,6 +250,7 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
         out["lora_dropout"] = float(stack.get("lora_dropout", 0.0))
     if out.get("selective_ac") is None:  # what the stack's selective checkpointing recomputes (torchtitan: op)
         out["selective_ac"] = str(stack.get("selective_ac", "attention"))
+    out.setdefault("fused_softmax", bool(stack.get("fused_softmax", False)))  # Megatron-LM's masked-softmax fusion
     if stack.get("offload_checkpoints") and out.get("grad_ckpt") is not None and "offload_activations" not in out:
         # the stack's checkpointing keeps its checkpoints in host memory (Unsloth: frameworks.yaml)
         out["offload_activations"] = GradCkpt.parse(out["grad_ckpt"], "grad_ckpt") == GradCkpt.FULL

@@ -174,7 +174,7 @@ def trace_config(est: Any) -> TraceConfig:
     from ..catalog.models import all_models
 
     m, t = est.model, est.training
-    from ..generate.configs import require_runnable_checkpointing
+    from ..spec.training import require_runnable_checkpointing
 
     require_runnable_checkpointing(t.grad_ckpt, t.selective_ac, "trace")
     preset = all_models().get(m.name)
