@@ -226,8 +226,11 @@ def test_killing_the_suite_leaves_nothing(tmp_path, sig):
     env = dict(os.environ, TRAINFIT_INNER_RUN="1", TRAINFIT_TEST_SESSION=session)
     log = tmp_path / "inner.log"
     with open(log, "wb") as sink:
-        # pytest as `python -m pytest` runs it, plus a SIGUSR1 stack dump so a stuck run can say where it is
+        # pytest as `python -m pytest` runs it, plus a SIGUSR1 stack dump so a stuck run can say where it is. Ctrl-C
+        # as at a terminal: a suite started in the background by a non-interactive shell (`make test &`) inherits
+        # SIGINT ignored, and Python then installs no handler for it (the inner run would not hear the Ctrl-C)
         boot = ("import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+                "signal.signal(signal.SIGINT, signal.default_int_handler); "
                 "import pytest; sys.exit(pytest.main(sys.argv[1:]))")
         inner = subprocess.Popen([sys.executable, "-c", boot, "-q", "-p", "no:cacheprovider", INNER_TEST,
                                   "--basetemp", str(tmp_path / "inner")], cwd=ROOT, env=env,
