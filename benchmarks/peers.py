@@ -322,6 +322,15 @@ def _stats(items: list[tuple[str, float]]) -> dict:
             "worst_case": worst[0]}
 
 
+
+def _excluded_why(metric: str, reason: str) -> str:
+    """The kind of a validate exclusion (validate.compare), in a few words."""
+    if metric == "memory":
+        return "measured peak below the stated setup's resident states"
+    if "power limit" in reason:
+        return "GPUs held under a power limit below the catalog GPU's TDP"
+    return "measured speed above the GPU's dense peak"
+
 def trainfit_outcomes(case: dict, eff: Efficiencies) -> dict:
     """trainfit's numbers for one case, exactly as `validate` reports them (it keeps no state across cases)."""
     report = validate([case], eff)
@@ -334,7 +343,7 @@ def trainfit_outcomes(case: dict, eff: Efficiencies) -> dict:
             continue
         row = report.rows[0]
         if metric in row.excluded:
-            out[metric] = {"skip": "measured peak below the stated setup's resident states (validate excludes it)"}
+            out[metric] = {"skip": _excluded_why(metric, row.excluded[metric][1]) + " (validate excludes it)"}
         elif metric not in row.error:
             out[metric] = {"skip": "not compared by trainfit validate"}
         elif metric == "memory":

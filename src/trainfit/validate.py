@@ -159,7 +159,30 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # checkpointed in full; its config_manager default was '2' ("2 = checkpoint every other layer": 613bfd0,
     # 4d88a8a), which the docs' tables ran (TrainingSpec.selective_ac "2")
     "selective_layer_ac": re.compile(r"grad ckpt 'selective layer'"),
+    # the run's GPUs held under a power limit below the catalog GPU's TDP (torchtitan's Grand Teton H100s: "We used
+    # the default 500W power limit", benchmarks/llama3_h100_202412_torchtitan.md): `note_power_limit_w`
+    "power_limited": re.compile(r"\b\d{2,4}\s?W power limit", re.I),
 }
+
+POWER_LIMIT_NOTE = re.compile(r"\b(\d{2,4})\s?W power limit", re.I)
+
+
+def note_power_limit_w(case: dict) -> float | None:
+    """The power limit (W) a case's notes state its GPUs ran under, or None."""
+    notes = case.get("notes")
+    found = POWER_LIMIT_NOTE.search(notes) if isinstance(notes, str) else None
+    return float(found.group(1)) if found else None
+
+
+def power_limited(case: dict, est: Estimate) -> str | None:
+    """Why a measured speed is not the catalog GPU's, or None: the run's GPUs were held under a power limit below
+    the catalog GPU's TDP, at which the catalog's peaks (specified at full boost clock) are not reached, and by how
+    much no source says (the clock a power limit leaves depends on the load). Memory is still compared."""
+    limit, tdp = note_power_limit_w(case), est.gpu.tdp_w
+    if limit is None or not tdp or limit >= tdp:
+        return None
+    return (f"the run's GPUs were held at a {limit:.0f} W power limit, below the {est.gpu.name}'s {tdp:.0f} W the "
+            "catalog's peaks are for; no source gives the clock that limit leaves: a GPU the catalog does not carry")
 
 
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
@@ -494,7 +517,9 @@ def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
             key = metric_key(meas, metric)
             error = _ape(exact[key], meas[key])
             why = None
-            if not keep_inconsistent:
+            if metric != "memory":
+                why = power_limited(case, est)
+            if not keep_inconsistent and not why:
                 why = (inconsistent_memory(meas[key], est) if metric == "memory"
                        else inconsistent_throughput(meas, est))
             if why:
