@@ -204,3 +204,22 @@ def test_megatron_plans_full_training_without_deepspeed_sharding(run_cli):
         assert st["offload"] in (None, "none"), st
     reasons = " ".join(d["rejected"])
     assert "LoRA and QLoRA are not in Megatron-LM" in reasons and "distributed optimizer" in reasons
+
+
+@pytest.mark.parametrize("framework,argv,needle,zh", [
+    ("litgpt", ["--grad-ckpt", "full"], "do not checkpoint activations on one device", "单卡运行时不做激活检查点"),
+    ("megatron", ["--method", "lora"], "LoRA and QLoRA are not in Megatron-LM", "没有 LoRA 与 QLoRA"),
+])
+def test_estimate_warns_on_a_layout_the_stated_stack_does_not_run(run_cli, framework, argv, needle, zh):
+    """One job, one answer: a layout `plan --framework` rejects for the stack (spec/training.py stack_refuses) gets
+    the same reason as a warning from `estimate`, in English and Chinese; a layout the stack runs gets none."""
+    base = ["estimate", "--model", "qwen2-7b", "--gpu", "a100-sxm4-80gb", "--framework", framework]
+    code, out, err = run_cli(*base, *argv, "--json")
+    assert code == 0, err
+    warned = [w for w in json.loads(out)["warnings"] if f"`plan --framework {framework}` does not offer" in w]
+    assert len(warned) == 1 and needle in warned[0]
+    code, out, err = run_cli(*base, *argv, "--lang", "zh")
+    assert code == 0 and zh in out.replace("\n", "") and "不提供此布局" in out.replace("\n", "")
+    runs = ["--grad-ckpt", "none", "--method", "lora"] if framework == "litgpt" else ["--method", "full"]
+    code, out, err = run_cli(*base, *runs, "--json")
+    assert code == 0 and not [w for w in json.loads(out)["warnings"] if "does not offer" in w]

@@ -14,7 +14,7 @@ from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.training import (Attention, Fsdp, Method, Offload, Optimizer, Precision, Strategy, Task,
-                             TrainingSpec)
+                             TrainingSpec, stack_refuses)
 from ..units import GiB
 from .activations import SOFTCAP_SDPA_NOTE, attention_that_runs
 from .flops import StepFlops, step_flops
@@ -181,6 +181,10 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     if host and inst is not None and inst.ram_gib and host > inst.ram_gib * GiB:
         warnings = (*warnings, f"CPU offload needs ~{host / GiB:,.0f} GiB of host RAM per node; "
                                f"{inst.instance_type} has {inst.ram_gib:g} GiB")
+    framework = eff.eff.framework
+    refused = stack_refuses(t.model_code, t.method, t.grad_ckpt, s, framework) if framework else None
+    if refused:  # the layout the stated stack's own scripts do not run: plan --framework leaves it out
+        warnings = (*warnings, f"{refused}: `plan --framework {framework}` does not offer this layout")
     warnings = (*warnings, *_expert_warning(m, s, cluster), *(m.structure.notes if m.structure is not None else ()))
     return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
 

@@ -10,6 +10,21 @@ import re
 _N = r"[0-9][0-9,.]*"
 # (pattern matched against the whole sentence, Chinese template filled with the pattern's named groups)
 _ZH: list[tuple[str, str]] = [
+    # a training stack's own scripts (spec/training.py stack_refuses): plan's rejection rule and estimate's warning
+    (r"(?P<rule>(?:LitGPT's finetune scripts|Megatron-LM) .+): `plan --framework (?P<f>[\w.-]+)` does not offer this "
+     r"layout", "{rule}：`plan --framework {f}` 不提供此布局"),
+    (r"LitGPT's finetune scripts run one device without DeepSpeed, FSDP or offload",
+     "LitGPT 的微调脚本单卡运行时不用 DeepSpeed、FSDP 或卸载"),
+    (r"LitGPT's finetune scripts do not checkpoint activations on one device", "LitGPT 的微调脚本单卡运行时不做激活检查点"),
+    (r"LitGPT's finetune scripts refuse --quantize \(QLoRA\) on more than one device",
+     "LitGPT 的微调脚本在多卡上拒绝 --quantize（QLoRA）"),
+    (r"LitGPT's finetune scripts run several devices under FSDP full shard, without DeepSpeed or offload",
+     "LitGPT 的微调脚本多卡运行时用 FSDP full shard，不用 DeepSpeed 或卸载"),
+    (r"LitGPT's finetune scripts checkpoint every block under FSDP", "LitGPT 的微调脚本在 FSDP 下对每个块做检查点"),
+    (r"Megatron-LM trains full models \(LoRA and QLoRA are not in Megatron-LM\)",
+     "Megatron-LM 只做全参训练（Megatron-LM 中没有 LoRA 与 QLoRA）"),
+    (r"Megatron-LM shards at most the optimizer states \(its distributed optimizer\), without offload",
+     "Megatron-LM 至多切分优化器状态（其分布式优化器），不做卸载"),
     # estimate: assumptions
     (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\)", "序列打包为恰好 {n} 个 token（无填充）"),
     (rf"variable-length samples, mean length not given: memory and time at the longest, (?P<n>{_N}) tokens "
@@ -207,6 +222,8 @@ def localize(text: str, lang: str) -> str:
         return text
     pattern, template, m = hit
     values = {k: _WORDS.get(v, v) if v else "" for k, v in m.groupdict().items()}
+    if pattern.pattern.startswith("(?P<rule>"):  # a sentence inside the sentence: in Chinese where a pattern knows it
+        values["rule"] = localize(values["rule"], lang)
     if pattern.pattern.startswith("caution"):
         values["f"] = "，".join(_CAUTIONS.get(x, x) for x in values["f"].split(", "))
     return template.format(**values)

@@ -23,12 +23,12 @@ from ..estimate.params import count_params
 from ..estimate.trainable import split_params
 from ..spec.cluster import Cluster, cluster_for
 from ..spec.model import ModelSpec
-from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec
+from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec, stack_refuses
 from ..units import GB, GiB, HOUR
 from .cost import job_cost
 from .interruption import SpotOverhead, spot_overhead
 from .reasons import Reason, Rejection
-from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, stack_refuses, strategies
+from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
 from .workload import Workload
 
 # Rejection reasons the search counts (report/ and i18n.notes word them in the user's language).

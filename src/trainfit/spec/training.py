@@ -220,6 +220,39 @@ def default_seq_len(max_positions: int | None) -> tuple[int, str | None]:
     return DEFAULT_SEQ_LEN, None
 
 
+def stack_refuses(model_code: str, method: Method, ckpt: GradCkpt, s: Strategy,
+                  framework: str | None = None) -> str | None:
+    """Why a training stack's own scripts do not run a layout (plan --framework), or None. LitGPT's finetune scripts
+    (litgpt 0.4.13 finetune/full.py, lora.py, adapter.py; lora.py in 0.5.13 likewise) run one device with Fabric's
+    strategy "auto" and no activation checkpointing, or several under FSDP (FSDPStrategy, full shard, every Block
+    checkpointed, cpu_offload=False; 0.5.13: fully_shard with a checkpoint_wrapper per Block), and refuse --quantize
+    (QLoRA) on more than one device; none of them runs DeepSpeed. Megatron-LM (`--framework megatron`) trains full
+    models under its own data parallelism, optionally with its distributed optimizer (optimizer states sharded:
+    ZeRO-1's layout), not DeepSpeed ZeRO-2/3, FSDP or offload; LoRA is NeMo's, not Megatron-LM's. `plan --framework`
+    leaves such layouts out; `estimate` warns (estimate/core.py run_estimate)."""
+    if framework == "megatron":
+        if method != Method.FULL:
+            return "Megatron-LM trains full models (LoRA and QLoRA are not in Megatron-LM)"
+        if s.zero_stage > 1 or s.fsdp != Fsdp.NONE or s.offload != Offload.NONE:
+            return "Megatron-LM shards at most the optimizer states (its distributed optimizer), without offload"
+        return None
+    if model_code != "litgpt":
+        return None
+    if s.gpus == 1:
+        if s.zero_stage or s.fsdp != Fsdp.NONE or s.offload != Offload.NONE:
+            return "LitGPT's finetune scripts run one device without DeepSpeed, FSDP or offload"
+        if ckpt != GradCkpt.NONE:
+            return "LitGPT's finetune scripts do not checkpoint activations on one device"
+        return None
+    if method == Method.QLORA:
+        return "LitGPT's finetune scripts refuse --quantize (QLoRA) on more than one device"
+    if s.fsdp != Fsdp.FULL_SHARD or s.zero_stage or s.offload != Offload.NONE:
+        return "LitGPT's finetune scripts run several devices under FSDP full shard, without DeepSpeed or offload"
+    if ckpt != GradCkpt.FULL:
+        return "LitGPT's finetune scripts checkpoint every block under FSDP"
+    return None
+
+
 def require_runnable_checkpointing(grad_ckpt: Any, selective_ac: Any, what: str) -> None:
     """train.py (and the trace and bench, which run its code) checkpoints the attention core under selective
     checkpointing (train/runner.py selective_attention); torchtitan's per-op and per-layer policies are estimated,
