@@ -317,3 +317,30 @@ def test_an_architecture_the_fit_has_not_seen_moves_with_the_fitted_ones():
     assert pool_architectures({}, base, {}) == {}  # nothing fitted: nothing to pool from
     shipped = Efficiencies.default().table["matmul_efficiency"]["by_architecture"]
     assert shipped["volta"] < prior["volta"]  # the shipped calibration pools Volta (no tensor-core runs of its own)
+
+
+def test_a_tied_value_moves_with_its_anchor_where_it_is_not_fitted():
+    """attention_efficiency is a ratio to matmul_efficiency (calibrate.TIED): on an architecture where the fit moved
+    matmul (fitted or pooled) but has no attention parameter, attention is efficiency.yaml's ratio times the moved
+    matmul (calibrate.follow_anchors), not efficiency.yaml's absolute value; a fitted attention value stays."""
+    from trainfit.calibrate import TIED, Param, pool_architectures
+
+    base = Efficiencies.shipped()
+    mm = base.table["matmul_efficiency"]["by_architecture"]
+    att = base.table["attention_efficiency"]["by_architecture"]
+    params = {Param("matmul_efficiency", "by_architecture", "ampere", 0.15, 1.0, "throughput"): [],
+              Param("attention_efficiency", "by_architecture", "ampere", 0.25, 1.0, "throughput"): []}
+    overrides = {"matmul_efficiency": {"by_architecture": {"ampere": mm["ampere"] * 0.5}},
+                 "attention_efficiency": {"by_architecture": {"ampere": 0.123}}}
+    out = pool_architectures(overrides, base, params)
+    moved = out["attention_efficiency"]["by_architecture"]
+    assert moved["ampere"] == 0.123  # fitted: its own
+    for arch in ("hopper", "ada", "volta"):  # pooled matmul (x 0.5): attention at its prior ratio to it
+        low, high = TIED["attention_efficiency"][1:]
+        ratio = min(max(att[arch] / mm[arch], low), high)
+        assert moved[arch] == pytest.approx(ratio * out["matmul_efficiency"]["by_architecture"][arch], rel=1e-3)
+        assert moved[arch] < att[arch]
+    shipped = Efficiencies.default().table
+    for arch in ("ada", "turing"):  # no attention runs of their own in the development set
+        assert shipped["attention_efficiency"]["by_architecture"][arch] / \
+            shipped["matmul_efficiency"]["by_architecture"][arch] == pytest.approx(att[arch] / mm[arch], rel=0.01)

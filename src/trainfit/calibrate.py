@@ -302,7 +302,8 @@ POOLED_ARCH = ("matmul_efficiency",)
 
 def pool_architectures(overrides: dict, base: Efficiencies, params: dict) -> dict:
     """Sets each POOLED_ARCH value of the architectures the fit has no parameter for to efficiency.yaml's value times
-    the geometric mean, over the fitted architectures, of fitted / efficiency.yaml value."""
+    the geometric mean, over the fitted architectures, of fitted / efficiency.yaml value; TIED values then follow
+    their anchors (follow_anchors)."""
     out = overrides
     for name in POOLED_ARCH:
         prior = base.table[name].get("by_architecture") or {}
@@ -315,6 +316,25 @@ def pool_architectures(overrides: dict, base: Efficiencies, params: dict) -> dic
         low, high = FITTED[name][1:]
         out = _merge(out, {name: {"by_architecture": {a: _round(min(max(v * ratio, low), high))
                                                       for a, v in sorted(prior.items()) if a not in fitted}}})
+    return follow_anchors(out, base, params)
+
+
+def follow_anchors(overrides: dict, base: Efficiencies, params: dict) -> dict:
+    """A TIED value is a ratio to its anchor: on an architecture where the fit has no parameter for it but has moved
+    the anchor (fitted or pooled), it is efficiency.yaml's ratio (within the tie's bounds) times the moved anchor.
+    Left at efficiency.yaml's value it would not move with its anchor, and the ratio the model runs at would be
+    whatever the anchor's move made it (Hopper's attention at 0.40 beside a pooled matmul of 0.54 when a fit has no
+    Hopper runs: a ratio of 0.74 where efficiency.yaml's is 0.57)."""
+    out = overrides
+    for name, (anchor, low, high) in TIED.items():
+        prior = base.table[name].get("by_architecture") or {}
+        anchor_prior = base.table[anchor].get("by_architecture") or {}
+        moved = (out.get(anchor) or {}).get("by_architecture") or {}
+        fitted = {p.sub for p in params if p.name == name and p.key == "by_architecture"}
+        follow = {a: _round(min(min(max(v / anchor_prior[a], low), high) * moved[a], FITTED[name][2]))
+                  for a, v in sorted(prior.items()) if a not in fitted and a in moved and a in anchor_prior}
+        if follow:
+            out = _merge(out, {name: {"by_architecture": follow}})
     return out
 
 
