@@ -80,3 +80,36 @@ def test_cheapest_choice_skips_instances_with_too_few_gpus():
     row = compare("qwen2.5-0.5b", ["a10"], method="lora", gpus=4)[0]
     assert row.alibaba.estimate.strategy.gpus_per_node >= 4 and row.alibaba.offer.gpu_count >= 4
     assert cheapest_choice(m, row.estimate, ("nowhere",), load_efficiencies()) is None
+
+
+def test_a_stated_stack_gets_only_layouts_its_scripts_run(run_cli):
+    """compare --framework litgpt answers as plan --framework litgpt does (spec/training.py stack_refuses): on one
+    A10 LitGPT runs no checkpointing, so Qwen2-7B LoRA does not fit there, and what would fit is LitGPT's own
+    multi-GPU layout (FSDP full shard, every block checkpointed), never DeepSpeed; the instances priced for an A100
+    row use layouts LitGPT runs (one GPU, or several under FSDP full shard with checkpointing)."""
+    from trainfit.advise import alternatives
+    from trainfit.spec.training import stack_refuses
+
+    code, out, err = run_cli("compare", "--model", "qwen2-7b", "--method", "lora", "--framework", "litgpt",
+                             "--gpu", "a10,a100-sxm4-80gb", "--json")
+    assert code == 0, err
+    rows = {r["gpu"]: r for r in json.loads(out)["rows"]}
+    a10 = rows["a10"]
+    assert not a10["fits"] and a10["config"]["grad_ckpt"] == "none"
+    change = a10["would_fit_with"]["change"]
+    assert "--fsdp full_shard" in change and "--grad-ckpt full" in change and "--zero" not in change
+    a100 = rows["a100-sxm4-80gb"]
+    assert a100["fits"] and a100["alibaba"]
+    # the same job without the stack: one A10 with checkpointing (what LitGPT's scripts do not run)
+    code, out, err = run_cli("compare", "--model", "qwen2-7b", "--method", "lora", "--gpu", "a10", "--json")
+    plain = json.loads(out)["rows"][0]
+    assert plain["fits"] and plain["config"]["grad_ckpt"] == "full"
+    # every alternative offered under the stack is a layout it runs
+    from trainfit import api
+    est = api.estimate("qwen2-7b", "a10", method="lora", framework="litgpt")
+    alts = alternatives(est, limit=8)
+    assert alts
+    for a in alts:
+        e = a.estimate
+        assert stack_refuses(e.training.model_code, e.training.method, e.training.grad_ckpt, e.strategy,
+                             "litgpt") is None, a.change

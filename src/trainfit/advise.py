@@ -8,7 +8,8 @@ from .catalog.efficiency import Efficiencies
 from .errors import TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
-from .spec.training import Fsdp, GradCkpt, Method, Offload, Optimizer, Strategy, TrainingSpec, combination_problem
+from .spec.training import (Fsdp, GradCkpt, Method, Offload, Optimizer, Strategy, TrainingSpec, combination_problem,
+                            stack_refuses)
 from .units import GiB
 
 
@@ -124,9 +125,26 @@ def _same_batch(base: TrainingSpec, t: TrainingSpec, s: Strategy, ds: Strategy) 
 
 
 def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit: int = 4) -> list[Alternative]:
-    """Changes (least invasive first) that make the configuration fit on the same GPU type."""
+    """Changes (least invasive first) that make the configuration fit on the same GPU type; with a stated training
+    stack (--framework), only layouts its own scripts run (spec/training.py stack_refuses, as `plan --framework`):
+    ZeRO-3 becomes FSDP full shard where the stack runs that instead (LitGPT), and the rest is left out."""
     found: list[Alternative] = []
+    framework = est.table.framework  # the stack the estimate was made for; its alternatives are that stack's too
+    efficiencies = (efficiencies or est.table).for_framework(framework) if framework else efficiencies
     for change, t, s in _candidates(est.training, est.strategy):
+        if framework and stack_refuses(t.model_code, t.method, t.grad_ckpt, s, framework):
+            # what the stack runs instead: FSDP full shard for ZeRO-3, the requested checkpointing on one device
+            runs = [(t, s.with_(zero_stage=0, fsdp=Fsdp.FULL_SHARD))] if s.zero_stage == 3 else []
+            if s.gpus == 1 and t.grad_ckpt != est.training.grad_ckpt:
+                runs.append((t.with_(grad_ckpt=est.training.grad_ckpt), s))
+            runs = [(t2, s2) for t2, s2 in runs
+                    if not stack_refuses(t2.model_code, t2.method, t2.grad_ckpt, s2, framework)]
+            if not runs:
+                continue
+            t, s = runs[0]
+            change = change_flags(est.training, est.strategy, t, s) + _dropped(est.training, t)
+            if any(a.change == change for a in found):
+                continue
         inst = est.cluster.instance
         if inst is not None and (inst.gpu_count or 0) < s.gpus_per_node:
             inst = None  # a bigger machine of the same GPU

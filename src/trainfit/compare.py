@@ -22,7 +22,7 @@ from .search.cost import cost_per_tokens
 from .search.space import Offer
 from .spec.cluster import cluster_for
 from .spec.hardware import GpuSpec, InstanceSpec
-from .spec.training import Strategy, TrainingSpec
+from .spec.training import Strategy, TrainingSpec, stack_refuses
 from .units import GiB, HOUR
 
 DEFAULT_GPUS = ("t4", "v100-sxm2-32gb", "a10", "l20", "a100-sxm4-40gb", "a100-sxm4-80gb", "h20", "h100-sxm", "h200")
@@ -124,7 +124,10 @@ def cheapest_choice(model, est: Estimate, providers: tuple[str, ...], eff: Effic
             continue
         offer = Offer(inst, price)
         for g in _layouts(s.gpus_per_node, inst.gpu_count):
-            e = _estimate_on(model, est, s.with_(gpus_per_node=g), inst, eff, memo)
+            t, layout = est.training, s.with_(gpus_per_node=g)
+            if stack_refuses(t.model_code, t.method, t.grad_ckpt, layout, eff.framework):
+                continue  # a layout the stated stack's scripts do not run (plan --framework leaves it out too)
+            e = _estimate_on(model, est, layout, inst, eff, memo)
             if e is None:
                 continue
             cost = cost_per_tokens(offer, s.nodes, e.tokens_per_s, BILLION)

@@ -133,8 +133,9 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "source": {"en": "source", "zh": "来源"},
     "price_date": {"en": "price date", "zh": "价格日期"},
     "yes": {"en": "yes", "zh": "是"},
-    "would_fit_with": {"en": "does not fit with the requested method; would fit with {change} (not compared)",
-                       "zh": "按所请求的方法放不下；改为 {change} 可以放下（未参与比较）"},
+    "would_fit_with": {"en": "does not fit with the requested method and GPU count; would fit with {change} (not "
+                             "compared)",
+                       "zh": "按所请求的方法和 GPU 数放不下；改为 {change} 可以放下（未参与比较）"},
     "pf_no_file": {"en": "--prices {where}: no such file", "zh": "--prices {where}：文件不存在"},
     "pf_bad_value": {"en": "{where}: {col}={value!r} is not one of {allowed}",
                      "zh": "{where}：{col}={value!r} 不在可选值 {allowed} 中"},
