@@ -205,6 +205,31 @@ def test_generate_refuses_a_setup_that_does_not_fit(run_cli, tmp_path):
     assert code == 0, err
 
 
+@pytest.mark.parametrize("framework", ["litgpt", "megatron", "torchtitan"])
+def test_generate_refuses_numbers_made_for_another_stack(run_cli, tmp_path, framework):
+    """generate writes trainfit's train.py; a job estimated or planned for another stack (--framework) is refused
+    with exit 2, in English and Chinese, from flags and from a plan file that records the stack, and leaves no
+    files; hf-trainer and trainfit (train.py's own loop) generate."""
+    method = "full" if framework == "megatron" else "lora"
+    flags = ["--model", "qwen2.5-0.5b", "--gpu", "a100-sxm4-80gb", "--method", method]
+    _bad(run_cli, "generate", *flags, "--framework", framework, "--out", str(tmp_path / "g"),
+         needle=f"not a {framework} run")
+    assert not (tmp_path / "g").exists()
+    code, out, err = run_cli("generate", *flags, "--framework", framework, "--out", str(tmp_path / "g"), "--lang",
+                             "zh")
+    assert code == 2 and f"不是 {framework} 的运行" in err
+    code, out, err = run_cli("plan", *flags[:2], "--method", method, "--gpu", "a100-sxm4-80gb", "--framework",
+                             framework, "--dataset-tokens", "10M", "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "p" / "plan.json").read_text())["choice"]["framework"] == framework
+    _bad(run_cli, "generate", "--plan", str(tmp_path / "p" / "plan.json"), "--out", str(tmp_path / "g2"),
+         needle=f"not a {framework} run")
+    assert not (tmp_path / "g2").exists()
+    for ok in ("hf-trainer", "trainfit"):
+        code, _, err = run_cli("generate", *flags, "--framework", ok, "--out", str(tmp_path / ok))
+        assert code == 0, err
+
+
 def test_generate_writes_num_labels_and_freeze_layers(run_cli, tmp_path):
     code, _, err = run_cli("generate", "--model", "bert-base-uncased", "--task", "classification", "--num-labels",
                            "5", "--gpu", "a10", "--out", str(tmp_path / "c"))

@@ -23,7 +23,9 @@ CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gpu
               # out-of-memory risk and the 80% bands of hours and cost (optional)
               "oom_risk", "uncertainty",
               # host RAM per node: loading the model, CPU offload, the instance's (optional)
-              "host_ram_gib"}
+              "host_ram_gib",
+              # the training stack the numbers are for (plan --framework; optional, null when not stated)
+              "framework"}
 
 
 def write_plan_doc(doc: dict, out_dir: str) -> str:

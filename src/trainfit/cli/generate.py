@@ -65,6 +65,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..errors import GenerateError
     from ..generate import generate, load_plan, setup_from_estimate, submit_command
+    from ..generate.setup import require_generated_stack
     from ..i18n import t
 
     lang = lang_of(args)
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         setup = setup_from_estimate(est, args.model, tokens)
     else:
         raise GenerateError("gen_e_no_input")
+    require_generated_stack(setup)
     c = setup.choice
     if c.get("fits") is False and not args.force:
         raise GenerateError("gen_e_nofit", need=c.get("memory_gib"), usable=c.get("gpu_memory_gib"))

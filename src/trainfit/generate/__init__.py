@@ -12,7 +12,7 @@ from ..errors import GenerateError
 from .configs import accelerate_fsdp_config, deepspeed_config, model_weights, train_config
 from .docs import readme, requirements
 from .launch import launch_script
-from .setup import Setup, load_plan, setup_from_estimate
+from .setup import Setup, load_plan, require_generated_stack, setup_from_estimate
 from .targets import TARGETS, submit_command, target_files
 
 __all__ = ["TARGETS", "submit_command", "generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files"]
@@ -55,6 +55,7 @@ def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "e
     """Write the setup to `out_dir` atomically: a temporary directory renamed into place, never a half-written one."""
     if target not in TARGETS:
         raise GenerateError("gen_e_target", target=target, targets=", ".join(TARGETS))
+    require_generated_stack(setup)  # train.py's run, not another stack's (also checked by the CLI before the fit)
     if data is not None:
         _check_data(data, setup.workload["task"])
     if os.path.exists(out_dir) and os.listdir(out_dir) and not force:

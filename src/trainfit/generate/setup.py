@@ -25,6 +25,20 @@ class Setup:
         return int(self.choice["gpus_per_node"]) * int(self.choice["nodes"])
 
 
+# The stacks whose run train.py is: its own loop over Transformers + PEFT (frameworks.yaml `trainfit`) and the Hugging
+# Face Trainer's (the same model code, autocast and PEFT preparation: frameworks.yaml `hf-trainer`)
+GENERATED_STACKS = (None, "hf-trainer", "trainfit")
+
+
+def require_generated_stack(setup: Setup) -> None:
+    """generate writes trainfit's train.py; numbers made for another stack (--framework litgpt, megatron, torchtitan,
+    ...) are not that script's, and its layout may be one train.py's engines do not run the same way: refused,
+    with what to do instead."""
+    framework = setup.choice.get("framework")
+    if framework not in GENERATED_STACKS:
+        raise GenerateError("gen_e_framework", framework=framework)
+
+
 def load_plan(path: str) -> Setup:
     """A plan.json, read and checked by its home module (trainfit.planfile), as generate needs it."""
     from ..planfile import read_plan
@@ -55,7 +69,8 @@ def setup_from_estimate(est: Any, model_arg: str, processed_tokens: float) -> Se
               "hours": round(processed_tokens / est.tokens_per_s / 3600, 3) if processed_tokens else None,
               "cost": None, "currency": None, "bottleneck": est.bottleneck,
               "interconnect": est.cluster.intra_link,
-              "inter_node": est.cluster.inter_link if est.strategy.nodes > 1 else None}
+              "inter_node": est.cluster.inter_link if est.strategy.nodes > 1 else None,
+              "framework": est.table.framework}
     model = {"name": est.model.name, "hf_id": preset.hf_id if preset else None, "source": model_arg,
              "hf_config": hf_config}
     workload = {"task": c["task"], "seq_len": c["seq_len"], "global_batch": c["global_batch"],

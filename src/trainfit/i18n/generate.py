@@ -15,6 +15,14 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
         "zh": "注意：SkyPilot 不能直接创建阿里云 ECS 实例；可在 ACK 上运行（cloud: kubernetes）或换用其他云，"
               "或使用 --target ecs / dlc / pytorchjob"},
     # errors: the command's inputs
+    "gen_e_framework": {
+        "en": "generate writes trainfit's train.py (Transformers + PEFT under DDP, FSDP2 or DeepSpeed), not a "
+              "{framework} run, and the numbers were made for {framework}: drop --framework (or use --framework "
+              "trainfit / hf-trainer) to generate and estimate train.py's run, or launch {framework} yourself with the "
+              "layout the plan chose",
+        "zh": "generate 生成的是 trainfit 的 train.py（Transformers + PEFT，DDP、FSDP2 或 DeepSpeed），不是 {framework} "
+              "的运行，而这些数字是按 {framework} 估算的：去掉 --framework（或用 --framework trainfit / hf-trainer）来生成并"
+              "估算 train.py 的运行，或按计划选出的布局自行启动 {framework}"},
     "gen_e_plan_and_model": {"en": "give --plan or the workload flags (--model ...), not both",
                              "zh": "请给出 --plan 或工作负载参数（--model ...），不能同时给出"},
     "gen_e_no_input": {"en": "give --plan plan.json, or --model with the workload flags",

@@ -45,6 +45,7 @@ def candidate_dict(c: Candidate, plan: Plan, rank: int | None = None, why: list[
         "gpu_inferred": o.instance.gpu_inferred, "interconnect": e.cluster.intra_link,
         "inter_node": e.cluster.inter_link if e.strategy.nodes > 1 else None, "bottleneck": e.bottleneck,
         "host_ram_gib": host_ram_gib(c),
+        "framework": e.table.framework,  # the training stack the numbers are for (plan --framework), else null
     })
     out["uncertainty"] = hours_cost_band(c)
     if c.spot is not None:
