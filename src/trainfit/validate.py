@@ -128,6 +128,9 @@ CUDA_CONTEXT_NOTE = re.compile(r"includes ~(?P<gib>\d+(?:\.\d+)?) GB CUDA contex
 
 # Settings the schema has no field for, stated in a case's `notes` in fixed words (shared/validation's
 # conventions). Each is applied as the trainfit setting it names; a row lists the ones it read.
+# "... 500W power limit": the power limit a case's GPUs ran under (`note_power_limit_w`)
+POWER_LIMIT_NOTE = re.compile(r"\b(\d{2,4})\s?W power limit", re.I)
+
 NOTE_FEATURES: dict[str, re.Pattern] = {
     # Qwen's "LoRA (emb)": PEFT modules_to_save=["wte", "lm_head"] beside the adapters
     "lora_saves_embeddings": re.compile(r"embedding and output layers are also trained in full", re.I),
@@ -161,10 +164,8 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     "selective_layer_ac": re.compile(r"grad ckpt 'selective layer'"),
     # the run's GPUs held under a power limit below the catalog GPU's TDP (torchtitan's Grand Teton H100s: "We used
     # the default 500W power limit", benchmarks/llama3_h100_202412_torchtitan.md): `note_power_limit_w`
-    "power_limited": re.compile(r"\b\d{2,4}\s?W power limit", re.I),
+    "power_limited": POWER_LIMIT_NOTE,
 }
-
-POWER_LIMIT_NOTE = re.compile(r"\b(\d{2,4})\s?W power limit", re.I)
 
 
 def note_power_limit_w(case: dict) -> float | None:
