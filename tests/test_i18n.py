@@ -307,6 +307,14 @@ def test_validate_speaks_chinese(run_cli, cases):
     skipped = dict(doc.get("skipped") or {}, **((doc.get("serving") or {}).get("skipped") or {}))
     missing = [r for r in skipped if not _CJK.search(localize(r, "zh"))]
     assert not missing, missing
+    # every note under the report and every reason a value was excluded (power limit, above the peak, below the
+    # resident states, an impossible TTFT), as printed: Chinese where the printed line is
+    parts = [doc] + ([doc["serving"]] if isinstance(doc.get("serving"), dict) else [])
+    sentences = [n for d in parts for n in d.get("notes") or []] + \
+        [e["reason"] for d in parts for e in d.get("excluded") or []]
+    assert sentences and any(e.get("excluded") for e in parts)
+    untranslated = [x for x in sentences if not has_chinese(x)]
+    assert not untranslated, untranslated
 
 
 # ---- trainfit trace: every note beside the traced step in Chinese ----------------------------------------------------

@@ -601,6 +601,9 @@ class Report:
                           "a measured speed whose matmuls alone would need more than the GPU's dense peak is "
                           "listed under 'excluded' and left out of the throughput and MFU statistics "
                           "(--keep-inconsistent counts it)",
+                          "a speed measured on GPUs held under a power limit below the catalog GPU's TDP (the case's "
+                          "notes state it) is listed under 'excluded' and left out of the throughput and MFU "
+                          "statistics; its memory is compared",
                           "throughput: tokens/s per GPU where measured, else step time; variable-length runs are "
                           "not compared on throughput",
                           "errors are absolute percentage errors as fractions (0.1 = 10%)"],

@@ -167,6 +167,7 @@ def _counts_and_errors(c, doc: dict, lang: str, prefix: str, metrics: tuple, gro
 def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
     from rich.table import Table
 
+    from ..i18n.notes import localize
     from ..validate import metric_key
 
     c = console()
@@ -182,7 +183,8 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
     if oom["n"]:
         c.print(_w("v_oom", lang, ok=oom["correct"], n=oom["n"]))
     for ex in doc["excluded"]:
-        c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"], reason=ex["reason"]))
+        c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"],
+                   reason=localize(ex["reason"], lang)))
     if rows:
         r = Table(title=_w("v_per_case", lang))
         for col in ("case", "gpu", "method", "tok/s/GPU or s pred", "meas", "err", "GiB pred", "meas", "err"):
@@ -197,7 +199,7 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
                       f"{m['peak_memory_gib']:.1f}" if "memory" in e else "-", _pct(e.get("memory")))
         c.print(r)
     for note in doc["notes"]:
-        c.print(f"- {note}", style="dim")
+        c.print(f"- {localize(note, lang)}", style="dim")
 
 
 def render_sources(c, doc: dict, lang: str = "en") -> None:
@@ -227,11 +229,14 @@ def render_sources(c, doc: dict, lang: str = "en") -> None:
 def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:
     from rich.table import Table
 
+    from ..i18n.notes import localize
+
     c = console()
     _counts_and_errors(c, doc, lang, _w("v_serving", lang), ("kv_capacity", "throughput", "ttft", "tpot"),
                        ("by_gpu", "by_engine", "by_weights"))
     for ex in doc.get("excluded", []):
-        c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"], reason=ex["reason"]))
+        c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"],
+                   reason=localize(ex["reason"], lang)))
     if rows:
         r = Table(title=_w("v_serving", lang) + _w("v_per_case", lang))
         for col in ("case", "metric", "predicted", "measured", "error"):
@@ -243,7 +248,7 @@ def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:
                           _pct(row["error"].get(metric)))
         c.print(r)
     for note in doc["notes"]:
-        c.print(f"- {note}", style="dim")
+        c.print(f"- {localize(note, lang)}", style="dim")
 
 
 _SERVING_KEYS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency", "kv_cache_gib"),

@@ -10,6 +10,61 @@ import re
 _N = r"[0-9][0-9,.]*"
 # (pattern matched against the whole sentence, Chinese template filled with the pattern's named groups)
 _ZH: list[tuple[str, str]] = [
+    # validate: why a measured value is excluded (validate.compare), and the notes of its report
+    (rf"the run's GPUs were held at a (?P<w>{_N}) W power limit, below the (?P<g>.+?)'s (?P<t>{_N}) W the catalog's "
+     r"peaks are for; no source gives the clock that limit leaves: a GPU the catalog does not carry",
+     "该运行的 GPU 被限制在 {w} W 的功耗上限，低于目录中 {g} 峰值所对应的 {t} W；没有来源给出该上限下的频率：这是目录未收录的 GPU"),
+    (rf"measured (?P<m>{_N}) GiB is below the (?P<f>{_N}) GiB of weights and optimizer states the stated setup keeps "
+     r"on each GPU: the run cannot have used the stated setup",
+     "实测 {m} GiB 低于所述配置在每张 GPU 上常驻的 {f} GiB 权重与优化器状态：该运行不可能用的是所述配置"),
+    (rf"measured (?P<v>{_N}) tokens/s per GPU needs at least (?P<n>{_N}) TFLOP/s of matmuls per GPU \(attention not "
+     rf"counted\), above the (?P<g>.+?)'s dense (?P<d>\w+) peak of (?P<p>{_N}): the figure cannot be one GPU's running "
+     r"the stated setup",
+     "实测每张 GPU {v} tokens/s 至少需要每张 GPU {n} TFLOP/s 的矩阵乘（未计注意力），高于 {g} 的 {d} 稠密峰值 {p}：该数字不可能是"
+     "单张 GPU 运行所述配置的结果"),
+    (rf"measured (?P<v>{_N}) s per step needs at least (?P<n>{_N}) TFLOP/s of matmuls per GPU \(attention not "
+     rf"counted\), above the (?P<g>.+?)'s dense (?P<d>\w+) peak of (?P<p>{_N}): the figure cannot be one GPU's running "
+     r"the stated setup",
+     "实测每步 {v} 秒至少需要每张 GPU {n} TFLOP/s 的矩阵乘（未计注意力），高于 {g} 的 {d} 稠密峰值 {p}：该数字不可能是"
+     "单张 GPU 运行所述配置的结果"),
+    (r"memory cases without a memory_kind are compared with predicted (?P<k>\w+) memory",
+     "没有 memory_kind 的显存案例与预测的 {k} 显存比较"),
+    (r"trace cases \(source 'trace': allocations of a traced step\) are compared with the predicted allocated peak, "
+     r"without allocator cache or CUDA context; their statistics are under 'trace', apart from the measured runs', "
+     r"and beside them in memory_by_source_kind",
+     "trace 案例（来源 trace：追踪一步训练得到的分配量）与预测的 allocated 峰值比较，不含分配器缓存和 CUDA 上下文；其统计在 "
+     "'trace' 下，与实测运行分开，并在 memory_by_source_kind 中并列"),
+    (r"a measured peak below the weights and optimizer states its stated setup keeps resident is listed under "
+     r"'excluded' and left out of the memory statistics \(--keep-inconsistent counts it\)",
+     "低于所述配置常驻的权重与优化器状态的实测峰值列在 'excluded' 下，不计入显存统计（--keep-inconsistent 会计入）"),
+    (r"a measured speed whose matmuls alone would need more than the GPU's dense peak is listed under 'excluded' and "
+     r"left out of the throughput and MFU statistics \(--keep-inconsistent counts it\)",
+     "仅矩阵乘就需要超过 GPU 稠密峰值的实测速度列在 'excluded' 下，不计入吞吐与 MFU 统计（--keep-inconsistent 会计入）"),
+    (r"a speed measured on GPUs held under a power limit below the catalog GPU's TDP \(the case's notes state it\) is "
+     r"listed under 'excluded' and left out of the throughput and MFU statistics; its memory is compared",
+     "在低于目录 GPU TDP 的功耗上限下测得的速度（案例注释中写明）列在 'excluded' 下，不计入吞吐与 MFU 统计；其显存照常比较"),
+    (r"throughput: tokens/s per GPU where measured, else step time; variable-length runs are not compared on "
+     r"throughput", "吞吐：有实测每 GPU tokens/s 时用它，否则用每步时间；变长数据的运行不比较吞吐"),
+    (r"errors are absolute percentage errors as fractions \(0\.1 = 10%\)", "误差为绝对百分比误差，以小数表示（0.1 = 10%）"),
+    # serving validate (serving/validate.py): why a TTFT is excluded, and the report's notes
+    (rf"measured (?P<t>{_N}) ms is below the (?P<f>{_N}) ms a (?P<n>{_N})-token prefill takes at the GPU's dense peak: "
+     r"not a full prefill \(prefix cache\?\)",
+     "实测 {t} ms 低于 {n} token 的 prefill 在 GPU 稠密峰值下所需的 {f} ms：不是完整的 prefill（前缀缓存？）"),
+    (r"kv_capacity: KV-cache tokens where measured, else max concurrency, else the KV cache's GiB",
+     "kv_capacity：有实测 KV 缓存 token 数时用它，否则用最大并发，否则用 KV 缓存的 GiB"),
+    (r"a case without engine_version is predicted with its engine_version_inferred \(stated in the case\), else the "
+     r"engine's default version", "没有 engine_version 的案例按其 engine_version_inferred（案例中写明）预测，否则按引擎的默认版本"),
+    (r"throughput: output tokens/s where measured, else total tokens/s, else requests/s",
+     "吞吐：有实测输出 tokens/s 时用它，否则用总 tokens/s，否则用 requests/s"),
+    (r"GPTQ 8-bit checkpoints are predicted as int8 weights", "GPTQ 8 位权重按 int8 权重预测"),
+    (r"serving\.sampler \(flashinfer \| pytorch\), serving\.custom_all_reduce and serving\.block_size are read where a "
+     r"case states them \(fields beyond SERVING_SCHEMA\.md, which readers may add\)",
+     "serving.sampler（flashinfer | pytorch）、serving.custom_all_reduce 和 serving.block_size 在案例写明时读取（SERVING_SCHEMA.md "
+     "之外、读取方可加的字段）"),
+    (r"a measured run that served is predicted for speed even where trainfit's KV estimate at the engine's default "
+     r"flags falls below its max_model_len \(served_with_predicted_kv_short lists them\)",
+     "实际已运行的服务即使 trainfit 在引擎默认参数下估算的 KV 低于其 max_model_len，也照常预测速度"
+     "（served_with_predicted_kv_short 列出它们）"),
     # a training stack's own scripts (spec/training.py stack_refuses): plan's rejection rule and estimate's warning
     (r"(?P<rule>(?:LitGPT's finetune scripts|Megatron-LM) .+): `plan --framework (?P<f>[\w.-]+)` does not offer this "
      r"layout", "{rule}：`plan --framework {f}` 不提供此布局"),
