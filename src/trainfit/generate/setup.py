@@ -25,17 +25,15 @@ class Setup:
         return int(self.choice["gpus_per_node"]) * int(self.choice["nodes"])
 
 
-# The stacks whose run train.py is: its own loop over Transformers + PEFT (frameworks.yaml `trainfit`) and the Hugging
-# Face Trainer's (the same model code, autocast and PEFT preparation: frameworks.yaml `hf-trainer`)
-GENERATED_STACKS = (None, "hf-trainer", "trainfit")
-
-
 def require_generated_stack(setup: Setup) -> None:
-    """generate writes trainfit's train.py; numbers made for another stack (--framework litgpt, megatron, torchtitan,
-    ...) are not that script's, and its layout may be one train.py's engines do not run the same way: refused,
-    with what to do instead."""
+    """generate writes trainfit's train.py, whose run is the reference stacks' (calibrate.REFERENCE_STACKS: its own
+    loop, or the Hugging Face Trainer's, over the same Transformers + PEFT code); numbers made for another stack
+    (--framework litgpt, megatron, torchtitan, ...) are not that script's, and its layout may be one train.py's
+    engines do not run the same way: refused, with what to do instead."""
+    from ..calibrate import REFERENCE_STACKS
+
     framework = setup.choice.get("framework")
-    if framework not in GENERATED_STACKS:
+    if framework is not None and str(framework) not in REFERENCE_STACKS:
         raise GenerateError("gen_e_framework", framework=framework)
 
 
