@@ -479,8 +479,8 @@ def _ceiling_peak(est: Estimate) -> tuple[float | None, str]:
 
 def inconsistent_throughput(measured: dict, est: Estimate) -> str | None:
     """Why a measured speed cannot belong to the stated setup on one GPU, or None: the matmuls the step must run
-    (`StepFlops.matmul_floor`: no attention, no elementwise work) would need more than the GPU's dense peak of the
-    stated precision. The throughput counterpart of `inconsistent_memory`; a figure that is a total over several
+    (`StepFlops.matmul_floor`: a causal model's attention at half its full s² work, no elementwise work) would need
+    more than the GPU's dense peak of the stated precision. The throughput counterpart of `inconsistent_memory`; a figure that is a total over several
     GPUs, or a run with fewer FLOPs than stated (shorter samples, another recipe), shows up here."""
     key = metric_key(measured, "throughput")
     peak, dtype = _ceiling_peak(est)
@@ -494,9 +494,9 @@ def inconsistent_throughput(measured: dict, est: Estimate) -> str | None:
     if needed <= peak:
         return None
     what = f"{measured[key]:g} tokens/s per GPU" if key == "tokens_per_s_per_gpu" else f"{measured[key]:g} s per step"
-    return (f"measured {what} needs at least {needed / 1e12:.0f} TFLOP/s of matmuls per GPU (attention not "
-            f"counted), above the {est.gpu.name}'s dense {dtype} peak of {peak / 1e12:.1f}: the figure cannot be one "
-            "GPU's running the stated setup")
+    return (f"measured {what} needs at least {needed / 1e12:.0f} TFLOP/s of matmuls per GPU (causal attention "
+            f"at half its work), above the {est.gpu.name}'s dense {dtype} peak of {peak / 1e12:.1f}: the figure "
+            "cannot be one GPU's running the stated setup")
 
 
 def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:

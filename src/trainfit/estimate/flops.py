@@ -29,12 +29,16 @@ class StepFlops:
     attention_forward: float  # the s² part of `forward` (also inside the other parts)
     model_flops: float  # PaLM convention, for MFU
     attention: float = 0.0  # the s² part of `total`: forward, input gradient and recomputation
+    causal: bool = True  # a decoder's attention: a causal kernel may skip the upper triangle of QKᵀ, no more
 
     @property
     def matmul_floor(self) -> float:
-        """FLOPs the step's matmuls need whatever the attention kernel does: `total` without the s² terms (which a
-        causal kernel halves and this model counts in full) — a lower bound on the work of the micro-batch."""
-        return self.total - self.attention
+        """FLOPs the step's matmuls need whatever the attention kernel does — a lower bound on the work of the
+        micro-batch: `total` with the s² terms (counted in full, PaLM's convention) at half for a causal model (the
+        most a causal kernel skips is the upper triangle; blocks along the diagonal are computed whole) and left out
+        otherwise (an encoder's kernel may skip padding). Its backward counts two matmuls per forward one (dV, dP,
+        dQ, dK), not FlashAttention's recomputation of the scores, so the bound holds for any kernel."""
+        return self.total - self.attention * (0.5 if self.causal else 1.0)
 
     @property
     def total(self) -> float:
@@ -124,7 +128,8 @@ def step_flops(m: ModelSpec, t: TrainingSpec, split: ParamSplit) -> StepFlops:
     # Model FLOPs: the work the method needs, without recomputation. For full training this is PaLM's
     # 6N + 12·L·H·Q·T per token; LoRA skips the frozen weights' gradients (about 4N).
     model_flops = forward + input_grad + weight_grad
-    return StepFlops(forward, input_grad, weight_grad, recompute, tokens * m.layers * att, model_flops, attention)
+    return StepFlops(forward, input_grad, weight_grad, recompute, tokens * m.layers * att, model_flops, attention,
+                     causal=not m.is_encoder)
 
 
 def palm_model_flops_per_token(m: ModelSpec, t: TrainingSpec) -> float:

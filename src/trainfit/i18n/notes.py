@@ -17,15 +17,15 @@ _ZH: list[tuple[str, str]] = [
     (rf"measured (?P<m>{_N}) GiB is below the (?P<f>{_N}) GiB of weights and optimizer states the stated setup keeps "
      r"on each GPU: the run cannot have used the stated setup",
      "实测 {m} GiB 低于所述配置在每张 GPU 上常驻的 {f} GiB 权重与优化器状态：该运行不可能用的是所述配置"),
-    (rf"measured (?P<v>{_N}) tokens/s per GPU needs at least (?P<n>{_N}) TFLOP/s of matmuls per GPU \(attention not "
-     rf"counted\), above the (?P<g>.+?)'s dense (?P<d>\w+) peak of (?P<p>{_N}): the figure cannot be one GPU's running "
+    (rf"measured (?P<v>{_N}) tokens/s per GPU needs at least (?P<n>{_N}) TFLOP/s of matmuls per GPU \(causal attention "
+     rf"at half its work\), above the (?P<g>.+?)'s dense (?P<d>\w+) peak of (?P<p>{_N}): the figure cannot be one GPU's running "
      r"the stated setup",
-     "实测每张 GPU {v} tokens/s 至少需要每张 GPU {n} TFLOP/s 的矩阵乘（未计注意力），高于 {g} 的 {d} 稠密峰值 {p}：该数字不可能是"
+     "实测每张 GPU {v} tokens/s 至少需要每张 GPU {n} TFLOP/s 的矩阵乘（因果注意力按其一半的计算量计），高于 {g} 的 {d} 稠密峰值 {p}：该数字不可能是"
      "单张 GPU 运行所述配置的结果"),
-    (rf"measured (?P<v>{_N}) s per step needs at least (?P<n>{_N}) TFLOP/s of matmuls per GPU \(attention not "
-     rf"counted\), above the (?P<g>.+?)'s dense (?P<d>\w+) peak of (?P<p>{_N}): the figure cannot be one GPU's running "
+    (rf"measured (?P<v>{_N}) s per step needs at least (?P<n>{_N}) TFLOP/s of matmuls per GPU \(causal attention "
+     rf"at half its work\), above the (?P<g>.+?)'s dense (?P<d>\w+) peak of (?P<p>{_N}): the figure cannot be one GPU's running "
      r"the stated setup",
-     "实测每步 {v} 秒至少需要每张 GPU {n} TFLOP/s 的矩阵乘（未计注意力），高于 {g} 的 {d} 稠密峰值 {p}：该数字不可能是"
+     "实测每步 {v} 秒至少需要每张 GPU {n} TFLOP/s 的矩阵乘（因果注意力按其一半的计算量计），高于 {g} 的 {d} 稠密峰值 {p}：该数字不可能是"
      "单张 GPU 运行所述配置的结果"),
     (r"memory cases without a memory_kind are compared with predicted (?P<k>\w+) memory",
      "没有 memory_kind 的显存案例与预测的 {k} 显存比较"),
