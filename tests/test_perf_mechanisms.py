@@ -467,3 +467,62 @@ def test_a_stated_stack_brings_its_softmax_and_checkpointing_to_estimate(run_cli
     assert titan["selective_ac"] == "op"
     _, mine = step("--grad-ckpt", "selective", "--framework", "torchtitan", "--selective-ac", "2")
     assert mine["selective_ac"] == "2"
+
+
+# ---- torch.compile -----------------------------------------------------------------------------------------------
+
+def test_compile_prior_is_torchtitans_own_eager_and_compiled_runs(dev_cases):
+    """efficiency.yaml's compile_time_factor is torchtitan's Table 3 (Llama 3.1 8B, 128 H100s, FSDP): the same run
+    eager and compiled, 5605 and 6514 tokens/s per GPU. The two cases differ in nothing but the compile note."""
+    by_id = {c["id"]: c for c in dev_cases}
+    eager = by_id["torchtitan-2412-llama3.1-8b-g128-fsdp"]
+    compiled = by_id["torchtitan-2412-llama3.1-8b-g128-fsdp-compile"]
+    for part in ("model", "hardware", "training", "parallel"):
+        assert eager[part] == compiled[part], part
+    assert "torch.compile on" in compiled["notes"] and "torch.compile" not in eager["notes"]
+    ratio = eager["measured"]["tokens_per_s_per_gpu"] / compiled["measured"]["tokens_per_s_per_gpu"]
+    assert Efficiencies.shipped().table["compile_time_factor"]["default"] == pytest.approx(ratio, abs=5e-5)  # the prior
+
+
+def test_compiled_forward_and_backward_take_the_factor_and_nothing_else_moves():
+    """torch.compile scales a micro-batch's forward and backward time by compile_time_factor; the optimizer step
+    (not compiled by the stacks that compile the model) and the memory stay."""
+    t = TrainingSpec(seq_len=2048, micro_batch=2, grad_ckpt=GradCkpt.FULL, attention=Attention.FLASH)
+    eager, compiled = _est("llama-3-8b", t), _est("llama-3-8b", replace(t, torch_compile=True))
+    factor = EFF.shared_view(GPU)("compile_time_factor")
+    assert 0 < factor < 1
+    assert compiled.memory.device == eager.memory.device
+    assert compiled.step_time_s < eager.step_time_s
+    for part in ("compute/forward", "compute/backward"):
+        assert compiled.time.parts[part] == pytest.approx(eager.time.parts[part] * factor)
+    for part in set(eager.time.parts) - {"compute/forward", "compute/backward"}:
+        assert compiled.time.parts[part] == pytest.approx(eager.time.parts[part]), part
+
+
+def test_compiled_cases_are_read_from_their_notes(dev_cases):
+    """'torch.compile on' in a case's notes sets torch_compile (torchtune's README and torchtitan's compiled rows);
+    no other case is read as compiled, and the prediction of a compiled case is faster than of the same case
+    without the note."""
+    compiled = 0
+    for case in dev_cases:
+        try:
+            est = predict_case(case, EFF)
+        except Skip:
+            continue
+        said = "torch.compile on" in (case.get("notes") or "")
+        assert est.training.torch_compile == said, case["id"]
+        if said:
+            compiled += 1
+            plain = predict_case({**case, "notes": case["notes"].replace("torch.compile on", "")}, EFF)
+            assert est.tokens_per_s_per_gpu > plain.tokens_per_s_per_gpu
+    assert compiled >= 10
+
+
+def test_the_compile_factor_is_fitted_on_compiled_runs_only(dev_cases):
+    """calibrate moves compile_time_factor only with the cases that ran compiled (ONLY_WHEN)."""
+    from trainfit.calibrate import candidate_params
+
+    params = candidate_params(dev_cases, Efficiencies.shipped())
+    used = [cases for p, cases in params.items() if p.name == "compile_time_factor"]
+    assert len(used) == 1 and len(used[0]) >= 3
+    assert all("torch.compile on" in c["notes"] for c in used[0])

@@ -202,8 +202,8 @@ def test_variable_length_runs_are_compared_on_memory_only(dev_cases):
 @pytest.mark.parametrize("case_id,features,check", [
     ("qwen1-readme-7b-loraemb-s1024", {"lora_saves_embeddings", "fused_qkv"},
      lambda t: t.modules_to_save == ("embed_tokens", "lm_head")),
-    ("torchtune-readme-llama3-8b-full-rtx4090-g1", {"optimizer_in_backward", "paged_optimizer"},
-     lambda t: t.optimizer_in_backward and t.paged_optimizer),
+    ("torchtune-readme-llama3-8b-full-rtx4090-g1", {"optimizer_in_backward", "paged_optimizer", "torch_compile"},
+     lambda t: t.optimizer_in_backward and t.paged_optimizer and t.torch_compile),
     ("qwen1-readme-7b-lora-s512", {"fused_qkv"}, lambda t: not t.modules_to_save and not t.optimizer_in_backward),
 ])
 def test_settings_stated_in_notes_reach_the_estimate(dev_cases, case_id, features, check):

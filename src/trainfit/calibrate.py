@@ -86,6 +86,7 @@ FITTED = {
     "comm_efficiency": ("throughput", 0.5, 0.95),  # nccl-tests bus bandwidth: about 0.6-0.9 of the link
     "comm_overlap": ("throughput", 0.0, 0.95),
     "framework_time_factor": ("throughput", 0.2, 3.0),
+    "compile_time_factor": ("throughput", 0.3, 1.5),  # only compiled runs move it (ONLY_WHEN)
     "framework_activation_factor": ("memory", 0.02, 2.0),
     "framework_logits_factor": ("memory", 0.02, 2.0),
 }
@@ -116,7 +117,8 @@ NOT_FITTED_BY_CV = ("allocator_overhead_fraction", "allocator_overhead_gib", "cu
 # BERT-large runs of one page, and fitted together the fp32 ones set the tensor-core value (0.98, at its bound).
 CUDA_CORE_SPLIT = {"cuda_core_matmul_efficiency": True, "matmul_efficiency": False}
 # Values only some cases' time depends on: the others neither count for them nor are re-predicted when they move.
-ONLY_WHEN: dict[str, Callable[[dict], bool]] = {"zero3_module_overhead_s": lambda case: _zero3_case(case)}
+ONLY_WHEN: dict[str, Callable[[dict], bool]] = {"zero3_module_overhead_s": lambda case: _zero3_case(case),
+                                                 "compile_time_factor": lambda case: _compiled_case(case)}
 
 
 def _zero3_case(case: dict) -> bool:
@@ -128,6 +130,13 @@ def _zero3_case(case: dict) -> bool:
         return zero3_hooked(_strategy(case))
     except (Skip, KeyError, TypeError, ValueError):
         return False
+
+
+def _compiled_case(case: dict) -> bool:
+    """A case whose notes say its model ran under torch.compile (validate.NOTE_FEATURES torch_compile)."""
+    from .validate import note_features
+
+    return "torch_compile" in note_features(case)
 
 
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.

@@ -143,6 +143,8 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     "activation_offloading": re.compile(r"activation offloading to CPU on|offloaded gradient checkpointing", re.I),
     # a GPTQ int4 base (Qwen *-Int4): PEFT's prepare_model_for_kbit_training leaves GPTQ models' 16-bit parameters
     "gptq_base": re.compile(r"\bGPTQ\b"),
+    # torch.compile on the model (torchtune's compile=True, torchtitan's --training.compile; TrainingSpec.torch_compile)
+    "torch_compile": re.compile(r"\btorch\.compile on\b"),
     # transformers' own AdamW (HF Trainer optim="adamw_hf"; transformers 4.x optimization.py `AdamW.step`): a Python
     # loop over the parameters, i.e. optimizer_impl forloop where the case leaves it null
     "forloop_optimizer": re.compile(r"\badamw_hf\b"),
@@ -258,6 +260,8 @@ def note_phrases(t: TrainingSpec) -> list[str]:
         out.append("optimizer_in_bwd (each parameter steps during backward)")
     if t.paged_optimizer:
         out.append("paged_adamw states (bitsandbytes managed memory)")
+    if t.torch_compile:
+        out.append("torch.compile on")
     if t.offload_activations:
         out.append("Activation offloading to CPU on (saved activations offloaded to host memory)")
     if t.gptq_base:
@@ -307,6 +311,7 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   else values.get("modules_to_save", ()),
                   optimizer_in_backward="optimizer_in_backward" in features,
                   paged_optimizer="paged_optimizer" in features,
+                  torch_compile="torch_compile" in features,
                   offload_activations="activation_offloading" in features or (
                       stack_ckpt and bool(defaults.get("offload_checkpoints", False))),
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,

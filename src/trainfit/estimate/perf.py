@@ -340,6 +340,8 @@ def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: Gpu
     hooks = zero3_modules_per_block(m, split) * eff("zero3_module_overhead_s") / 2 if zero3 else 0.0
     head_fwd, head_bwd = _head_time(m, t, gpu, eff, r, weights_train)
     stack = eff("framework_time_factor")  # 1 for eager Hugging Face code; fitted for other training stacks
+    if t.torch_compile:  # the same stack's code compiled (efficiency.yaml compile_time_factor)
+        stack *= eff("compile_time_factor")
     # selective checkpointing that recomputes part of every block in its backward ('attention', 'op')
     partial = selective_recompute(m, t, ops)
     partial_s = sum(ops[k][0] * share for k, share in partial.items())

@@ -259,6 +259,11 @@ FIELDS: tuple[JobField, ...] = (
              "freeing it (torchtune optimizer_in_bwd; needs --grad-accum 1)",
              "每个参数的梯度一就绪就更新并释放（torchtune optimizer_in_bwd；需要 --grad-accum 1）",
              config="optimizer.in_backward", doors=ALL_DOORS - {CASE}),
+    JobField("torch_compile", _T, bool, False, "the model runs under torch.compile (Inductor fuses the elementwise "
+             "work around the matmuls): forward and backward time x compile_time_factor (efficiency.yaml; torchtitan's "
+             "measured 0.86, fitted on compiled runs); memory as eager", "模型在 torch.compile 下运行（Inductor 融合矩阵乘"
+             "周围的逐元素运算）：前向与反向时间乘以 compile_time_factor（efficiency.yaml；torchtitan 实测 0.86，"
+             "按编译运行拟合）；显存按 eager 计", doors=frozenset({API})),
     JobField("paged_optimizer", _T, bool, False, "bitsandbytes paged optimizer states (CUDA managed memory, paged "
              "out to host under pressure)", "bitsandbytes 分页优化器状态（CUDA 统一内存，显存紧张时换出到主机）",
              config="optimizer.paged", doors=ALL_DOORS - {CASE}),
