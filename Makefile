@@ -70,7 +70,7 @@ trace-cases: $(VENV)/.test-installed
 
 # Leave-one-source-out error and the residuals the error bands are made from (README, Accuracy; minutes).
 cv: $(VENV)/.run-installed
-	$(BIN)/trainfit calibrate data/validation/published_dev.jsonl --cv source --rounds 1 --jobs 3 \
+	$(BIN)/trainfit calibrate data/validation/published_dev.jsonl --cv source --jobs 3 \
 		--out src/trainfit/catalog/data/cv_source.json
 
 # Peers side by side (README, Accuracy). llm-analysis pins transformers<5: installed beside the venv, no deps.
