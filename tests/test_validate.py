@@ -321,6 +321,15 @@ def test_the_peak_floor_counts_half_a_causal_models_attention_and_none_of_an_enc
                   model_flops=24.0, attention=6.0)
     assert f.matmul_floor == 24.0 - 3.0
     assert StepFlops(10.0, 8.0, 6.0, 0.0, 2.0, 24.0, 6.0, causal=False).matmul_floor == 24.0 - 6.0
+    # what a model's step is built with: decoders causal, encoders not
+    from trainfit.catalog import resolve_model
+    from trainfit.estimate.flops import step_flops
+    from trainfit.estimate.trainable import split_params
+    from trainfit.spec.training import Task, TrainingSpec
+
+    for name, task, causal in (("llama-2-7b", Task.PRETRAIN, True), ("bert-base-uncased", Task.CLASSIFICATION, False)):
+        m, t = resolve_model(name), TrainingSpec(seq_len=512, task=task)
+        assert step_flops(m, t, split_params(m, t)).causal is causal, name
 
 
 def test_speeds_of_power_limited_gpus_are_listed_not_averaged(dev_cases, report):

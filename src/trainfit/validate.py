@@ -485,8 +485,9 @@ def _ceiling_peak(est: Estimate) -> tuple[float | None, str]:
 def inconsistent_throughput(measured: dict, est: Estimate) -> str | None:
     """Why a measured speed cannot belong to the stated setup on one GPU, or None: the matmuls the step must run
     (`StepFlops.matmul_floor`: a causal model's attention at half its full s² work, no elementwise work) would need
-    more than the GPU's dense peak of the stated precision. The throughput counterpart of `inconsistent_memory`; a figure that is a total over several
-    GPUs, or a run with fewer FLOPs than stated (shorter samples, another recipe), shows up here."""
+    more than the GPU's dense peak of the stated precision. The throughput counterpart of `inconsistent_memory`; a
+    figure that is a total over several GPUs, or a run with fewer FLOPs than stated (shorter samples, another
+    recipe), shows up here."""
     key = metric_key(measured, "throughput")
     peak, dtype = _ceiling_peak(est)
     if key is None or not peak:
@@ -603,9 +604,9 @@ class Report:
                           "a measured peak below the weights and optimizer states its stated setup keeps resident "
                           "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
                           "counts it)",
-                          "a measured speed whose matmuls alone would need more than the GPU's dense peak is "
-                          "listed under 'excluded' and left out of the throughput and MFU statistics "
-                          "(--keep-inconsistent counts it)",
+                          "a measured speed whose matmuls (a causal model's attention at half its work) would need "
+                          "more than the GPU's dense peak is listed under 'excluded' and left out of the throughput "
+                          "and MFU statistics (--keep-inconsistent counts it)",
                           "a speed measured on GPUs held under a power limit below the catalog GPU's TDP (the case's "
                           "notes state it) is listed under 'excluded' and left out of the throughput and MFU "
                           "statistics; its memory is compared",

@@ -37,9 +37,11 @@ _ZH: list[tuple[str, str]] = [
     (r"a measured peak below the weights and optimizer states its stated setup keeps resident is listed under "
      r"'excluded' and left out of the memory statistics \(--keep-inconsistent counts it\)",
      "低于所述配置常驻的权重与优化器状态的实测峰值列在 'excluded' 下，不计入显存统计（--keep-inconsistent 会计入）"),
-    (r"a measured speed whose matmuls alone would need more than the GPU's dense peak is listed under 'excluded' and "
-     r"left out of the throughput and MFU statistics \(--keep-inconsistent counts it\)",
-     "仅矩阵乘就需要超过 GPU 稠密峰值的实测速度列在 'excluded' 下，不计入吞吐与 MFU 统计（--keep-inconsistent 会计入）"),
+    (r"a measured speed whose matmuls \(a causal model's attention at half its work\) would need more than the GPU's "
+     r"dense peak is listed under 'excluded' and left out of the throughput and MFU statistics \(--keep-inconsistent "
+     r"counts it\)",
+     "其矩阵乘（因果模型的注意力按一半计算量计）需要超过 GPU 稠密峰值的实测速度列在 'excluded' 下，不计入吞吐与 MFU "
+     "统计（--keep-inconsistent 会计入）"),
     (r"a speed measured on GPUs held under a power limit below the catalog GPU's TDP \(the case's notes state it\) is "
      r"listed under 'excluded' and left out of the throughput and MFU statistics; its memory is compared",
      "在低于目录 GPU TDP 的功耗上限下测得的速度（案例注释中写明）列在 'excluded' 下，不计入吞吐与 MFU 统计；其显存照常比较"),
