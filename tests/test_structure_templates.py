@@ -295,3 +295,154 @@ def test_gemma2_estimate_sees_soft_capping(run_cli, tmp_path):
     detail = sdpa["memory_detail_gib"]
     assert detail["activations/attn/softcap_tanh"] > 0 and detail["logits/final_softcap_tanh"] > 0
     assert "activations/attn/softcap_tanh" not in flash["memory_detail_gib"]
+
+
+# ---- the templates under another transformers version --------------------------------------------------------------
+# A template is what transformers `T.made_with()` builds (the version of the lock). Under another installed version it
+# is not trusted silently: read_model checks it against that version's meta-device read, which wins where they differ.
+def _glm_config(**sizes) -> dict:
+    t = T.template("glm4_moe")
+    return {**t["defaults"], "hidden_size": 2048, "num_hidden_layers": 6, "n_routed_experts": 32,
+            "moe_intermediate_size": 512, "architectures": ["Glm4MoeForCausalLM"], "_name_or_path": "org/other-glm",
+            **sizes}
+
+
+@pytest.fixture
+def other_transformers(monkeypatch, tmp_path):
+    """Simulates an installed transformers newer than the lock's: the version the reader sees, a fresh disk cache,
+    and a count of the meta-device reads made."""
+    from trainfit.catalog import generic
+
+    monkeypatch.setattr(generic, "_transformers_version", lambda: "99.0.0")
+    monkeypatch.setenv("TRAINFIT_CACHE_DIR", str(tmp_path / "cache"))
+    reads = []
+    real = generic._read_cached.__wrapped__
+
+    def counted(*args):
+        reads.append(args[0])
+        return real(*args)
+
+    monkeypatch.setattr(generic, "_read_cached", counted)
+    return reads
+
+
+def test_a_version_mismatch_takes_the_verified_path(other_transformers):
+    pytest.importorskip("torch")
+    from trainfit.catalog import generic
+    from trainfit.estimate.params import count_params
+
+    cfg = _glm_config()
+    text = {k: v for k, v in cfg.items() if k not in generic._DROP_KEYS}
+    templated = generic.from_template(text, "x", "", None, "", cfg)
+    spec = generic.read_model(cfg, name="x")
+    assert len(other_transformers) == 1  # checked against a meta-device read
+    assert generic.spec_to_dict(spec) == generic.spec_to_dict(templated)  # they agree (the same transformers here)
+    assert count_params(spec) == count_params(templated) and not spec.structure.notes
+    again = generic.read_model(cfg, name="x")
+    assert len(other_transformers) == 1 and count_params(again) == count_params(spec)  # the disk cache answers
+
+
+def test_the_matching_version_uses_the_template_without_a_read(monkeypatch, tmp_path):
+    from trainfit.catalog import generic
+
+    monkeypatch.setenv("TRAINFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(generic, "_transformers_version", lambda: T.made_with())
+    monkeypatch.setattr(generic, "_read_cached", lambda *a: pytest.fail("a read under the template's own version"))
+    assert generic.read_model(_glm_config(), name="x").model_type == "glm4_moe"
+
+
+def _corrupted(monkeypatch, model_type: str, scale: int):
+    """The shipped template of `model_type` with the count of its routed experts' tensors and Linears multiplied by
+    `scale` (as a template made with a transformers that built zero-compute experts as weights would have it)."""
+    t = json.loads(json.dumps(T.template(model_type)))
+    hits = 0
+    for group in t["groups"].values():
+        for entry in group["tensors"] + group["linears"]:
+            if entry.get("role") == "expert" or entry.get("kind") == "routed":
+                expr = entry["count"]["$"]
+                entry["count"]["$"] = {"m": expr["m"], "l": {k: v * scale for k, v in expr["l"].items()}}
+                hits += 1
+    assert hits, "no routed-expert count found to corrupt"
+    shipped = {**T._shipped(), model_type: json.dumps(t)}
+    monkeypatch.setattr(T, "_shipped", lambda: shipped)
+    T.template.cache_clear()
+    monkeypatch.setattr(T, "template", lambda mt: json.loads(shipped[mt]) if mt in shipped else None)
+
+
+def test_a_template_that_differs_from_the_installed_transformers_loses(other_transformers, monkeypatch):
+    """The installed transformers builds 32 routed experts where the (corrupted) template says 64: the read's count is
+    used, and a warning says which and why; under the template's own version the template would have answered."""
+    pytest.importorskip("torch")
+    from trainfit.catalog import generic
+    from trainfit.estimate.params import count_params
+
+    cfg = _glm_config()
+    text = {k: v for k, v in cfg.items() if k not in generic._DROP_KEYS}
+    truth = count_params(generic.from_template(text, "x", "", None, "", cfg))
+    _corrupted(monkeypatch, "glm4_moe", 2)
+    wrong = count_params(generic.from_template(text, "x", "", None, "", cfg))
+    assert wrong > truth  # the corrupted template alone would overcount
+    spec = generic.read_model(cfg, name="x")
+    assert count_params(spec) == truth and len(other_transformers) == 1
+    (note,) = spec.structure.notes
+    assert note.startswith("glm4_moe: transformers 99.0.0 builds this config otherwise than trainfit's template made "
+                           f"with transformers {T.made_with()} (") and note.endswith(
+        "the structure read from transformers 99.0.0 is used")
+    from trainfit.i18n.notes import has_chinese
+
+    assert has_chinese(note)
+
+
+def test_without_torch_a_mismatched_template_is_used_and_says_so(monkeypatch, tmp_path):
+    from trainfit.catalog import generic
+    from trainfit.i18n.notes import has_chinese
+
+    monkeypatch.setenv("TRAINFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(generic, "_transformers_version", lambda: "99.0.0")
+    monkeypatch.setattr(generic, "_transformers", lambda: None)
+    spec = generic.read_model(_glm_config(), name="x")
+    (note,) = spec.structure.notes
+    assert "cannot check it without torch" in note and has_chinese(note)
+    monkeypatch.setattr(generic, "_transformers_version", lambda: "none")  # no transformers at all: the template
+    assert not generic.read_model(_glm_config(hidden_size=1024), name="y").structure.notes
+
+
+def test_a_mismatch_in_a_fresh_process_reads_once_then_needs_no_torch(tmp_path):
+    """Under another transformers version the first resolve builds the model on the meta device (torch imported);
+    the second, in a new process with the same cache, answers from the disk cache without torch."""
+    pytest.importorskip("torch")
+    file = tmp_path / "config.json"
+    file.write_text(json.dumps(_glm_config()))
+    code = ("import sys, json; from trainfit.catalog import generic; "
+            "generic._transformers_version = lambda: '99.0.0'; "
+            "from trainfit.catalog.models import resolve_model; from trainfit.estimate.params import count_params; "
+            f"s = resolve_model({str(file)!r}); "
+            "print(json.dumps([count_params(s), 'torch' in sys.modules]))")
+    env = {**os.environ, "TRAINFIT_CACHE_DIR": str(tmp_path / "cache")}
+    first = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                      check=True).stdout)
+    second = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                       check=True).stdout)
+    assert first[1] is True and second[1] is False and first[0] == second[0]
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_a_newer_transformers_changes_no_parameter_count(model_type, other_transformers):
+    """Every templated type's default config (cut to 4 blocks) counts the same under a simulated newer transformers
+    (the verified path) as under the lock's (the template)."""
+    pytest.importorskip("torch")
+    from trainfit.catalog import generic
+    from trainfit.estimate.params import count_params
+
+    t = T.template(model_type)
+    cfg = _cut(t, 4)
+    text = {k: v for k, v in cfg.items() if k not in generic._DROP_KEYS}
+    templated = generic.from_template(text, "t", "", None, "", cfg)
+    if templated is None:
+        pytest.skip(f"{model_type}: the template declines its own cut default")
+    try:
+        checked = generic.read_model(cfg, name="t")
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"{model_type}: {exc}")
+    assert count_params(checked) == count_params(templated)
+    assert not checked.structure.notes or checked.structure.notes == templated.structure.notes

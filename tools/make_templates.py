@@ -96,15 +96,7 @@ def per_sig(sd: dict, t: dict, env: dict) -> dict | None:
     return out
 
 
-def flatten(node, path=""):
-    if isinstance(node, dict):
-        for k in sorted(node):
-            yield from flatten(node[k], f"{path}/{k}")
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from flatten(v, f"{path}[{i}]")
-    else:
-        yield path, node
+flatten = T.flatten
 
 
 def split(view: dict) -> tuple[str, list[int]]:
@@ -555,11 +547,7 @@ def verify(model_type: str, t: dict, base: dict, defaults: dict, moves: dict, p:
 
 
 def _diff(a, b) -> str:
-    fa, fb = dict(flatten(a)), dict(flatten(b))
-    for k in sorted(set(fa) | set(fb)):
-        if fa.get(k) != fb.get(k):
-            return f"{k}: {fa.get(k)!r} vs {fb.get(k)!r}"
-    return "?"
+    return T.first_difference(a, b) or "?"
 
 
 def text_types() -> list[str]:

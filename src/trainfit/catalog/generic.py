@@ -65,7 +65,7 @@ def read_model(cfg: dict[str, Any], name: str = "", source: str = "", params_rep
         return spec_from_dict(cached, name=name, source=source, params_reported=params_reported, hf_config=cfg)
     templated = from_template(text, name, source, params_reported, note, cfg)
     if templated is not None:  # a model type whose structure template covers this config: no torch needed
-        return templated
+        return _checked_template(templated, key, name, source, params_reported, note, cfg)
     if _transformers() is None:
         raise MissingDependency(
             f"model_type {model_type!r} is not one of trainfit's built-in families; reading any other architecture "
@@ -140,6 +140,42 @@ def from_template(text: dict[str, Any], name: str, source: str, params_reported:
     sd["notes"] = [note] if note else []
     full = json.loads(json.dumps(cfg, sort_keys=True, default=str))
     return spec_from_structure(conf, structure_from_dict(sd), name, source, params_reported, args, full)
+
+
+def _checked_template(spec: ModelSpec, key: str, name: str, source: str, params_reported: int | None, note: str,
+                      cfg: dict[str, Any]) -> ModelSpec:
+    """A template's answer is what transformers `templates.made_with()` builds. Used as it is when that version is
+    installed, or when none is (the template is then the only reader there is); under another transformers version
+    it is checked against that version's meta-device read, which wins where they differ (and says so). The checked
+    answer goes to the disk cache, keyed with the installed version, so the check runs once per config."""
+    from . import templates
+
+    made, installed = templates.made_with(), _transformers_version()
+    if installed in ("none", made):
+        return spec
+    model_type = spec.model_type
+    if _transformers() is None:
+        return _with_note(spec, f"{model_type}: the structure is trainfit's template made with transformers {made}; "
+                                f"the installed transformers {installed} cannot check it without torch")
+    try:
+        ref = _read_cached(key, name, source, params_reported, note, json.dumps(cfg, sort_keys=True, default=str))
+    except SpecError as exc:
+        return _with_note(spec, f"{model_type}: the structure is trainfit's template made with transformers {made}; "
+                                f"the installed transformers {installed} cannot build this config ({exc})")
+    differs = templates.first_difference(spec_to_dict(spec), spec_to_dict(ref))
+    if differs:
+        ref = _with_note(ref, f"{model_type}: transformers {installed} builds this config otherwise than trainfit's "
+                              f"template made with transformers {made} ({differs}); the structure read from "
+                              f"transformers {installed} is used")
+    _disk_put(key, ref)
+    return ref
+
+
+def _with_note(spec: ModelSpec, text: str) -> ModelSpec:
+    from dataclasses import replace
+
+    structure = replace(spec.structure, notes=(*spec.structure.notes, text))
+    return replace(spec, structure=structure)
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------

@@ -34,13 +34,24 @@ class NoTemplate(Exception):
 
 
 @lru_cache(maxsize=1)
-def _shipped() -> dict[str, str]:
-    """model type -> its template as a JSON string (parsed only when that type is asked for)."""
+def _file() -> dict[str, Any]:
     try:
         with gzip.open(FILE, "rt", encoding="utf-8") as fh:
-            return json.load(fh)["types"]
-    except (OSError, ValueError, KeyError):
+            data = json.load(fh)
+        return data if isinstance(data, dict) and isinstance(data.get("types"), dict) else {}
+    except (OSError, ValueError):
         return {}
+
+
+def _shipped() -> dict[str, str]:
+    """model type -> its template as a JSON string (parsed only when that type is asked for)."""
+    return _file().get("types", {})
+
+
+def made_with() -> str:
+    """The transformers version the shipped templates were made with, and verified against (tools/make_templates.py
+    writes it; tests/test_structure_templates.py checks every template against that version's meta-device read)."""
+    return str(_file().get("transformers", ""))
 
 
 def names() -> list[str]:
@@ -233,6 +244,27 @@ def structure_dict(t: dict, env: dict[str, Any]) -> dict:
     return {"groups": out_groups, "globals": _fill(t["globals"], env), "config_hash": "",
             "model_class": t["model_class"], "notes": [], "pattern": pattern,
             "peft_target_map": [list(x) for x in t["peft_target_map"]]}
+
+
+def flatten(node: Any, path: str = ""):
+    """(path, leaf) pairs of a nested dict/list, in a stable order."""
+    if isinstance(node, dict):
+        for k in sorted(node):
+            yield from flatten(node[k], f"{path}/{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from flatten(v, f"{path}[{i}]")
+    else:
+        yield path, node
+
+
+def first_difference(a: Any, b: Any) -> str:
+    """The first leaf where two nested values differ, as 'path: a vs b'; '' when they are equal."""
+    fa, fb = dict(flatten(a)), dict(flatten(b))
+    for k in sorted(set(fa) | set(fb)):
+        if fa.get(k) != fb.get(k):
+            return f"{k}: {fa.get(k)!r} vs {fb.get(k)!r}"
+    return ""
 
 
 class ConfigView:

@@ -243,6 +243,17 @@ _ZH: list[tuple[str, str]] = [
      "（保存 q、k、v、输出和 log-sum-exp）；CPU 会退回数学实现，保留 s × s 的概率矩阵"),
     (r"(?P<m>[\w.-]+): the text model only \((?P<t>[\w.-]+)\); the vision tower is not counted",
      "{m}：只计文本模型（{t}）；未计入视觉塔"),
+    # the generic reader: a structure template under another transformers version (catalog/generic.py)
+    (r"(?P<m>[\w.-]+): the structure is trainfit's template made with transformers (?P<v>[\w.+-]+); the installed "
+     r"transformers (?P<i>[\w.+-]+) cannot check it without torch",
+     "{m}：结构来自 trainfit 用 transformers {v} 生成的模板；已安装的 transformers {i} 没有 torch，无法核对"),
+    (r"(?P<m>[\w.-]+): the structure is trainfit's template made with transformers (?P<v>[\w.+-]+); the installed "
+     r"transformers (?P<i>[\w.+-]+) cannot build this config \((?P<e>.+)\)",
+     "{m}：结构来自 trainfit 用 transformers {v} 生成的模板；已安装的 transformers {i} 无法构建此配置（{e}）"),
+    (r"(?P<m>[\w.-]+): transformers (?P<i>[\w.+-]+) builds this config otherwise than trainfit's template made with "
+     r"transformers (?P<v>[\w.+-]+) \((?P<d>.+)\); the structure read from transformers (?P=i) is used",
+     "{m}：transformers {i} 构建此配置的结果与 trainfit 用 transformers {v} 生成的模板不同（{d}）；采用从 transformers {i} "
+     "读取的结构"),
     (r"the trace keeps the optimizer states on the device \(no paged states\): they are not those of the requested "
      r"setup", "追踪把优化器状态留在设备上（无分页状态）：它们不是所请求配置的"),
     (r"memory_gib counts allocated bytes \(no CUDA context or allocator cache\); the analytic allocated figure is "
