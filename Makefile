@@ -1,25 +1,31 @@
 # Two set-up commands, both from a fresh clone with python3, pip and make:
 #   make run   - creates .venv, installs trainfit, runs the main job on shipped data
-#   make test  - creates .venv, installs the test dependencies, runs the whole suite
+#   make test  - creates .venv, installs the test dependencies from the lock, runs the whole suite on both cores
+# Every package make test installs is pinned in requirements/*.lock (`make lock` refreshes them; `make test-latest`
+# runs the suite against the newest releases instead, to find upstream drift on purpose).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# torch 2.13.0 has a local CPU build on these machines; any other spec pulls a multi-GB CUDA build.
-TORCH_PIN := torch==2.13.0
+# The lock of the test environment: the project's test extra, pip, setuptools and wheel (build backends included:
+# --build-constraint). torch is the local CPU build (2.13.0+cpu); any other torch spec pulls a multi-GB CUDA build.
+LOCK := requirements/test.lock
+PIP_LOCKED := $(BIN)/pip install -q -c $(LOCK) --build-constraint $(LOCK)
+# pytest-xdist workers (both cores of the CI machine); the 20 slowest tests are printed at the end of every run
+TEST_JOBS ?= 2
+PYTEST_ARGS ?= -n $(TEST_JOBS) --dist loadgroup --durations=20
 
-.PHONY: run test browser calibrate cv peers bench clean trace-cases
+.PHONY: run test test-latest lock browser calibrate cv peers bench clean trace-cases
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c $(LOCK) pip setuptools
 
-$(VENV)/.run-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+$(VENV)/.run-installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(PIP_LOCKED) -e .
 	touch $@
 
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q $(TORCH_PIN)
-	DS_BUILD_OPS=0 $(BIN)/pip install -q -e '.[test]'
+$(VENV)/.test-installed: pyproject.toml $(LOCK) | $(BIN)/python
+	DS_BUILD_OPS=0 $(PIP_LOCKED) -e '.[test]'
 	touch $@ $(VENV)/.run-installed
 
 run: $(VENV)/.run-installed
@@ -39,24 +45,53 @@ browser:
 	  else echo "make: no chromium and no root/apt to install it: the browser tests will skip"; fi
 
 # SkyPilot's parser checks the generated skypilot.yaml; it pins click (and so an old transformers), so it gets a
-# virtual environment of its own.
-$(VENV)/sky/.installed: | $(BIN)/python
+# virtual environment of its own, from its own lock.
+$(VENV)/sky/.installed: requirements/sky.lock | $(BIN)/python
 	$(PY) -m venv $(VENV)/sky
-	$(VENV)/sky/bin/pip install -q skypilot==0.14.1
+	$(VENV)/sky/bin/pip install -q -c requirements/sky.lock pip setuptools
+	$(VENV)/sky/bin/pip install -q -c requirements/sky.lock --build-constraint requirements/sky.lock skypilot
 	touch $@
 
 # LitGPT's own code, traced by tests/test_litgpt_code.py against the memory model's LitGPT path: the version behind the
 # config_hub measurements' era, without its dependencies (it imports with the suite's torch), in a folder of its own
 # that only that test's subprocess puts on its path.
-$(VENV)/litgpt/.installed: | $(BIN)/python
-	$(BIN)/pip install -q --no-deps --target $(VENV)/litgpt litgpt==0.4.13 lightning==2.4.0 \
-		lightning-utilities==0.15.3 torchmetrics==1.9.0
+$(VENV)/litgpt/.installed: requirements/litgpt.lock | $(BIN)/python
+	$(BIN)/pip install -q --no-deps --target $(VENV)/litgpt -r requirements/litgpt.lock
 	touch $@
 
 test: $(VENV)/.test-installed $(VENV)/sky/.installed $(VENV)/litgpt/.installed browser
 	session=$$($(BIN)/python -c 'import uuid; print(uuid.uuid4().hex)'); \
-	TRAINFIT_TEST_SESSION=$$session $(BIN)/python -m pytest; status=$$?; \
+	TRAINFIT_TEST_SESSION=$$session $(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	$(BIN)/python tests/leftovers.py $$session || status=1; exit $$status
+
+# The same suite against the newest releases of everything the lock pins (torch stays the local CPU build), in a
+# virtual environment of its own (.venv-latest): upstream drift is found here, on purpose, not by a failed landing.
+LATEST := .venv-latest
+test-latest: browser
+	rm -rf $(LATEST)
+	$(PY) -m venv $(LATEST)
+	$(LATEST)/bin/pip install -q --upgrade pip
+	DS_BUILD_OPS=0 $(LATEST)/bin/pip install -q --upgrade --upgrade-strategy eager -e '.[test]'
+	$(PY) -m venv $(LATEST)/sky
+	$(LATEST)/sky/bin/pip install -q --upgrade pip skypilot
+	$(LATEST)/bin/pip install -q --no-deps --target $(LATEST)/litgpt -r requirements/litgpt.lock
+	$(LATEST)/bin/pip freeze --exclude-editable > $(LATEST)/versions.txt
+	session=$$($(LATEST)/bin/python -c 'import uuid; print(uuid.uuid4().hex)'); \
+	TRAINFIT_TEST_SESSION=$$session TRAINFIT_TEST_LATEST=1 TRAINFIT_TEST_VENV=$(LATEST) \
+	  $(LATEST)/bin/python -m pytest $(PYTEST_ARGS); status=$$?; \
+	$(LATEST)/bin/python tests/leftovers.py $$session || status=1; \
+	echo "make test-latest: versions in $(LATEST)/versions.txt"; exit $$status
+
+# Refresh the locks to the newest releases (pip-compile, in a virtual environment of its own); then make test, and
+# regenerate the structure templates if transformers moved (tools/make_templates.py; see README, Tests).
+LOCKER := $(VENV)/lock
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCKER)/bin/pip-compile -q --upgrade --strip-extras --allow-unsafe --no-emit-index-url \
+	--no-emit-find-links --no-emit-trusted-host
+lock:
+	test -x $(LOCKER)/bin/pip-compile || ($(PY) -m venv $(LOCKER) && \
+	  $(LOCKER)/bin/pip install -q pip==26.3 pip-tools==7.7.0)
+	$(PIP_COMPILE) --extra test -o $(LOCK) pyproject.toml requirements/test.in
+	$(PIP_COMPILE) -o requirements/sky.lock requirements/sky.in
 
 # The shipped calibration, fitted on committed data (published runs + our own measurements); reproducible.
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))
@@ -79,4 +114,4 @@ peers: $(VENV)/.test-installed
 	$(BIN)/python benchmarks/peers.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(LATEST) build *.egg-info src/*.egg-info .pytest_cache .hypothesis

@@ -4,6 +4,7 @@ import sys
 import uuid
 
 import pytest
+from xdist_groups import pytest_collection_modifyitems  # noqa: F401  (a hook: pytest finds it here)
 
 from trainfit import _proc
 
@@ -14,8 +15,15 @@ SESSION_VAR = "TRAINFIT_TEST_SESSION"
 SESSION = os.environ.setdefault(SESSION_VAR, uuid.uuid4().hex)
 
 
+# Under pytest-xdist (make test runs two workers) each worker adds a mark of its own, so that it checks and stops
+# only what its own tests started, never the controller or the other worker; the controller checks the session.
+WORKER_VAR = "TRAINFIT_TEST_WORKER"
+_mark = [SESSION_VAR, SESSION]  # what this process stops on SIGTERM/SIGHUP and checks at its end
+_controller = [False]  # an xdist controller: its workers are its direct children, and are not leftovers
+
+
 def _stop_children(signum, frame):
-    _proc.stop_tagged(SESSION_VAR, SESSION, grace_s=3.0)
+    _proc.stop_tagged(*_mark, grace_s=3.0)
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
@@ -31,9 +39,23 @@ os.environ["XDG_CACHE_HOME"] = os.path.join(os.path.dirname(__file__), "snapshot
 os.environ["TRAINFIT_TODAY"] = "2026-11-30"
 
 
+def _workers() -> set[int]:
+    """This process's direct children (an xdist controller's workers)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+                if int(fh.read().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    found.add(int(pid))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 def pytest_sessionfinish(session, exitstatus):
     """No process started by the suite may outlive it: any that did is listed, stopped, and fails the session."""
-    left = _proc.tagged(SESSION_VAR, SESSION)
+    exclude = _workers() if _controller[0] else set()
+    left = _proc.tagged(*_mark, exclude=exclude)
     if not left:
         return
     lines = []
@@ -44,7 +66,7 @@ def pytest_sessionfinish(session, exitstatus):
             lines.append(f"  {pid}: {cmdline[:200]}")
         except OSError:
             lines.append(f"  {pid}")
-    _proc.stop_tagged(SESSION_VAR, SESSION, grace_s=3.0)
+    _proc.stop_tagged(*_mark, grace_s=3.0, exclude=exclude)
     sys.stderr.write("processes started by the test suite were still alive at its end (now stopped):\n"
                      + "\n".join(lines) + "\n")
     session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -56,8 +78,17 @@ if "TRAINFIT_CACHE_DIR" not in os.environ:
 
 
 def pytest_configure(config):
-    # Tests build models on the meta device or run tiny ones on the CPU; keep torch's threads modest.
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    # Tests build models on the meta device or run tiny ones on the CPU; keep torch's threads modest (one per xdist
+    # worker: make test runs a worker per core).
+    workers = getattr(config.option, "numprocesses", None)
+    os.environ.setdefault("OMP_NUM_THREADS", "1" if workers or hasattr(config, "workerinput") else "2")
+    if hasattr(config, "workerinput"):  # an xdist worker: its own mark, and it dies with its controller
+        os.environ[WORKER_VAR] = f"{config.workerinput['workerid']}-{uuid.uuid4().hex}"
+        _mark[:] = [WORKER_VAR, os.environ[WORKER_VAR]]
+        _proc.die_with_parent(signal.SIGTERM)
+    elif workers:
+        _controller[0] = True
+
 
 
 @pytest.fixture

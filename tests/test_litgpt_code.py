@@ -21,7 +21,7 @@ from trainfit.catalog.efficiency import load_efficiencies
 from trainfit.validate import predict_case
 
 ROOT = Path(__file__).resolve().parents[1]
-LITGPT = ROOT / ".venv" / "litgpt"
+LITGPT = ROOT / os.environ.get("TRAINFIT_TEST_VENV", ".venv") / "litgpt"  # make test-latest: .venv-latest
 TOLERANCE = 0.03
 
 LLAMA_HF = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,

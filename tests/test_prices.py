@@ -21,8 +21,10 @@ def cache(tmp_path, monkeypatch):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     P.use_price_files([])
+    P.clear_cache()  # another test in this process may have read other layers (use_price_files([]) keeps them)
     yield tmp_path / "cache" / "trainfit" / "prices"
     P.use_price_files([])
+    P.clear_cache()
 
 
 def _json(run_cli, *argv):

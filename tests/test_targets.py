@@ -102,7 +102,8 @@ def test_pytorchjob_model_refuses_a_broken_spec(setups):
 
 # SkyPilot pins click (and through it an old huggingface-hub, hence transformers 5.17): it lives in a virtual
 # environment of its own (`make test` makes .venv/sky), and its parser reads our YAML there.
-SKY_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".venv", "sky", "bin", "python")
+SKY_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          os.environ.get("TRAINFIT_TEST_VENV", ".venv"), "sky", "bin", "python")  # test-latest: .venv-latest
 SKY_PARSE = """import json, sys
 import sky
 task = sky.Task.from_yaml(sys.argv[1])

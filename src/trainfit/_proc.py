@@ -28,8 +28,13 @@ except (ImportError, OSError):  # pragma: no cover - not Linux
 
 
 def _die_with_parent() -> None:
+    die_with_parent(signal.SIGKILL)
+
+
+def die_with_parent(sig: int) -> None:
+    """This process gets `sig` when its parent dies (Linux; nothing elsewhere)."""
     if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _LIBC.prctl(_PR_SET_PDEATHSIG, int(sig))
 
 
 def _environ(pid: str) -> bytes:
