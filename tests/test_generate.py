@@ -239,4 +239,5 @@ def test_existing_output_needs_force(run_cli, tmp_path, plan_file):
     code, _, err = run_cli("generate", "--plan", str(plan_file), "--out", str(out))
     assert code == 2 and "--force" in err and (out / "keep.txt").exists()
     code, _, _ = run_cli("generate", "--plan", str(plan_file), "--out", str(out), "--force")
-    assert code == 0 and not (out / "keep.txt").exists() and (out / "train.py").exists()
+    # --force writes into the directory; a file generate did not write is kept (issue 32)
+    assert code == 0 and (out / "keep.txt").read_text() == "mine" and (out / "train.py").exists()

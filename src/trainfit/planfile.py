@@ -30,14 +30,13 @@ CHOICE_KEYS = {"rank", "provider", "instance_type", "gpu", "gpus_per_node", "gpu
 
 def write_plan_doc(doc: dict, out_dir: str) -> str:
     """Write `doc` (report.plan.plan_file) as OUT_DIR/plan.json, atomically; returns the path."""
+    from .safe_write import write_text_atomic
+
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "plan.json")
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, ensure_ascii=False, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
-    return path
+    # a temporary file unique to this process, renamed into place: concurrent `plan --out DIR` runs each succeed and
+    # leave one complete plan.json (the last one's), never a half-written one or another run's leftover .tmp
+    return write_text_atomic(path, json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
 
 
 def _unknown(keys: set, allowed: set, where: str) -> None:
@@ -110,3 +109,10 @@ def _check_values(choice: dict, path: str) -> None:
     batch = strategy.get("global_batch")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
+    ranks = spread["gpus_per_node"] * spread["nodes"]
+    mb, accum = training.get("micro_batch"), training.get("grad_accum")
+    if batch is not None and mb and accum and batch != mb * accum * ranks:
+        raise SpecError(f"{path} choice.strategy.global_batch: {batch} is not micro_batch {mb} x grad_accum {accum} x "
+                        f"{ranks} GPU(s) = {mb * accum * ranks}")
+    if "fits" in choice and not isinstance(choice["fits"], bool):
+        raise SpecError(f"{path} choice.fits: true or false, got {choice['fits']!r}")

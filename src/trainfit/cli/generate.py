@@ -23,12 +23,15 @@ def add_parser(sub) -> None:
     p = sub.add_parser("generate", help=HELP, description=HELP, epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", help="plan.json written by `trainfit plan --out DIR`")
-    p.add_argument("--out", required=True, help="directory to write (must not exist or be empty; --force replaces)")
+    p.add_argument("--out", required=True,
+                   help="directory to write (must not exist or be empty; --force replaces the files an earlier "
+                        "generate wrote there, listed in its .trainfit-manifest.json, and leaves every other file)")
     p.add_argument("--data", dest="train_data",
                    help="training data (JSONL/Parquet file or directory), checked now and by train.py")
     p.add_argument("--output-dir", default="output", help="where train.py writes checkpoints and metrics")
     p.add_argument("--force", action="store_true",
-                   help="replace a non-empty --out directory, and write a setup even when it does not fit")
+                   help="write into a non-empty --out (replacing only generate's own unchanged files), and write "
+                        "a setup even when it does not fit")
     t = p.add_argument_group("where it runs (launch.sh is always written)")
     t.add_argument("--target", default="ecs", choices=("ecs", "dlc", "pytorchjob", "skypilot", "slurm"),
                    help="ecs: launch.sh on instances you log into (default); dlc: PAI-DLC job (dlc_job.json); "
@@ -70,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     lang = lang_of(args)
     check_out(args.out, "dir")
+    _check_out_dir(args)
     if args.serving:
         return _serving(args, lang)
     if args.plan:
@@ -93,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise GenerateError("gen_e_nofit", need=c.get("memory_gib"), usable=c.get("gpu_memory_gib"))
     files = generate(setup, args.out, data=args.train_data, lang=lang, force=args.force, output_dir=args.output_dir,
                      target=args.target, image=args.image, storage=args.storage, pvc=args.pvc,
-                     model_source=args.model_source, model_path=args.model_path)
+                     model_source=args.model_source, model_path=args.model_path, inputs=_inputs(args))
     submit = submit_command(args.target, setup)
     if args.json:
         print_json({"out": args.out, "files": files, "engine": setup.strategy["engine"], "target": args.target,
@@ -117,6 +121,7 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
     from ..generate import generate_serving
     from ..i18n import t
     from ..generate.serving import DEFAULT_MODEL_PATH, launch_command, serving_files
+    from ..textsafe import shell_join
     from ..serving import serve
 
     if not args.model:
@@ -132,15 +137,32 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
         raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
     path = args.model_path or DEFAULT_MODEL_PATH
     rank = _field("lora_rank", args.lora_rank, 16) if args.adapter else None
-    files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force)
+    files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force,
+                             inputs=_inputs(args))
     command = launch_command(est, path, args.adapter, rank)
     if args.json:
         print_json({"out": args.out, "files": files, "engine": est.spec.engine, "command": command,
                     "fits": est.fits})
     else:
         console().print(t("gen_wrote", lang).format(out=args.out, files=", ".join(files)), markup=False)
-        console().print(" ".join(command), soft_wrap=True, markup=False)
+        console().print(shell_join(command), soft_wrap=True, markup=False)  # a command the shell reads back as is
     return 0
+
+
+def _inputs(args: argparse.Namespace) -> tuple[tuple[str, str | None], ...]:
+    """The paths this run reads, by flag: --out may not hold any of them."""
+    return tuple((flag, getattr(args, dest, None)) for flag, dest in (
+        ("--data", "train_data"), ("--plan", "plan"), ("--model", "model"), ("--model-path", "model_path"),
+        ("--adapter", "adapter"), ("--calibration", "calibration")))
+
+
+def _check_out_dir(args: argparse.Namespace) -> None:
+    """--out checked before any work: not `.`, `..`, ~ or /, not a folder holding an input, and empty unless --force
+    (which then replaces only the files generate wrote there)."""
+    from ..generate import check_not_empty, check_out_dir
+
+    check_out_dir(args.out, _inputs(args))
+    check_not_empty(args.out, args.force)
 
 
 def _field(name: str, value, default):

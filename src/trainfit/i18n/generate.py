@@ -88,4 +88,23 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
                              "zh": "为 OUTPUT_DIR 配置的 SkyPilot file_mounts / volume（或云存储桶）"},
     "gen_storage_slurm": {"en": "the cluster's shared file system (the submit directory)",
                           "zh": "集群的共享文件系统（提交目录）"},
+    # errors: where --out may write (generate writes only into a directory of its own, never over a user's file)
+    "gen_e_out_root": {"en": "--out {out} is the file system root; give a new directory for the setup",
+                       "zh": "--out {out} 是文件系统根目录；请给出一个新目录存放生成的配置"},
+    "gen_e_out_home": {"en": "--out {out} is your home directory; give a new directory for the setup",
+                       "zh": "--out {out} 是你的主目录；请给出一个新目录存放生成的配置"},
+    "gen_e_out_cwd": {"en": "--out {out} is the current directory or one of its parents; give a new directory for "
+                            "the setup",
+                      "zh": "--out {out} 是当前目录或其上级目录；请给出一个新目录存放生成的配置"},
+    "gen_e_out_holds_input": {"en": "--out {out} holds {flag} {path}; give a directory that does not contain the "
+                                    "run's inputs",
+                              "zh": "--out {out} 包含 {flag} {path}；请给出一个不包含本次输入的目录"},
+    "gen_e_out_foreign": {"en": "{out}: {name} was not written by trainfit generate (not in its {manifest}); move or "
+                                "rename it, or choose another --out (--force replaces only generate's own files)",
+                          "zh": "{out}：{name} 不是 trainfit generate 写入的（不在其 {manifest} 中）；请移走或改名，"
+                                "或换一个 --out（--force 只替换 generate 自己写入的文件）"},
+    "gen_e_out_modified": {"en": "{out}: {name} was changed since trainfit generate wrote it; move or rename it to "
+                                 "keep the changes (or delete it), then run again",
+                           "zh": "{out}：{name} 在 trainfit generate 写入后被修改过；如需保留修改请移走或改名"
+                                 "（或删除它），然后重新运行"},
 }

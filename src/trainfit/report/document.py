@@ -112,7 +112,8 @@ def write_report(doc: Doc, html_path: str | None, md_path: str | None) -> list[s
     written = []
     for path, text in ((html_path, to_html(doc) if html_path else ""), (md_path, to_markdown(doc) if md_path else "")):
         if path:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            from ..safe_write import write_text_atomic
+
+            write_text_atomic(path, text)  # temp + rename: never half a report, never written through a symlink
             written.append(path)
     return written
