@@ -39,10 +39,14 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError("--interval must be positive")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.replay:
+        from .. import userjson
+
+        # size checked before reading (64 MB), strict UTF-8 and JSON, no duplicate keys, bounded depth
+        text = userjson.read_text(args.replay, "monitor record")
+        doc = userjson.loads(text, f"cannot read samples from {args.replay}")
         try:
-            with open(args.replay, encoding="utf-8") as fh:
-                samples = mon.samples_from_dicts(json.load(fh)["samples"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            samples = mon.samples_from_dicts(doc["samples"])
+        except (ValueError, KeyError, TypeError) as exc:
             raise SpecError(f"cannot read samples from {args.replay}: {exc}") from None
         return _report(args, mon.summarize(samples), None)
     sampler = mon.Sampler(args.interval)  # raises NoGpu (one line, exit 2) without a GPU or NVML

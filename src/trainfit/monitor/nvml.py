@@ -199,4 +199,24 @@ def samples_to_dicts(samples: list[Sample]) -> list[dict]:
 
 
 def samples_from_dicts(rows: list[dict]) -> list[Sample]:
-    return [Sample(**row) for row in rows]
+    """Samples recorded earlier (monitor --record); a malformed record is a ValueError/TypeError naming the sample."""
+    import dataclasses
+    import math
+
+    if not isinstance(rows, list):
+        raise TypeError("'samples' must be a list")
+    required = {f.name for f in dataclasses.fields(Sample) if f.default is dataclasses.MISSING}
+    out = []
+    for i, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise TypeError(f"sample {i} is not an object")
+        for key, value in row.items():
+            ok = value is None and key not in required or \
+                isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if not ok:
+                raise ValueError(f"sample {i}: {key} = {value!r:.40} is not a finite number")
+        if key_gpu := row.get("gpu"):
+            if not float(key_gpu).is_integer():
+                raise ValueError(f"sample {i}: gpu must be an index")
+        out.append(Sample(**row))
+    return out

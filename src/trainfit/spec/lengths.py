@@ -54,35 +54,53 @@ class Lengths:
         return max(self.avg, round(expected_max(list(self.lengths), sequences)))
 
 
+READ_BYTES = 256 * 1024 * 1024  # lengths are a sample of the data: at most this much of the file is read
+LINE_BYTES = 8 * 1024 * 1024  # a longer line is not a training sample
+
+
 def _texts(path: str):
     """Each sample's text: a JSON object per line (its string values joined, nested lists and objects included) or,
-    for other files, each non-empty line."""
-    n = 0
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                line = line.strip()
-                if not line:
+    for other files, each non-empty line. Read line by line and bounded (READ_BYTES, LINE_BYTES); text must be
+    UTF-8 without NUL bytes."""
+    n, offset = 0, 0
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(iter(lambda: fh.readline(LINE_BYTES + 1), b""), 1):
+            nul = raw.find(b"\x00")
+            if nul >= 0:
+                raise SpecError(f"--data {path}: a NUL byte at byte offset {offset + nul} (line {n}): not a text file")
+            if len(raw) > LINE_BYTES:
+                raise SpecError(f"--data {path}: line {n} is longer than {LINE_BYTES >> 20} MB: not one sample "
+                                "per line")
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as exc:
+                raise SpecError(f"--data {path}: not UTF-8 text (line {n}, byte offset {offset + exc.start})") from None
+            offset += len(raw)
+            if offset > READ_BYTES:
+                return
+            if not line:
+                continue
+            if line[0] in "{[":
+                try:
+                    yield " ".join(_strings(json.loads(line)))
                     continue
-                if line[0] in "{[":
-                    try:
-                        yield " ".join(_strings(json.loads(line)))
-                        continue
-                    except ValueError:
-                        pass
-                yield line
-    except UnicodeDecodeError:
-        raise SpecError(f"--data {path}: not UTF-8 text (line {n + 1})") from None
+                except (ValueError, RecursionError):
+                    pass
+            yield line
 
 
 def _strings(obj) -> list[str]:
-    if isinstance(obj, str):
-        return [obj]
-    if isinstance(obj, dict):
-        return [s for v in obj.values() for s in _strings(v)]
-    if isinstance(obj, list):
-        return [s for v in obj for s in _strings(v)]
-    return []
+    """The strings inside a JSON value, in order (walked without recursion: a line may nest ~1000 deep)."""
+    out, stack = [], [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            out.append(node)
+        elif isinstance(node, dict):
+            stack.extend(reversed(list(node.values())))
+        elif isinstance(node, list):
+            stack.extend(reversed(node))
+    return out
 
 
 def count_tokens(text: str) -> int:

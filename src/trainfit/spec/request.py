@@ -179,17 +179,18 @@ def load_request_file(path: str) -> dict[str, Any]:
     """A YAML (.yaml/.yml) or TOML (.toml) request file -> dict."""
     if not os.path.isfile(path):
         raise SpecError(f"request file not found: {path}")
+    from ..userfiles import UserFileError, check_depth, load_user_yaml, read_user_text
+
+    text = read_user_text(path, "request file")  # size checked before reading, strict UTF-8, no NUL bytes
     try:
         if path.endswith(".toml"):
             import tomllib
 
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+            data = check_depth(tomllib.loads(text), path)  # TOML has no aliases and refuses duplicate keys
         else:
-            import yaml
-
-            with open(path, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh)
+            data = load_user_yaml(text, path)  # no anchors/aliases, no duplicate keys, bounded nesting
+    except UserFileError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any parse error becomes one clear line
         raise SpecError(f"cannot read {path}: {exc}".splitlines()[0]) from None
     if not isinstance(data, dict):

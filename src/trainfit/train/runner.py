@@ -66,11 +66,21 @@ def parse_args(argv=None) -> argparse.Namespace:
 def load_config(path: str) -> dict:
     if not os.path.isfile(path):
         raise SetupError(f"config not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        cfg = json.load(fh)
+    cfg = _json(_small_text(path, "config"), path)
+    if not isinstance(cfg, dict):
+        raise SetupError(f"{path}: not a train_config.json (a JSON object)")
     if cfg.get("config_version") != CONFIG_VERSION:
         raise SetupError(f"{path}: config_version {cfg.get('config_version')!r}, this script reads {CONFIG_VERSION}")
     return cfg
+
+
+def _small_text(path: str, what: str, cap: int = 1024 * 1024) -> str:
+    """A configuration file written by `trainfit generate`: its size checked before reading, strict UTF-8."""
+    size = os.path.getsize(path)
+    if size > cap:
+        raise SetupError(f"{path}: {what} of {size:,} bytes, more than the {cap >> 20} MB such a file may be")
+    with open(path, "rb") as fh:
+        return _decode(fh.read(cap + 1), path, 0)
 
 
 def data_files(path: str) -> list[str]:
@@ -83,7 +93,112 @@ def data_files(path: str) -> list[str]:
     return files
 
 
+CHECK_BYTES = 8 * 1024 * 1024  # what a check of the data (limit=...) reads of each file at most
+CHECK_LINES = 1000
+MAX_DEPTH = 64  # nesting levels of a record: real rows (chat messages) use < 10
+
+
+def _row_error(where: str, why: str) -> SetupError:
+    return SetupError(f"{where}: {why}")
+
+
+def _record(obj, where: str) -> dict:
+    """A data row: a JSON object, nested at most MAX_DEPTH levels (walked without recursion)."""
+    if not isinstance(obj, dict):
+        kind = {list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(type(obj), "a number")
+        raise _row_error(where, f"a record must be a JSON object with the task's columns, not {kind}")
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise _row_error(where, f"a record nested more than {MAX_DEPTH} levels deep")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return obj
+
+
+def _decode(raw: bytes, f: str, offset: int, final: bool = True) -> str:
+    """Strict UTF-8 without NUL bytes (a binary or Latin-1 file is an error naming the byte offset); final=False:
+    `raw` is a head cut anywhere, a character split at its end is dropped."""
+    import codecs
+
+    nul = raw.find(b"\x00")
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(raw, final)
+    except UnicodeDecodeError as exc:
+        if 0 <= nul < exc.start:
+            raise _row_error(f, f"a NUL byte at byte offset {offset + nul}: not a text file") from None
+        raise _row_error(f, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at byte offset {offset + exc.start})") \
+            from None
+    if nul >= 0:
+        raise _row_error(f, f"a NUL byte at byte offset {offset + nul}: not a text file")
+    return text
+
+
+def _json(text: str, where: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _row_error(where, f"not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise _row_error(where, f"a record nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise _row_error(where, f"not JSON ({str(exc)[:120]})") from None
+
+
+def _json_array_rows(fh, f: str, limit: int | None) -> list[dict]:
+    """The records of a .json file holding one array; with `limit`, only the first `limit` of them, read from at
+    most CHECK_BYTES of the file."""
+    if limit is None:
+        doc = _json(_decode(fh.read(), f, 0), f)
+        if not isinstance(doc, list):
+            raise _row_error(f, "a .json data file holds a list of records (or use JSON lines, .jsonl)")
+        return [_record(r, f"{f}: record {i}") for i, r in enumerate(doc, 1)]
+    head = fh.read(CHECK_BYTES)
+    text = _decode(head, f, 0, final=len(head) < CHECK_BYTES)
+    decoder, pos, rows = json.JSONDecoder(), text.index("[") + 1, []
+    while len(rows) < limit:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos < len(text) and text[pos] == "]":
+            break
+        try:
+            obj, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            if len(head) >= CHECK_BYTES:
+                raise _row_error(f, f"record {len(rows) + 1} is not complete within the first "
+                                    f"{CHECK_BYTES >> 20} MB (records that large are not training samples)") from None
+            raise _row_error(f, f"not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise _row_error(f, f"a record nested more than {MAX_DEPTH} levels deep") from None
+        rows.append(_record(obj, f"{f}: record {len(rows) + 1}"))
+    return rows
+
+
+def _json_lines_rows(fh, f: str, limit: int | None) -> list[dict]:
+    """The records of a JSON-lines file, read line by line; with `limit`, at most CHECK_LINES lines and CHECK_BYTES
+    bytes are read."""
+    rows, offset = [], 0
+    cap = CHECK_BYTES if limit else None
+    for n, raw in enumerate(iter(lambda: fh.readline(cap + 1 if cap else -1), b""), 1):
+        if cap is not None and (offset + len(raw) > cap or n > CHECK_LINES):
+            if rows:
+                break
+            _decode(raw, f, offset, final=False)  # a binary file is named as one
+            raise _row_error(f, f"no record in the first {CHECK_LINES} lines / {CHECK_BYTES >> 20} MB (one JSON "
+                                f"object per line)")
+        line = _decode(raw, f, offset)
+        offset += len(raw)
+        if line.strip():
+            rows.append(_record(_json(line, f"{f}:{n}"), f"{f}:{n}"))
+            if limit and len(rows) >= limit:
+                break
+    return rows
+
+
 def read_rows(files: list[str], limit: int | None = None) -> list[dict]:
+    """The records of the data files; with `limit` (the checks before training) only the first `limit`, read from a
+    bounded head of each file (CHECK_BYTES / CHECK_LINES), whatever the file's size."""
     rows: list[dict] = []
     for f in files:
         if f.endswith(".parquet"):
@@ -91,19 +206,23 @@ def read_rows(files: list[str], limit: int | None = None) -> list[dict]:
                 import pyarrow.parquet as pq
             except ImportError:
                 raise SetupError("reading Parquet needs pyarrow (pip install pyarrow)") from None
-            rows += pq.read_table(f).to_pylist()
+            try:
+                if limit:
+                    batch = next(pq.ParquetFile(f).iter_batches(batch_size=limit - len(rows)), None)
+                    part = batch.to_pylist() if batch is not None else []
+                else:
+                    part = pq.read_table(f).to_pylist()
+            except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+                raise _row_error(f, f"not a Parquet file ({str(exc).splitlines()[0][:160]})") from None
+            rows += [_record(r, f"{f}: row {i}") for i, r in enumerate(part, 1)]
         else:
-            with open(f, encoding="utf-8") as fh:
-                text = fh.read()
-            if f.endswith(".json") and text.lstrip().startswith("["):
-                rows += json.loads(text)
-            else:
-                for n, line in enumerate(text.splitlines(), 1):
-                    if line.strip():
-                        try:
-                            rows.append(json.loads(line))
-                        except json.JSONDecodeError as exc:
-                            raise SetupError(f"{f}:{n}: not JSON ({exc.msg})") from None
+            with open(f, "rb") as fh:
+                first = fh.read(4096)
+                fh.seek(0)
+                if f.endswith(".json") and first.lstrip().startswith(b"["):
+                    rows += _json_array_rows(fh, f, limit and limit - len(rows))
+                else:
+                    rows += _json_lines_rows(fh, f, limit and limit - len(rows))
         if limit and len(rows) >= limit:
             return rows[:limit]
     return rows
@@ -846,8 +965,21 @@ def fsdp_settings(cfg: dict, args: argparse.Namespace) -> dict:
     path = path if os.path.isabs(path) else os.path.join(os.path.dirname(os.path.abspath(args.config)), path)
     if not os.path.isfile(path):
         raise SetupError(f"FSDP config not found: {path}")
-    with open(path, encoding="utf-8") as fh:
-        doc = yaml.safe_load(fh) or {}
+    class _NoAliases(yaml.SafeLoader):  # a 300-byte "billion laughs" file would take gigabytes
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise SetupError(f"{path}: YAML anchors and aliases are not accepted "
+                                 f"(line {event.start_mark.line + 1})")
+            return super().compose_node(parent, index)
+
+    text = _small_text(path, "FSDP config")
+    try:
+        doc = yaml.load(text, Loader=_NoAliases) or {}  # noqa: S506 - a SafeLoader subclass
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:
+        raise SetupError(f"{path}: not valid YAML ({' '.join(str(exc).split())[:160]})") from None
+    if not isinstance(doc, dict):
+        doc = {}
     if doc.get("distributed_type") != "FSDP" or not isinstance(doc.get("fsdp_config"), dict):
         raise SetupError(f"{path}: not an FSDP config (distributed_type: FSDP with an fsdp_config section)")
     return doc["fsdp_config"]
