@@ -8,16 +8,23 @@ refreshed provider and `user.csv` for `prices set`.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import io
+import math
 import os
+import re
+import shlex
+import stat
+import time
 from collections import defaultdict
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import CatalogError, PriceFileError
+from ..safe_write import write_text_atomic
 from ..spec.hardware import Price
 from ._io import items, num, read_text
 
@@ -30,6 +37,15 @@ STALE_DAYS = 180  # a price older than this is marked stale wherever it is shown
 COLUMNS = ("provider", "instance_type", "region", "billing", "price", "currency", "price_date", "includes",
            "unverified", "sources", "note", "stock")
 REQUIRED = ("provider", "instance_type", "region", "billing", "price", "currency", "price_date")
+TEXT_COLUMNS = ("provider", "instance_type", "region", "billing", "currency", "price_date", "includes", "unverified",
+                "sources", "note", "stock")
+MAX_BYTES = 16 * 1024 * 1024  # a price file larger than this is refused before it is read
+MAX_ROWS = 100_000  # ... and one with more rows than this (reading stops there)
+LOCK_TIMEOUT_S = 60.0  # how long `prices set` / `prices refresh` wait for another run's write of the same file
+# control characters (tab allowed), DEL, and the bidirectional overrides/isolates that reorder what a terminal shows
+_BAD_CHARS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+# what rich reads as a style tag ([bold], [/bold], [link=...], [#ff0000], [@click]): never allowed in a price file
+_MARKUP = re.compile(r"\[[a-z#/@][^\[]*?\]")
 
 _extra_files: tuple[str, ...] = ()
 
@@ -74,14 +90,32 @@ def parse_date(text: str) -> dt.date | None:
     return None
 
 
-def price_from_row(row: dict[str, str], origin: str, where: str) -> Price:
-    where = f"{where} row {row.get('instance_type')!r}/{row.get('region')!r}"
+def check_text(col: str, value: str, where: str) -> None:
+    """A text field shown in a terminal: no control or bidi-override character, nothing rich reads as markup."""
+    bad = _BAD_CHARS.search(value)
+    if bad:
+        raise PriceFileError("pf_control", where=where, col=col, char=f"U+{ord(bad.group()):04X}")
+    tag = _MARKUP.search(value)
+    if tag:
+        raise PriceFileError("pf_markup", where=where, col=col, tag=tag.group())
+
+
+def check_price_value(price: float | None, text: str, where: str) -> float:
+    if price is None or not math.isfinite(price) or price <= 0:
+        raise PriceFileError("pf_price_bad", where=where, value=text)
+    return price
+
+
+def price_from_row(row: dict[str, str], origin: str, where: str, line: int | None = None) -> Price:
+    where = f"{where}{f' line {line}' if line else ''} row {row.get('instance_type')!r}/{row.get('region')!r}"
+    for col in TEXT_COLUMNS:
+        value = row.get(col)
+        if isinstance(value, str):
+            check_text(col, value, where)
     missing = [c for c in REQUIRED if not (row.get(c) or "").strip()]
     if missing:
         raise PriceFileError("pf_missing", where=where, cols=", ".join(missing))
-    price = num(row, "price", where)
-    if price is None or price <= 0:
-        raise PriceFileError("pf_price", where=where)
+    price = check_price_value(num(row, "price", where), (row.get("price") or "").strip(), where)
     date = row["price_date"].strip()
     if origin != "catalog" and parse_date(date) is None:
         raise PriceFileError("pf_date", where=where, value=date)
@@ -95,24 +129,108 @@ def price_from_row(row: dict[str, str], origin: str, where: str) -> Price:
     )
 
 
+def _size(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} bytes"  # pragma: no cover
+
+
+def _read_rows(lines, origin: str, where: str) -> list[Price]:
+    """Parse CSV lines (any iterable of lines), stopping with an error after MAX_ROWS rows."""
+    reader = csv.DictReader(lines)
+    try:
+        fieldnames = reader.fieldnames
+        missing = [c for c in REQUIRED if c not in (fieldnames or ())]
+        if missing:
+            raise PriceFileError("pf_columns", where=where, cols=", ".join(missing))
+        out = []
+        for row in reader:
+            if len(out) >= MAX_ROWS:
+                raise PriceFileError("pf_too_many_rows", where=where, cap=f"{MAX_ROWS:,}")
+            out.append(price_from_row(row, origin, where, reader.line_num))
+        return out
+    except csv.Error as exc:
+        raise PriceFileError("pf_csv", where=where, reason=str(exc)) from None
+
+
 def read_price_text(text: str, origin: str, where: str) -> list[Price]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
-    if missing:
-        raise PriceFileError("pf_columns", where=where, cols=", ".join(missing))
-    return [price_from_row(row, origin, where) for row in reader]
+    return _read_rows(io.StringIO(text), origin, where)
+
+
+def _bounded_lines(fh, where: str):
+    """The lines of a text file, refused once more than MAX_BYTES (UTF-8) were read: a pipe or a file that grows
+    while it is read is bounded too (a regular file is checked by its size before it is opened)."""
+    total = 0
+    while True:
+        line = fh.readline(MAX_BYTES - total + 1)
+        if not line:
+            return
+        total += len(line.encode("utf-8", "surrogatepass"))
+        if total > MAX_BYTES:
+            raise PriceFileError("pf_too_big", where=where, size=f"more than {_size(MAX_BYTES)}",
+                                 cap=_size(MAX_BYTES))
+        yield line
 
 
 def read_price_file(path: str | Path, origin: str) -> list[Price]:
+    """A price CSV, read line by line; refused (PriceFileError) above MAX_BYTES or MAX_ROWS before it is all read."""
+    where = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        st = os.stat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_size > MAX_BYTES:
+            raise PriceFileError("pf_too_big", where=where, size=_size(st.st_size), cap=_size(MAX_BYTES))
+        with open(path, encoding="utf-8", newline="") as fh:
+            return _read_rows(_bounded_lines(fh, where), origin, where)
     except OSError as exc:
-        raise PriceFileError("pf_unreadable", where=str(path), reason=exc.strerror or "") from None
-    return read_price_text(text, origin, str(path))
+        raise PriceFileError("pf_unreadable", where=where, reason=exc.strerror or str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise PriceFileError("pf_not_utf8", where=where, reason=f"byte {exc.start}: {exc.reason}") from None
+
+
+class CachedPriceFileError(PriceFileError):
+    """A file of the user cache that does not read: what is wrong with it, and how to remove it (in every language)."""
+
+    def __init__(self, inner: CatalogError, path: Path):
+        self.inner = inner
+        super().__init__("pf_cache_bad", detail=str(inner), path=shlex.quote(str(path)))
+
+    def message(self, lang: str) -> str:
+        from ..i18n import t
+
+        inner = self.inner.message(lang) if isinstance(self.inner, PriceFileError) else str(self.inner)
+        return t(self.key, lang).format(**{**self.values, "detail": inner})
+
+
+def _read_cached(path: Path, origin: str) -> list[Price]:
+    """A file of the user cache: one that no longer reads (edited by hand, written by an older trainfit) is named with
+    the command that removes it, instead of breaking every command."""
+    try:
+        return read_price_file(path, origin)
+    except CatalogError as exc:
+        raise CachedPriceFileError(exc, path) from None
+
+
+def price_text_ok(p: Price, where: str) -> None:
+    """The checks of a read row, on a Price about to be written (a refreshed price never poisons the cache)."""
+    where = f"{where} row {p.instance_type!r}/{p.region!r}"
+    check_price_value(p.price, repr(p.price), where)
+    for col, value in (("provider", p.provider), ("instance_type", p.instance_type), ("region", p.region),
+                       ("billing", p.billing), ("currency", p.currency), ("price_date", p.price_date),
+                       ("includes", p.includes), ("note", p.note), ("stock", p.stock),
+                       ("sources", ";".join(p.sources))):
+        check_text(col, value, where)
 
 
 def write_price_file(path: Path, prices: list[Price]) -> None:
-    """Write rows in the catalog's format, atomically (a half-written cache is never read)."""
+    """Write rows in the catalog's format, atomically: a temporary file unique to this call in the same folder, then
+    os.replace (a half-written cache is never read, and parallel writers never share a temporary file). Callers that merge
+    into an existing file hold `locked(path)` around the read and this write."""
+    if len(prices) > MAX_ROWS:
+        raise PriceFileError("pf_too_many_rows", where=str(path), cap=f"{MAX_ROWS:,}")
+    for p in prices:
+        price_text_ok(p, str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
@@ -122,9 +240,30 @@ def write_price_file(path: Path, prices: list[Price]) -> None:
                     "billing": p.billing, "price": f"{p.price:.6g}", "currency": p.currency,
                     "price_date": p.price_date, "includes": p.includes, "unverified": "price" if p.unverified else "",
                     "sources": ";".join(p.sources), "note": p.note, "stock": p.stock})
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(buf.getvalue(), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(str(path), buf.getvalue())  # a unique O_EXCL temporary beside it, fsync, os.replace
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """An exclusive lock (fcntl.flock on `<file>.lock` beside it) for a read-merge-write of `path`: parallel
+    `prices set` / `prices refresh` runs merge one after the other, and none loses another's rows."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise PriceFileError("pf_locked", where=str(path), s=int(LOCK_TIMEOUT_S)) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def cache_files() -> list[tuple[Path, str]]:
@@ -139,7 +278,7 @@ def cache_files() -> list[tuple[Path, str]]:
 def _layers() -> tuple[tuple[str, tuple[Price, ...]], ...]:
     layers = [("prices.csv", tuple(read_price_text(read_text("prices.csv"), "catalog", "prices.csv")))]
     for path, origin in cache_files():
-        layers.append((str(path), tuple(read_price_file(path, origin))))
+        layers.append((str(path), tuple(_read_cached(path, origin))))
     for path in _extra_files:
         layers.append((path, tuple(check_known(read_price_file(path, "user"), path))))
     return tuple(layers)
@@ -204,9 +343,10 @@ def store_user_prices(path: str) -> tuple[Path, int]:
     """`prices set FILE`: validate FILE and merge it into the cache's user.csv; (user.csv, rows now in it)."""
     new = check_known(read_price_file(path, "user"), path)
     target = cache_dir() / "user.csv"
-    old = read_price_file(target, "user") if target.is_file() else []
-    rows = merged([("old", old), ("new", new)])
-    write_price_file(target, rows)
+    with locked(target):
+        old = _read_cached(target, "user") if target.is_file() else []
+        rows = merged([("old", old), ("new", new)])
+        write_price_file(target, rows)
     clear_cache()
     return target, len(rows)
 
@@ -214,8 +354,9 @@ def store_user_prices(path: str) -> tuple[Path, int]:
 def store_live_prices(provider: str, prices: list[Price]) -> Path:
     """Merge refreshed prices into `<provider>.csv` of the cache (rows of other regions/types are kept)."""
     target = cache_dir() / f"{provider}.csv"
-    old = read_price_file(target, "live") if target.is_file() else []
-    write_price_file(target, merged([("old", old), ("new", [replace(p, origin="live") for p in prices])]))
+    with locked(target):
+        old = _read_cached(target, "live") if target.is_file() else []
+        write_price_file(target, merged([("old", old), ("new", [replace(p, origin="live") for p in prices])]))
     clear_cache()
     return target
 

@@ -49,6 +49,19 @@ def add_parser(sub) -> None:
     q.set_defaults(run=run_refresh)
 
 
+def _plain(value):
+    """A value for a rich table or line, its text shown literally (`[/bold]` in a price file is text, not a style)."""
+    from rich.markup import escape
+
+    if isinstance(value, str):
+        return escape(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def _help(p: argparse.ArgumentParser) -> int:
     """`trainfit prices` without an action: its own help, exit code 2 (as for a missing command)."""
     p.print_help()
@@ -65,7 +78,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json(prices_dict(rows))
     else:
-        console().print(render_prices(rows, lang))
+        console().print(render_prices([_plain(r) for r in rows], lang))
     return 0
 
 
@@ -80,7 +93,7 @@ def run_age(args: argparse.Namespace) -> int:
     if args.json:
         print_json(age_dict(summary, on))
     else:
-        console().print(render_age(summary, on, lang))
+        console().print(render_age([_plain(s) for s in summary], on, lang))
     return 0
 
 
@@ -93,7 +106,7 @@ def run_set(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"user_prices": str(path), "rows": n})
     else:
-        console().print(t("prices_set_done", lang).format(n=n, path=path))
+        console().print(t("prices_set_done", lang).format(n=n, path=_plain(str(path))))
     return 0
 
 
@@ -108,7 +121,7 @@ def run_refresh(args: argparse.Namespace) -> int:
         print_json(result.to_dict())
     else:
         console().print(t("refresh_done", lang).format(provider=result.provider, n=len(result.prices),
-                                                       path=result.path, date=result.date))
+                                                       path=_plain(str(result.path)), date=result.date))
         for note in result.notes:
-            console().print(f"  - {note}")
+            console().print(f"  - {_plain(str(note))}")
     return 0

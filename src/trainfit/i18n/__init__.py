@@ -146,6 +146,26 @@ _MESSAGES: dict[str, dict[str, str]] = {
                    "zh": "{where}：不是目录格式的价格文件（缺少列 {cols}）"},
     "pf_unreadable": {"en": "{where}: cannot read ({reason})", "zh": "{where}：无法读取（{reason}）"},
     "pf_unknown_instance": {"en": "{where}: {detail}", "zh": "{where}：{detail}"},
+    "pf_price_bad": {"en": "{where}: price {value!r} must be a finite positive number (not nan, inf, 0 or negative)",
+                     "zh": "{where}：price {value!r} 必须是有限的正数（不能是 nan、inf、0 或负数）"},
+    "pf_too_big": {"en": "{where}: {size} is larger than a price file may be ({cap}); keep only the rows you need",
+                   "zh": "{where}：{size} 超过价格文件的大小上限（{cap}）；请只保留需要的行"},
+    "pf_too_many_rows": {"en": "{where}: more than {cap} rows, the most a price file may have; keep only the rows you "
+                               "need",
+                         "zh": "{where}：超过 {cap} 行（价格文件的行数上限）；请只保留需要的行"},
+    "pf_control": {"en": "{where}: column {col} contains a control or bidirectional-override character ({char}); "
+                         "remove it",
+                   "zh": "{where}：列 {col} 含有控制字符或双向文本覆盖字符（{char}）；请删除"},
+    "pf_markup": {"en": "{where}: column {col} contains {tag!r}, which a terminal would read as styling markup; remove "
+                        "the square brackets",
+                  "zh": "{where}：列 {col} 含有 {tag!r}，终端会把它当作样式标记；请去掉方括号"},
+    "pf_not_utf8": {"en": "{where}: not UTF-8 text ({reason})", "zh": "{where}：不是 UTF-8 文本（{reason}）"},
+    "pf_csv": {"en": "{where}: not a readable CSV file ({reason})", "zh": "{where}：不是可读取的 CSV 文件（{reason}）"},
+    "pf_cache_bad": {"en": "{detail} (a file of the price cache: remove it with `rm {path}`, then set or refresh "
+                           "those prices again)",
+                     "zh": "{detail}（这是价格缓存中的文件：用 `rm {path}` 删除它，然后重新设置或刷新这些价格）"},
+    "pf_locked": {"en": "{where}: another trainfit run has been writing this file for more than {s} s; try again",
+                  "zh": "{where}：另一个 trainfit 进程写入此文件已超过 {s} 秒；请稍后重试"},
     "spot_warning": {
         "en": "Spot prices: the provider can reclaim these instances at any time. Hours and cost include the expected "
               "interruptions (lost work since the last checkpoint + restart) and the checkpoints that bound them.",
