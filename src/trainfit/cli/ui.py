@@ -9,6 +9,7 @@ HELP = "a local web calculator: estimate, what would fit, compare, plan, plots, 
 EXAMPLES = """examples:
   trainfit ui                       # http://127.0.0.1:8765
   trainfit ui --port 9000
+  trainfit ui --host 0.0.0.0        # reachable by others on the network (a warning says so)
 """
 
 
@@ -31,6 +32,17 @@ def run(args: argparse.Namespace) -> int:
         import fastapi, uvicorn  # noqa: F401, E401
     except ImportError as exc:
         raise SpecError(f"trainfit ui needs the 'ui' extra: pip install 'trainfit[ui]' ({exc.name} missing)") from None
-    print(f"trainfit ui: http://{args.host}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
-    serve(args.host, args.port)
+    from ..i18n import default_lang
+    from ..ui.guard import bind, exposure_warning
+
+    sock = bind(args.host, args.port)  # a port in use: one error line (exit 2) before anything else is printed
+    warning = exposure_warning(args.host, args.port, default_lang())
+    if warning:
+        print(warning, file=sys.stderr)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"trainfit ui: http://{shown}:{args.port}/ (Ctrl-C to stop)", file=sys.stderr)
+    try:
+        serve(args.host, args.port, sock=sock)
+    finally:
+        sock.close()
     return 0

@@ -15,9 +15,9 @@ from typing import Any, Iterator
 
 from ..errors import SpecError, TrainfitError
 from ..i18n import LANGS
+from .guard import MAX_BODY, BodyTooLarge, too_large
 from .words import words
 
-MAX_BODY = 1_000_000  # bytes of one request: a config.json is a few KB
 INTS = ("seq_len", "micro_batch", "grad_accum", "gpus", "lora_rank", "epochs")
 WORKLOAD = ("method", "seq_len", "micro_batch", "grad_accum", "grad_ckpt", "lora_rank")
 
@@ -200,17 +200,26 @@ def error_response(exc: BaseException, status: int, lang: str):
                         status_code=status)
 
 
-def create_app():
+def create_app(host: str | None = None, port: int | None = None):
+    """The app; `serve` names the address it listens on, and only that address is answered (guard.Guard).
+    With none (the in-process app of the tests) the loopback names and the test client's are, on any port."""
     from fastapi import FastAPI, Request
     from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+    from .guard import Guard
+
     app = FastAPI(title="trainfit", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, host=host, port=port)
     page = resources.files("trainfit.ui").joinpath("static/index.html").read_text(encoding="utf-8")
 
     async def _form(request: Request) -> dict[str, Any]:
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            raise SpecError(f"request too large ({len(body):,} bytes; a config.json is a few KB)")
+        chunks, size = [], 0
+        async for chunk in request.stream():  # stops at the cap: a body without a Content-Length is not held
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise too_large()
+            chunks.append(chunk)
+        body = b"".join(chunks)
         from .. import userjson
 
         form = userjson.loads(body.decode("utf-8", errors="strict") or "{}", "form") if body else {}
@@ -226,7 +235,17 @@ def create_app():
             try:
                 form = await _form(request)
                 lang = _known_lang(form.get("lang"), lang)
-                result = await run_in_threadpool(fn, form)
+                try:
+                    result = await run_in_threadpool(fn, form)
+                finally:
+                    if str(form.get("config") or "").strip():  # a pasted config may have added a cache file
+                        from .guard import prune_cache
+
+                        await run_in_threadpool(prune_cache)
+            except BodyTooLarge as exc:
+                response = error_response(exc, 413, lang)
+                response.headers["Connection"] = "close"
+                return response
             except (TrainfitError, UnicodeDecodeError, ValueError) as exc:
                 return error_response(exc, 400, lang)
             except Exception as exc:  # noqa: BLE001 - a bug: one line for the page, never a traceback
@@ -253,7 +272,13 @@ def create_app():
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8765, sock=None) -> None:
+    """Serve on host:port; `sock`, when given, is that address already bound (guard.bind)."""
     import uvicorn
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="warning")
+    app = create_app(host, port)
+    if sock is None:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server.run(sockets=[sock])
