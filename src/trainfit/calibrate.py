@@ -409,6 +409,10 @@ def calibrate(paths: list[str], log: Callable[[str], None] | None = None) -> dic
     """The calibration document: fitted values plus how they were made and how well they do."""
     cases = load_cases(paths)
     train, held = split(cases)
+    from .errors import SpecError
+
+    if not train:  # a calibration fitted on nothing would be the shipped values under another name
+        raise SpecError(f"calibrate: no training case to fit in {', '.join(paths)} ({len(cases)} cases read)")
     base = Efficiencies.shipped()
     overrides = fit(train, base, log)
     fitted = base.with_overrides(overrides, origin="calibration")

@@ -15,7 +15,7 @@ from typing import Any
 
 from .catalog import get_gpu
 from .catalog.efficiency import Efficiencies
-from . import userjson
+from . import userfiles, userjson
 from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
@@ -92,7 +92,8 @@ def truth_of(case: dict) -> str:
 def load_cases(paths: list[str]) -> list[dict]:
     cases = []
     for path in paths:
-        for n, line in enumerate(userjson.read_text(path, "JSONL file of cases").splitlines(), 1):
+        # read line by line: the file's size checked first (64 MB), each line strict UTF-8 without NUL bytes
+        for n, line in userfiles.iter_user_lines(path, "JSONL file of cases", userjson.MAX_BYTES):
             if line.strip():
                 cases.append(userjson.loads(line, f"{path}:{n}"))
     return cases
@@ -439,6 +440,20 @@ def measured_values(case: dict) -> dict[str, Any]:
     return meas
 
 
+# What no training run measures: a value outside these is a typo or a broken file, and would dominate every error.
+_PLAUSIBLE = {"tokens_per_s_per_gpu": (1e-3, 1e8), "step_time_s": (1e-6, 1e6), "mfu": (1e-6, 1.0),
+              "peak_memory_gib": (1e-3, 1e4)}
+
+
+def implausible_measurement(measured: dict) -> str | None:
+    """Why a measured value cannot be a real run's (an MFU of 5, 1e-300 tokens/s), or None."""
+    for key, (low, high) in _PLAUSIBLE.items():
+        value = measured.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value and not low <= value <= high:
+            return f"implausible measured {key}"
+    return None
+
+
 def metric_key(measured: dict, metric: str) -> str | None:
     """The measured field a metric is compared on: peak memory; throughput as tokens/s per GPU where measured,
     else step time; mfu."""
@@ -640,11 +655,20 @@ def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = Fal
     """Every case predicted and compared; with `bands` (trainfit.uncertainty.Bands), each compared value's band."""
     rows: list[Row] = []
     skipped: Counter = Counter()
+    seen: set[str] = set()
     for case in cases:
         try:
+            case_id = case.get("id") if isinstance(case, dict) else None
+            if isinstance(case_id, str) and case_id:
+                if case_id in seen:  # the same run twice would weigh twice in every error
+                    raise Skip("duplicate case id (the first is counted)")
+                seen.add(case_id)
             meas = case.get("measured") or {}
             if not any(meas.get(k) for k in ("tokens_per_s_per_gpu", "step_time_s", "peak_memory_gib", "oom")):
                 raise Skip("nothing measured")
+            why = implausible_measurement(meas)
+            if why:
+                raise Skip(why)
             if ((case.get("hardware") or {}).get("gpu") or "") == "cpu":
                 raise Skip("CPU measurement")
             if truth_of(case) == TRACE_SOURCE and meas.get("memory_kind") != "allocated":

@@ -117,16 +117,31 @@ def local_config(path: str) -> dict | None:
 
 # Whole-number sizes of a config.json and the largest value any real model has come near (x ~100 for margin).
 _SIZE_LIMITS = {"hidden_size": 10**6, "n_embd": 10**6, "d_model": 10**6, "intermediate_size": 10**7,
-                "moe_intermediate_size": 10**7, "num_hidden_layers": 10**4, "n_layer": 10**4, "num_layers": 10**4,
-                "num_attention_heads": 10**4, "n_head": 10**4, "num_key_value_heads": 10**4, "head_dim": 10**5,
-                "vocab_size": 10**8, "max_position_embeddings": 10**9, "n_positions": 10**9,
-                "num_local_experts": 10**5, "num_experts": 10**5, "n_routed_experts": 10**5,
-                "num_experts_per_tok": 10**4}
+                "moe_intermediate_size": 10**7, "ffn_hidden_size": 10**7, "num_hidden_layers": 10**4,
+                "n_layer": 10**4, "num_layers": 10**4, "num_attention_heads": 10**4, "n_head": 10**4,
+                "num_key_value_heads": 10**4, "multi_query_group_num": 10**4, "num_kv_heads": 10**4,
+                "n_head_kv": 10**4, "head_dim": 10**5, "kv_channels": 10**5, "vocab_size": 10**8,
+                "padded_vocab_size": 10**8, "type_vocab_size": 10**4, "max_position_embeddings": 10**9,
+                "n_positions": 10**9, "num_local_experts": 10**5, "num_experts": 10**5, "n_routed_experts": 10**5,
+                "num_experts_per_tok": 10**4, "moe_topk": 10**4}
+# Of those, the ones a model cannot have zero of (a zero head count divides by zero further on).
+_POSITIVE = ("hidden_size", "n_embd", "d_model", "num_hidden_layers", "n_layer", "num_layers", "num_attention_heads",
+             "n_head", "num_key_value_heads", "multi_query_group_num", "num_kv_heads", "n_head_kv", "head_dim",
+             "kv_channels", "vocab_size", "padded_vocab_size")
+# Switches the readers take as booleans: "no" would be read as true.
+_BOOLEANS = ("tie_word_embeddings", "attention_bias", "mlp_bias", "bias", "new_decoder_architecture", "multi_query",
+             "parallel_attn", "multi_query_attention", "add_bias_linear", "add_qkv_bias", "qkv_bias",
+             "use_qk_norm", "tie_embeddings")
+# Keys that hold a nested object (or nothing): a string there is a broken file.
+_OBJECTS = ("text_config", "rope_scaling", "rope_parameters", "ffn_config", "attn_config", "quantization_config")
+_TOP_K = ("num_experts_per_tok", "moe_topk")
+_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 def check_config_sizes(cfg: dict, where: str) -> None:
-    """Sizes must be whole numbers in a plausible range: a hidden_size of 1e12 or a layer count of -3 is a broken
-    file, not a model to estimate."""
+    """Every config.json value the readers use, checked once: sizes whole numbers in a plausible range (a
+    hidden_size of 1e12 or a layer count of -3 is a broken file, not a model to estimate), head and layer counts
+    positive, the routed top-k within the expert count, switches booleans and nested configs objects."""
     for part in (cfg, cfg.get("text_config")):
         if not isinstance(part, dict):
             continue
@@ -135,9 +150,20 @@ def check_config_sizes(cfg: dict, where: str) -> None:
             if value is None:
                 continue
             whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-            if isinstance(value, bool) or not whole or not 0 <= value <= limit:
-                raise SpecError(f"{where}: {key} = {value!r} is not a plausible size (a whole number up to "
-                                f"{limit:,})")
+            low = 1 if key in _POSITIVE else 0
+            if isinstance(value, bool) or not whole or not low <= value <= limit:
+                raise SpecError(f"{where}: {key} = {value!r} is not a plausible size (a whole number from {low} "
+                                f"up to {limit:,})")
+        for key in _BOOLEANS:
+            if part.get(key) is not None and not isinstance(part[key], bool):
+                raise SpecError(f"{where}: {key} = {part[key]!r} must be true or false")
+        for key in _OBJECTS:
+            if part.get(key) is not None and not isinstance(part[key], dict):
+                raise SpecError(f"{where}: {key} must be an object, not {type(part[key]).__name__} {part[key]!r:.40}")
+        top_k = next((part[k] for k in _TOP_K if part.get(k)), None)
+        experts = next((part[k] for k in _EXPERTS if part.get(k)), None)
+        if top_k and experts and top_k > experts:
+            raise SpecError(f"{where}: each token is routed to {int(top_k)} experts but the model has {int(experts)}")
 
 
 def _from_path(path: str) -> ModelSpec:

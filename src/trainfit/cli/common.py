@@ -127,8 +127,15 @@ def lang_of(args: argparse.Namespace) -> str:
 
 
 def print_json(doc: Any) -> None:
-    json.dump(doc, sys.stdout, ensure_ascii=False, indent=2, default=_default)
-    sys.stdout.write("\n")
+    """--json output: standard JSON only (no NaN or Infinity, which strict parsers refuse): a result that is not
+    finite is an error, before anything is printed."""
+    try:
+        text = json.dumps(doc, ensure_ascii=False, indent=2, default=_default, allow_nan=False)
+    except ValueError as exc:
+        if "not JSON compliant" not in str(exc):
+            raise
+        raise SpecError("the result holds a number that is not finite (NaN or infinity): check the inputs") from None
+    sys.stdout.write(text + "\n")
 
 
 def _default(obj: Any) -> Any:

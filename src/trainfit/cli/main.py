@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from ..errors import TrainfitError
+from ..errors import SpecError, TrainfitError
 
 DESCRIPTION = ("trainfit: will my Transformer training job fit on this GPU, how long will it take, what will it cost, "
                "and how should I launch it?")
@@ -55,11 +55,13 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    _tolerant_output()
     as_json = "--json" in argv
     parser = build_parser()
     args = None
     try:
         args = parser.parse_args(argv)
+        _check_numbers(args)
         if not getattr(args, "run", None):
             parser.print_help()
             return 2
@@ -78,9 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("TRAINFIT_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0][:300]
-        _fail(f"internal error, please report it: {type(exc).__name__}: {first} (TRAINFIT_DEBUG=1 shows where)",
-              as_json, "InternalError")
-        return 70
+        return _fail(f"internal error, please report it: {type(exc).__name__}: {first} (TRAINFIT_DEBUG=1 shows where)",
+                     as_json, "InternalError", exit_code=70)
 
 
 def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str]) -> str:
@@ -99,16 +100,49 @@ def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str
     return localize_error(str(exc), lang)
 
 
-def _fail(message: str, as_json: bool, kind: str, key: str | None = None) -> int:
-    """Bad input: one line on stderr; with --json also one JSON error object on stdout; exit code 2."""
+# Options that take a number of which only a positive one means anything (a rate, a limit, a duration).
+_POSITIVE_OPTIONS = ("target_tokens_per_s", "max_ttft_ms", "max_tpot_ms", "request_rate", "interval", "duration",
+                     "timeout", "startup_timeout", "network_gbps", "gpu_memory_utilization")
+
+
+def _tolerant_output() -> None:
+    """A terminal or pipe whose encoding cannot show a character (PYTHONIOENCODING=ascii, a C locale) gets an escape
+    for it (\\xb7), not an exception: the answer is still printed."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure") and (getattr(stream, "encoding", "") or "").lower().replace("-", "") \
+                not in ("utf8", "utf16", "utf32"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream already written to in another mode: leave it
+                pass
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Every number option, in one place: finite (argparse's float takes 'nan' and 'inf'), and positive where only a
+    positive value means anything."""
+    import math
+
+    for name, value in vars(args).items():
+        if isinstance(value, bool) or not isinstance(value, float):
+            continue
+        option = "--" + name.replace("_", "-")
+        if not math.isfinite(value):
+            raise SpecError(f"{option} must be a finite number, got {value}")
+        if name in _POSITIVE_OPTIONS and value <= 0:
+            raise SpecError(f"{option} must be a positive number, got {value:g}")
+
+
+def _fail(message: str, as_json: bool, kind: str, key: str | None = None, exit_code: int = 2) -> int:
+    """Bad input: one line on stderr; with --json also one JSON error object on stdout; exit code 2 (70 for an
+    internal error, and the JSON object says the same code)."""
     message = " ".join(message.split())  # one line, whatever the message held
     print(f"trainfit: error: {message}", file=sys.stderr)
     if as_json:
-        error = {"type": kind, "message": message, "exit_code": 2}
+        error = {"type": kind, "message": message, "exit_code": exit_code}
         if key:  # an error worded from the message catalog: its key, stable across languages
             error["key"] = key
         print(json.dumps({"error": error}, ensure_ascii=False))
-    return 2
+    return exit_code
 
 
 if __name__ == "__main__":

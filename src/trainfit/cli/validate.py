@@ -54,7 +54,9 @@ def _serving_limits(args: argparse.Namespace, doc: dict | None) -> list[str]:
     for metric, limit in (("kv_capacity", args.max_mape_kv), ("throughput", args.max_mape_serving_throughput),
                           ("ttft", args.max_mape_ttft), ("tpot", args.max_mape_tpot)):
         mape = (doc or {}).get(metric, {}).get("mape")
-        if limit is not None and mape is not None and mape > limit:
+        if limit is not None and mape is None:  # a gate on nothing fails: an empty file must not pass CI
+            failed.append(f"serving {metric}: no case was compared, the limit holds nothing")
+        elif limit is not None and mape > limit:
             failed.append(f"serving {metric} MAPE {mape:.1%} > {limit:.1%}")
     return failed
 
@@ -65,12 +67,18 @@ def _limits(args: argparse.Namespace, doc: dict) -> list[str]:
         if limit is None:
             continue
         mape = doc[metric]["mape"]
-        if mape is not None and mape > limit:
+        if mape is None:  # a gate on nothing fails: an empty or unpredictable file must not pass CI
+            failed.append(f"{metric}: no case was compared, the limit holds nothing")
+        elif mape > limit:
             failed.append(f"{metric} MAPE {mape:.1%} > {limit:.1%}")
     trace = (doc.get("trace") or {}).get("memory") or {}
-    if args.max_mape_trace is not None and trace.get("mape") is not None and trace["mape"] > args.max_mape_trace:
+    if args.max_mape_trace is not None and trace.get("mape") is None:
+        failed.append("trace memory: no case was compared, the limit holds nothing")
+    elif args.max_mape_trace is not None and trace["mape"] > args.max_mape_trace:
         failed.append(f"trace memory MAPE {trace['mape']:.1%} > {args.max_mape_trace:.1%}")
-    if args.min_predicted is not None and doc["cases"]:
+    if args.min_predicted is not None and not doc["cases"]:
+        failed.append("no case was read, --min-predicted holds nothing")
+    elif args.min_predicted is not None:
         share = doc["predicted"] / doc["cases"]
         if share < args.min_predicted:
             failed.append(f"predicted {share:.1%} of the cases < {args.min_predicted:.1%}")
@@ -108,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     doc = validate(cases, eff, args.keep_inconsistent, bands=shipped_bands()).to_dict()
     doc["efficiencies"] = eff.origin
     doc["serving"] = validate_serving(serving) if serving else None
-    failed = (_limits(args, doc) if cases else []) + _serving_limits(args, doc["serving"])
+    failed = (_limits(args, doc) if cases or not serving else []) + _serving_limits(args, doc["serving"])
     doc["limits_failed"] = failed
     if args.json:
         print_json(doc)

@@ -3,7 +3,6 @@ value shell-quoted; NCCL settings for the plan's links, with their sources in co
 
 from __future__ import annotations
 
-import re
 import shlex
 from functools import lru_cache
 
@@ -43,8 +42,11 @@ def _nccl_block(setup: Setup) -> list[str]:
 
 
 def one_line(text: object) -> str:
-    """Text safe inside a shell comment: control characters (a newline would end the comment) become spaces."""
-    return re.sub(r"[\x00-\x1f\x7f]", " ", str(text))
+    """Text safe inside a shell comment: control characters (a newline would end the comment) and bidi overrides (a
+    comment that reads otherwise than it runs) become spaces."""
+    from ..textsafe import plain
+
+    return plain(text)
 
 
 def launch_script(setup: Setup, data: str | None, output_dir: str, model_source: str = "hf") -> str:

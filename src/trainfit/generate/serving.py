@@ -18,6 +18,7 @@ from __future__ import annotations
 import shlex
 
 from ..serving.estimate import ServingEstimate
+from ..textsafe import markdown
 
 DEFAULT_MODEL_PATH = "output/merged"  # where the trained (merged) model is expected; overridable with --model-path
 LORA_NAME = "adapter"
@@ -70,7 +71,9 @@ def launch_command(est: ServingEstimate, model_path: str = DEFAULT_MODEL_PATH, a
 
 def serve_script(est: ServingEstimate, model_path: str, adapter: str | None, lora_rank: int | None) -> str:
     cmd = launch_command(est, "$MODEL_PATH", adapter, lora_rank)
-    quoted = " ".join(a if a == "$MODEL_PATH" else shlex.quote(a) for a in cmd).replace("$MODEL_PATH", '"$MODEL_PATH"')
+    # the model path is the one word the shell expands; every other word is quoted as it is, "$MODEL_PATH" inside
+    # one included (a served name or an adapter path the user chose)
+    quoted = " ".join('"$MODEL_PATH"' if a == "$MODEL_PATH" else shlex.quote(a) for a in cmd)
     lines = ["#!/usr/bin/env bash", "# Written by `trainfit generate --serving`; see README.md.", "set -euo pipefail",
              f"MODEL_PATH=${{MODEL_PATH:-{shlex.quote(model_path)}}}"]
     if est.spec.weights in ("awq", "gptq", "int8"):
@@ -85,23 +88,23 @@ def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str
     quant = {"awq": "AutoAWQ (4-bit, group 128)", "gptq": "GPTQModel / AutoGPTQ (4-bit, group 128)",
              "int8": "llm-compressor W8A8 int8"}.get(s.weights)
     if lang == "zh":
-        head = [f"# 部署 {est.model.name}（{s.engine}）", "",
+        head = [f"# 部署 {markdown(est.model.name)}（{s.engine}）", "",
                 f"- {s.tp} 张 {est.gpu.id}（张量并行 {s.tp}），权重 {s.weights}，KV 缓存 {s.kv_cache_dtype}",
                 f"- 预计 KV 容量 {mem.kv_tokens:,} tokens；{mem.max_model_len:,} tokens 时最大并发 "
                 f"{mem.max_concurrency:.1f}", "", "启动：`./serve.sh`（可用环境变量 MODEL_PATH 覆盖模型路径）"]
         if quant:
             head += ["", f"注意：{s.weights} 需要先用 {quant} 量化训练得到的模型。"]
         if adapter:
-            head += ["", f"LoRA 适配器 `{adapter}` 以名称 `{LORA_NAME}` 提供（请求时 model=\"{LORA_NAME}\"）。"]
+            head += ["", f"LoRA 适配器 {markdown(adapter)} 以名称 `{LORA_NAME}` 提供（请求时 model=\"{LORA_NAME}\"）。"]
         return "\n".join(head) + "\n"
-    head = [f"# Serving {est.model.name} with {s.engine}", "",
+    head = [f"# Serving {markdown(est.model.name)} with {s.engine}", "",
             f"- {s.tp} x {est.gpu.id} (tensor parallel {s.tp}), weights {s.weights}, KV cache {s.kv_cache_dtype}",
             f"- predicted KV capacity {mem.kv_tokens:,} tokens; max concurrency {mem.max_concurrency:.1f} at "
             f"{mem.max_model_len:,} tokens", "", "Start: `./serve.sh` (MODEL_PATH overrides the model directory)"]
     if quant:
         head += ["", f"Note: {s.weights} needs the trained model quantised first with {quant}."]
     if adapter:
-        head += ["", f"The LoRA adapter `{adapter}` is served as `{LORA_NAME}` (request model=\"{LORA_NAME}\")."]
+        head += ["", f"The LoRA adapter {markdown(adapter)} is served as `{LORA_NAME}` (request model=\"{LORA_NAME}\")."]
     return "\n".join(head) + "\n"
 
 

@@ -20,6 +20,11 @@ _ZH: list[tuple[str, str]] = [
     (r"(?P<w>[\w-]+) must be an integer, got (?P<v>.+)", "{w} 必须是整数，实际为 {v}"),
     (r"(?P<w>[\w-]+) must be a number, got (?P<v>.+)", "{w} 必须是数字，实际为 {v}"),
     (r"(?P<w>[\w-]+) must be a finite number, got (?P<v>.+)", "{w} 必须是有限的数，实际为 {v}"),
+    (r"(?P<w>[\w-]+) must be a positive number, got (?P<v>.+)", "{w} 必须是正数，实际为 {v}"),
+    (r"calibrate: no training case to fit in (?P<p>.+) \((?P<n>\d+) cases read\)",
+     "calibrate：{p} 中没有可拟合的训练案例（读到 {n} 个案例）"),
+    (r"the result holds a number that is not finite \(NaN or infinity\): check the inputs",
+     "结果中有非有限的数（NaN 或无穷大）：请检查输入"),
     (r"(?P<w>[\w-]+) must be true or false, got (?P<v>.+)", "{w} 必须是 true 或 false，实际为 {v}"),
     (r"(?P<w>[\w-]+) must be a name \(text\), got (?P<v>.+)", "{w} 必须是名称（文本），实际为 {v}"),
     (r"(?P<w>[\w-]+) must be text, got (?P<v>.+)", "{w} 必须是文本，实际为 {v}"),
@@ -45,6 +50,12 @@ _ZH: list[tuple[str, str]] = [
      "--seq-len {n} 超过 {m} 的 {p} 个位置{rest}"),
     (r"give --gpu or --instance", "请给出 --gpu 或 --instance"),
     # numbers and files
+    (r"(?P<p>.+?): (?P<k>\w+) = (?P<v>.+) is not a plausible size \(a whole number from (?P<a>\d+) up to (?P<b>[\d,]+)\)",
+     "{p}：{k} = {v} 不是合理的尺寸（应为 {a} 到 {b} 之间的整数）"),
+    (r"(?P<p>.+?): (?P<k>\w+) = (?P<v>.+) must be true or false", "{p}：{k} = {v} 必须是 true 或 false"),
+    (r"(?P<p>.+?): (?P<k>\w+) must be an object, not (?P<v>.+)", "{p}：{k} 必须是对象，而不是 {v}"),
+    (r"(?P<p>.+?): each token is routed to (?P<k>\d+) experts but the model has (?P<n>\d+)",
+     "{p}：每个 token 路由到 {k} 个专家，但模型只有 {n} 个"),
     (r"--network-gbps must be a bandwidth in Gbit/s in \(0, (?P<h>\d+)\], got (?P<v>.+)",
      "--network-gbps 必须是 (0, {h}] 内的带宽（Gbit/s），实际为 {v}"),
     (r"--set: (?P<n>\w+) = (?P<v>.+) is not a finite number", "--set：{n} = {v} 不是有限的数"),
@@ -104,6 +115,21 @@ _ZH: list[tuple[str, str]] = [
     (r"lang must be one of (?P<c>.+), got '(?P<v>.*)'", "lang 必须是 {c} 之一，实际为 '{v}'"),
     (r"request too large \((?P<n>[\d,]+) bytes; a config\.json is a few KB\)",
      "请求过大（{n} 字节；config.json 通常只有几 KB）"),
+    # the web calculator's guard and `trainfit ui` itself (ui/guard.py)
+    (r"request too large \(over (?P<n>[\d,]+) bytes; a config\.json is a few KB\)",
+     "请求过大（超过 {n} 字节；config.json 通常只有几 KB）"),
+    (r"forbidden: Host (?P<h>'.*') is not this calculator's address \(open (?P<u>.+)\)",
+     "拒绝：Host {h} 不是此计算器的地址（请打开 {u}）"),
+    (r"forbidden: a page from (?P<o>'.*') cannot use this calculator \(cross-origin request\)",
+     "拒绝：来自 {o} 的网页不能使用此计算器（跨源请求）"),
+    (r"the calculator's API takes Content-Type: application/json, got (?P<v>'.*')",
+     "计算器的 API 只接受 Content-Type: application/json，实际为 {v}"),
+    (r"bad Content-Length (?P<v>'.*')", "无效的 Content-Length {v}"),
+    (r"--port (?P<n>\d+): address already in use on (?P<h>.+?) \(another program listens there; choose another "
+     r"--port\)", "--port {n}：{h} 上的该端口已被占用（已有其他程序在监听；请换一个 --port）"),
+    (r"--host (?P<h>.+?): not an address of this machine \((?P<why>.+)\)", "--host {h}：不是本机的地址（{why}）"),
+    (r"--host (?P<h>.+?) --port (?P<n>\d+): cannot listen there \((?P<why>.+)\)",
+     "--host {h} --port {n}：无法在此监听（{why}）"),
     (r"form: expected a JSON object", "表单：应为 JSON 对象"),
     (r"form: (?P<d>.+)", "表单：{d}"),
     (r"no configuration meets the request \((?P<c>.+)\)", "没有满足请求的配置（约束：{c}）"),
@@ -157,3 +183,31 @@ def _known(text: str) -> str:
     out = localize_error(text, "zh")
     return text if out.startswith(FALLBACK_ZH) else out
 
+
+
+# ---- files the user hands us (trainfit.userfiles: bounded reading; keyed errors, merged into the catalog) ----------
+USERFILE_MESSAGES: dict[str, dict[str, str]] = {
+    "uf_unreadable": {"en": "cannot read {what} {path}: {why}", "zh": "无法读取{what} {path}：{why}"},
+    "uf_too_large": {"en": "cannot read {what} {path}: it is {size}, more than the {cap} a {what} may be "
+                           "(refused without reading it)",
+                     "zh": "无法读取{what} {path}：文件大小 {size}，超过{what}的上限 {cap}（未读取）"},
+    "uf_line_too_long": {"en": "cannot read {what} {path}: line {line} is longer than {cap}",
+                         "zh": "无法读取{what} {path}：第 {line} 行超过 {cap}"},
+    "uf_not_utf8": {"en": "cannot read {what} {path}: not UTF-8 text (byte 0x{byte} at byte offset {offset})",
+                    "zh": "无法读取{what} {path}：不是 UTF-8 文本（字节偏移 {offset} 处的字节 0x{byte}）"},
+    "uf_nul": {"en": "cannot read {what} {path}: a NUL byte at byte offset {offset} (not a text file)",
+               "zh": "无法读取{what} {path}：字节偏移 {offset} 处有 NUL 字节（不是文本文件）"},
+    "uf_yaml_alias": {"en": "{where}: YAML anchors and aliases (&name / *name, line {line}) are not accepted; "
+                            "write the values out",
+                      "zh": "{where}：不接受 YAML 锚点和别名（&name / *name，第 {line} 行）；请直接写出取值"},
+    "uf_duplicate_key": {"en": "{where}: duplicate key {name} (line {line}); each key may appear once",
+                         "zh": "{where}：重复的键 {name}（第 {line} 行）；每个键只能出现一次"},
+    "uf_json_duplicate_key": {"en": "{where}: duplicate key {name}; each key may appear once",
+                              "zh": "{where}：重复的键 {name}；每个键只能出现一次"},
+    "uf_too_deep": {"en": "{where}: nested more than {limit} levels deep", "zh": "{where}：嵌套超过 {limit} 层"},
+    "uf_yaml_syntax": {"en": "cannot read {where}: not valid YAML ({detail})",
+                       "zh": "无法读取 {where}：不是有效的 YAML（{detail}）"},
+}
+USERFILE_WHAT_ZH = {"request file": "请求文件", "calibration file": "校准文件", "config.json": " config.json",
+                    "plan.json": " plan.json", "JSONL file of cases": "案例 JSONL 文件",
+                    "monitor record": "监控记录文件", "FSDP config": " FSDP 配置文件"}

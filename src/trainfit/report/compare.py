@@ -81,13 +81,13 @@ def render_compare(model: str, rows, lang: str, width: int | None = None):
                            _money(other, "cost_per_billion_tokens")))
 
     def table(title, cols, body):
-        out = Table(title=title, pad_edge=False)
+        out = Table(title=Text(title) if isinstance(title, str) else title, pad_edge=False)  # text, not markup
         for n, (col, justify) in enumerate(cols):
             names = n == 0 or col in (tr("alibaba_instance", lang), tr("other_instance", lang))
             longest = max([len(str(row[n])) for row in body] + [4])
             out.add_column(col, justify=justify, no_wrap=True, min_width=longest if names else None)
         for row in body:
-            out.add_row(*row)
+            out.add_row(*[c if isinstance(c, Text) else Text(str(c)) for c in row])
         return out
 
     gpu_col = ((tr("gpu", lang), "left"),)

@@ -32,6 +32,7 @@ def fit_tables(title: str, cols: list[Col], rows: list[tuple], width: int | None
     """rich Tables for `rows`: one when every column fits in `width`, else the first `keys` columns repeated in
     each of as many tables as needed. Columns never wrap their cells (names stay whole) unless marked `fold`."""
     from rich.table import Table
+    from rich.text import Text
 
     width = terminal_width(width)
     natural = [_natural(c, [r[i] for r in rows]) for i, c in enumerate(cols)]
@@ -51,7 +52,9 @@ def fit_tables(title: str, cols: list[Col], rows: list[tuple], width: int | None
         groups.append(current)
     tables = []
     for n, group in enumerate(groups):
-        t = Table(title=title if n == 0 else None, pad_edge=False)
+        # titles and cells are text, never markup: a model, instance or region name is the user's and shown as is
+        t = Table(title=Text(title) if n == 0 and isinstance(title, str) else title if n == 0 else None,
+                  pad_edge=False)
         for i in key_cols + group:
             c = cols[i]
             if c.fold:
@@ -59,6 +62,6 @@ def fit_tables(title: str, cols: list[Col], rows: list[tuple], width: int | None
             else:
                 t.add_column(c.header, justify=c.justify, no_wrap=True, min_width=natural[i])
         for r in rows:
-            t.add_row(*[str(r[i]) for i in key_cols + group])
+            t.add_row(*[r[i] if isinstance(r[i], Text) else Text(str(r[i])) for i in key_cols + group])
         tables.append(t)
     return tables

@@ -169,7 +169,13 @@ def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[
     """'q_proj,v_proj' or a list -> a tuple of LoRA target names; None -> all-linear."""
     if targets is None:
         return ALL_LINEAR
-    items = tuple(x.strip() for x in targets.split(",") if x.strip()) if isinstance(targets, str) else tuple(targets)
+    if not isinstance(targets, (str, list, tuple)):
+        raise SpecError(f"lora-targets must be text, got {type(targets).__name__} {targets!r}")
+    odd = [x for x in ([] if isinstance(targets, str) else targets) if not isinstance(x, str) or not x.strip()]
+    if odd:  # [[q_proj]] or [1] in a request file: each target is a module name
+        raise SpecError(f"lora-targets must be text, got {type(odd[0]).__name__} {odd[0]!r}")
+    items = tuple(x.strip() for x in targets.split(",") if x.strip()) if isinstance(targets, str) else \
+        tuple(x.strip() for x in targets)
     if not items:
         raise SpecError("--lora-targets is empty")
     return items
