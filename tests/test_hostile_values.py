@@ -213,3 +213,23 @@ def test_an_ascii_terminal_gets_the_answer_not_a_crash(tmp_path):
     out = _proc.run([sys.executable, "-m", "trainfit", "estimate", "--model", "qwen2-7b", "--gpu", "a10", "--lang",
                      "zh"], timeout=120, env=env)
     assert out.returncode == 0 and "\\u" in out.stdout and "internal error" not in out.stderr, out.stderr[-500:]
+
+
+def test_the_structure_cache_stays_bounded_from_the_cli(monkeypatch, tmp_path):
+    """Every config read adds a cache file (catalog/generic.py): each write prunes the folder to its caps, oldest
+    first, so many distinct configs never fill the disk."""
+    from trainfit.catalog import generic
+    from trainfit.catalog.models import spec_from_config
+
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("TRAINFIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(generic, "prune_cache",
+                        lambda folder=None, _real=generic.prune_cache: _real(3, 10**9, folder))
+    generic._read_cached.cache_clear()
+    base = {"model_type": "opt", "hidden_size": 64, "num_attention_heads": 4, "ffn_dim": 128, "num_hidden_layers": 2,
+            "vocab_size": 100, "max_position_embeddings": 64, "word_embed_proj_dim": 64}
+    for n in range(6):
+        spec_from_config({**base, "vocab_size": 100 + n})
+    files = list((tmp_path / "structures").glob("*.json"))
+    assert 1 <= len(files) <= 3, files
+    generic._read_cached.cache_clear()

@@ -212,7 +212,43 @@ def _disk_put(key: str, spec: ModelSpec) -> None:
             json.dump(spec_to_dict(spec), fh)
         os.replace(tmp, file)
     except OSError:  # a read-only home: no cache, same answer
-        pass
+        return
+    prune_cache(folder=os.path.dirname(file))
+
+
+# The cache is bounded: every config a user (or the web page) reads adds a file. Oldest files go first.
+CACHE_MAX_FILES = 256
+CACHE_MAX_BYTES = 64 * 2**20
+
+
+def prune_cache(max_files: int = CACHE_MAX_FILES, max_bytes: int = CACHE_MAX_BYTES, folder: str | None = None) -> int:
+    """Keep the structure cache within max_files and max_bytes, removing the oldest cached structures (*.json; a
+    writer's temporary file is left alone); returns how many went."""
+    folder = folder or os.path.dirname(_cache_file(""))
+    entries = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                try:
+                    if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
+                        st = e.stat(follow_symlinks=False)
+                        entries.append((st.st_mtime, e.name, st.st_size, e.path))
+                except OSError:
+                    continue
+    except OSError:  # no cache yet, or unreadable: nothing to bound
+        return 0
+    entries.sort(reverse=True)  # newest first
+    kept_files = kept_bytes = removed = 0
+    for _, _, size, path in entries:
+        if kept_files < max_files and kept_bytes + size <= max_bytes:
+            kept_files, kept_bytes = kept_files + 1, kept_bytes + size
+            continue
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 _NOT_SAVED = ("name", "source", "params_reported", "structure", "extra")

@@ -28,7 +28,7 @@ TEST_NAMES = frozenset({"testserver"})  # Starlette's TestClient: create_app() w
 WILDCARDS = frozenset({"", "0.0.0.0", "::", "[::]"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # The structure cache pasted configs fill (catalog/generic.py writes one file per config): oldest files go first.
-CACHE_MAX_FILES = 256
+CACHE_MAX_FILES = 256  # as catalog/generic.py's own bound; a test may lower these
 CACHE_MAX_BYTES = 64 * 2**20
 
 
@@ -205,34 +205,12 @@ def cache_dir() -> str:
 
 
 def prune_cache(max_files: int | None = None, max_bytes: int | None = None, folder: str | None = None) -> int:
-    """Keep the structure cache within max_files and max_bytes, removing the oldest files; returns how many went."""
-    max_files = CACHE_MAX_FILES if max_files is None else max_files
-    max_bytes = CACHE_MAX_BYTES if max_bytes is None else max_bytes
-    folder = folder or cache_dir()
-    entries = []
-    try:
-        with os.scandir(folder) as it:
-            for e in it:
-                try:
-                    if e.is_file(follow_symlinks=False):
-                        st = e.stat(follow_symlinks=False)
-                        entries.append((st.st_mtime, e.name, st.st_size, e.path))
-                except OSError:
-                    continue
-    except OSError:  # no cache yet, or unreadable: nothing to bound
-        return 0
-    entries.sort(reverse=True)  # newest first
-    kept_files = kept_bytes = removed = 0
-    for _, _, size, path in entries:
-        if kept_files < max_files and kept_bytes + size <= max_bytes:
-            kept_files, kept_bytes = kept_files + 1, kept_bytes + size
-            continue
-        try:
-            os.unlink(path)
-            removed += 1
-        except OSError:  # removed by another request meanwhile, or read-only: the next request tries again
-            pass
-    return removed
+    """The structure cache within this page's caps (catalog.generic.prune_cache, which every cache write also runs
+    with its own): the oldest files go; returns how many went."""
+    from ..catalog.generic import prune_cache as prune
+
+    return prune(CACHE_MAX_FILES if max_files is None else max_files,
+                 CACHE_MAX_BYTES if max_bytes is None else max_bytes, folder or cache_dir())
 
 
 # ---- the command ----------------------------------------------------------------------------------------------------
