@@ -37,7 +37,7 @@ def test_the_api_works_twice_and_imports_keep_working():
 
 # ---- --set and calibration files: each value inside its valid interval ----------------------------------------
 
-@pytest.mark.parametrize("value,needle", [("nan", "not a finite number"), ("-1", "outside its valid range (0, 1]"),
+@pytest.mark.parametrize("value,needle", [("nan", "not a finite number"), ("-1", "outside its valid range [0.001, 1]"),
                                           ("0", "outside its valid range"), ("1.5", "outside its valid range"),
                                           ("inf", "not a finite number"), ("x", "not a number")])
 def test_set_values_are_checked(run_cli, value, needle):

@@ -177,9 +177,12 @@ def compare(model: str, gpus_list: list[str] | None = None, *, overrides: dict |
     spec = resolve_model(model)
     t, s, inputs = job_specs(spec, **job)
     eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), inputs.get("framework"))
-    rows = []
+    rows, seen = [], set()
     for name in gpus_list or DEFAULT_GPUS:
         gpu = get_gpu(name)
+        if gpu.id in seen:  # "a10,A10,a10,..." is one comparison row (a list of 5,000 names took 30 s)
+            continue
+        seen.add(gpu.id)
         row = compare_one(spec, gpu, t, s, eff)
         if row.estimate is not None and row.estimate.fits:
             row.alibaba = cheapest_choice(spec, row.estimate, ("alibaba",), eff)

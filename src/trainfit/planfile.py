@@ -100,9 +100,22 @@ def _check_values(choice: dict, path: str) -> None:
             raise SpecError(f"{path} choice.{name}: {exc}") from None
     try:
         TrainingSpec(**training)
-        Strategy(**spread)
+        engine = Strategy(**spread).engine
+        if training.get("lora_targets"):  # names the estimate knows (q_proj, all-linear, ...), as every door checks
+            from .estimate.trainable import lora_roles
+
+            lora_roles(tuple(training["lora_targets"]))
     except SpecError as exc:
         raise SpecError(f"{path} choice.strategy: {exc}") from None
+    if strategy.setdefault("engine", engine) != engine:  # derived from zero_stage, fsdp and the GPU count
+        raise SpecError(f"{path} choice.strategy.engine: {strategy['engine']!r} disagrees with its ZeRO/FSDP settings "
+                        f"and GPU count, which make it {engine!r}")
+    strategy.setdefault("freeze_trainable_layers", None)
+    from .report.estimate import STRATEGY_FIELDS
+
+    missing = [name for name in STRATEGY_FIELDS if name not in strategy and name != "global_batch"]
+    if missing:  # plan.json lists every field of the job (trainfit writes them all); a hand edit dropped these
+        raise SpecError(f"{path} choice.strategy: missing {', '.join(map(repr, missing))}")
     if not isinstance(choice.get("gpu"), str):
         raise SpecError(f"{path} choice.gpu: a GPU name is needed")
     get_gpu(choice["gpu"])
@@ -111,6 +124,8 @@ def _check_values(choice: dict, path: str) -> None:
         raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
     ranks = spread["gpus_per_node"] * spread["nodes"]
     mb, accum = training.get("micro_batch"), training.get("grad_accum")
+    if batch is None and mb and accum:
+        strategy["global_batch"] = batch = mb * accum * ranks
     if batch is not None and mb and accum and batch != mb * accum * ranks:
         raise SpecError(f"{path} choice.strategy.global_batch: {batch} is not micro_batch {mb} x grad_accum {accum} x "
                         f"{ranks} GPU(s) = {mb * accum * ranks}")

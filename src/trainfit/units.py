@@ -36,8 +36,11 @@ _COUNT_RE = re.compile(r"^\s*(-?[0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s
 def parse_count(text: str | float | int) -> float:
     """'200M' -> 2e8, '1.5B' -> 1.5e9, '50k' -> 5e4, 1e9 -> 1e9. Raises ValueError on anything else."""
     m = None if isinstance(text, (int, float)) else _COUNT_RE.match(str(text))
-    value = float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else (
-        float(m.group(1)) * _SUFFIX[m.group(2).lower()] if m else None)
+    try:
+        value = float(text) if isinstance(text, (int, float)) and not isinstance(text, bool) else (
+            float(m.group(1)) * _SUFFIX[m.group(2).lower()] if m else None)
+    except OverflowError:  # an integer of hundreds of digits (YAML reads it as int)
+        value = None
     if value is None or not math.isfinite(value):
         raise BadValue(f"not a count: {text!r} (examples: 200M, 1.5B, 50k, 1e9)")
     return value
@@ -50,7 +53,7 @@ _DURATION_UNIT = {"s": 1.0, "m": 60.0, "min": 60.0, "h": HOUR, "d": DAY, "w": 7 
 def parse_duration(text: str | float | int) -> float:
     """'48h' -> 172800 s, '7d', '90m'; a bare number is hours."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        if not math.isfinite(text) or text < 0:
+        if text > 1e300 or not math.isfinite(text) or text < 0:  # (an int past float's range compares too)
             raise BadValue(f"not a duration: {text!r} (examples: 48h, 7d, 90m)")
         return float(text) * HOUR
     m = _DURATION_RE.match(str(text))

@@ -41,6 +41,8 @@ def loads(text: str, where: str, max_depth: int = MAX_DEPTH) -> Any:
     except json.JSONDecodeError as exc:
         raise SpecError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
+        if "integer string conversion" in str(exc):
+            raise SpecError(f"{where}: a number with more than 4300 digits is not a value any field takes") from None
         raise SpecError(f"{where}: {' '.join(str(exc).split())[:200]}") from None
     except RecursionError:
         raise UserFileError("uf_too_deep", where=where, limit=max_depth) from None

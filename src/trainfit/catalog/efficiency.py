@@ -112,11 +112,6 @@ def parse_interval(text: str) -> tuple[float, float, bool, bool]:
     return low, high, text[0] == "(", text[-1] == ")"
 
 
-# The smallest fraction of a peak an efficiency in (0, 1] may be: far below any measured run (the calibrated ones are
-# 0.1-0.95), high enough that no time or cost the estimate derives from it overflows.
-MIN_EFFICIENCY = 1e-3
-
-
 def in_interval(value: float, interval: str) -> bool:
     low, high, low_open, high_open = parse_interval(interval)
     above = value > low if low_open else value >= low
@@ -138,9 +133,6 @@ def check_value(name: str, value: Any, interval: str | None, origin: str) -> Non
         raise SpecError(f"{origin}: {name} = {value} is not a finite number")
     if interval and not in_interval(float(value), interval):
         raise SpecError(f"{origin}: {name} = {value:g} is outside its valid range {interval}")
-    if interval and parse_interval(interval)[:3] == (0.0, 1.0, True) and 0 < value < MIN_EFFICIENCY:
-        # an efficiency of 1e-300 is in (0, 1] but no hardware runs at it: the times would overflow to infinity
-        raise SpecError(f"{origin}: {name} = {value:g} is outside its valid range [{MIN_EFFICIENCY:g}, 1]")
 
 
 @lru_cache(maxsize=1)

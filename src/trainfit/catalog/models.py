@@ -145,6 +145,9 @@ def check_config_sizes(cfg: dict, where: str) -> None:
     for part in (cfg, cfg.get("text_config")):
         if not isinstance(part, dict):
             continue
+        if part.get("model_type") is not None and not isinstance(part["model_type"], str):
+            raise SpecError(f"{where}: model_type must be text (such as \"llama\"), not "
+                            f"{type(part['model_type']).__name__} {part['model_type']!r:.40}")
         for key, limit in _SIZE_LIMITS.items():
             value = part.get(key)
             if value is None:

@@ -132,10 +132,23 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise SpecError(f"{option} must be a positive number, got {value:g}")
 
 
+_LONG_WORD = 240  # a longer run of ASCII without a space is a value the user pasted (a 100,000-character name)
+
+
+def _clip_words(message: str) -> str:
+    """Each run of more than _LONG_WORD printable ASCII characters without a space shortened to its start and end,
+    with its length: the line stays one a person can read, and still says which value it was (Chinese text, which
+    has no spaces, is not such a run)."""
+    import re
+
+    return re.sub(r"[!-~]{%d,}" % (_LONG_WORD + 1),
+                  lambda m: f"{m.group()[:100]}…{m.group()[-60:]} ({len(m.group()):,} characters)", message)
+
+
 def _fail(message: str, as_json: bool, kind: str, key: str | None = None, exit_code: int = 2) -> int:
     """Bad input: one line on stderr; with --json also one JSON error object on stdout; exit code 2 (70 for an
     internal error, and the JSON object says the same code)."""
-    message = " ".join(message.split())  # one line, whatever the message held
+    message = _clip_words(" ".join(message.split()))  # one readable line, whatever the message held
     print(f"trainfit: error: {message}", file=sys.stderr)
     if as_json:
         error = {"type": kind, "message": message, "exit_code": exit_code}

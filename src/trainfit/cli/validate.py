@@ -128,8 +128,13 @@ def run(args: argparse.Namespace) -> int:
     from ..report.html_docs import validate_doc
 
     write_reports(args, lambda: validate_doc(doc, lang))
+    from ..i18n.errors import FALLBACK_ZH, localize_error
+
     for line in failed:
-        print(f"trainfit: limit exceeded: {line}", file=sys.stderr)
+        zh = localize_error(line, lang) if lang == "zh" else line
+        lead = "超出限制" if lang == "zh" else "limit exceeded"
+        sep = "：" if lang == "zh" else ": "
+        print(f"trainfit: {lead}{sep}{line if zh.startswith(FALLBACK_ZH) else zh}", file=sys.stderr)
     return 1 if failed else 0
 
 

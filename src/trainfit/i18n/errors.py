@@ -11,6 +11,50 @@ from __future__ import annotations
 import re
 
 _ZH: list[tuple[str, str]] = [
+    # hostile and malformed files (issue 32): the detail after a file's name
+    (r"cannot read samples from (?P<p>.+?): (?P<why>.+)", "无法读取 {p} 中的样本：{why}"),
+    (r"'samples' must be a list", "'samples' 必须是列表"),
+    (r"--(?P<w>[\w-]+): not a number: (?P<v>.+)", "--{w}：{v} 不是数字"),
+    (r"(?P<v>NaN|Infinity|-Infinity) is not a JSON number", "{v} 不是 JSON 数字"),
+    (r"not valid JSON \((?P<d>.+)\)", "不是有效的 JSON（{d}）"),
+    (r"a config\.json holds a JSON object, not (?P<t>\w+)", "config.json 应为 JSON 对象，而不是 {t}"),
+    (r"a number with more than 4300 digits is not a value any field takes", "超过 4300 位的数不是任何字段可取的值"),
+    (r"model_type must be text \(such as \"llama\"\), not (?P<v>.+)", "model_type 必须是文本（如 \"llama\"），而不是 {v}"),
+    (r"model_type (?P<t>'.*?') is known neither to trainfit's built-in families nor to transformers (?P<v>\S+): a "
+     r"newer transformers may know it \(pip install -U transformers\), or pass the config\.json of a supported "
+     r"architecture", "trainfit 的内置架构和 transformers {v} 都不认识 model_type {t}：更新的 transformers 也许认识"
+     "（pip install -U transformers），或请给出受支持架构的 config.json"),
+    (r"transformers rejects this (?P<t>.+?) config: (?P<why>.+)", "transformers 拒绝这个 {t} 配置：{why}"),
+    (r"(?P<a>\w+) (?P<x>\d+) is not a multiple of (?P<b>\w+) (?P<y>\d+)", "{a} {x} 不是 {b} {y} 的倍数"),
+    (r"(?P<k>\w+) = (?P<v>.+) is not a finite number", "{k} = {v} 不是有限的数"),
+    (r"(?P<k>\w+) = (?P<v>.+) is outside its valid range (?P<r>.+)", "{k} = {v} 超出有效范围 {r}"),
+    (r"true or false, got (?P<v>.+)", "应为 true 或 false，实际为 {v}"),
+    (r"(?P<g>\d+) is not micro_batch (?P<m>\d+) x grad_accum (?P<a>\d+) x (?P<n>\d+) GPU\(s\) = (?P<t>\d+)",
+     "{g} 不等于 micro_batch {m} × grad_accum {a} × {n} 张 GPU = {t}"),
+    (r"missing (?P<v>'.+)", "缺少 {v}"),
+    (r"(?P<v>'.*?') disagrees with its ZeRO/FSDP settings and GPU count, which make it (?P<e>'.*?')",
+     "{v} 与其 ZeRO/FSDP 设置和 GPU 数不一致（据此应为 {e}）"),
+    (r"unknown LoRA target (?P<v>'.*?') \(use all-linear or names like (?P<n>.+)\)",
+     "未知的 LoRA 目标模块 {v}（请用 all-linear 或 {n} 等名称）"),
+    (r"(?P<m>'.*') is not a preset and the Hugging Face Hub is not reachable \((?P<why>.+)\); use a preset "
+     r"\(`trainfit models`\) or a local config\.json",
+     "{m} 不是预设，且无法访问 Hugging Face Hub（{why}）；请使用预设（`trainfit models`）或本地 config.json"),
+    (r"cannot reach huggingface\.co: (?P<why>.+)", "无法连接 huggingface.co：{why}"),
+    # --data (the lengths of the user's samples)
+    (r"no samples \(expected JSON lines or one sample per line\)", "没有样本（应为 JSON 行或每行一个样本）"),
+    (r"no text in any of its (?P<n>\d+) JSON values \(expected a sample's text as strings, (?P<e>.+)\)",
+     "其 {n} 个 JSON 值中都没有文本（样本的文本应为字符串，{e}）"),
+    (r"a NUL byte at byte offset (?P<o>\d+) \(line (?P<l>\d+)\): not a text file",
+     "字节偏移 {o} 处（第 {l} 行）有 NUL 字节：不是文本文件"),
+    (r"line (?P<l>\d+) is longer than (?P<m>.+): not one sample per line", "第 {l} 行超过 {m}：不是每行一个样本"),
+    (r"not UTF-8 text \(line (?P<l>\d+), byte offset (?P<o>\d+)\)", "不是 UTF-8 文本（第 {l} 行，字节偏移 {o}）"),
+    (r"no such file", "没有这个文件"),
+    # validate's limits (the lines after "limit exceeded:")
+    (r"(?P<s>serving )?(?P<m>[\w ]+): no case was compared, the limit holds nothing",
+     "{s}{m}：没有可比较的案例，此限制无从检验"),
+    (r"(?P<s>serving )?(?P<m>[\w ]+) MAPE (?P<v>\S+) > (?P<l>\S+)", "{s}{m} MAPE {v} > {l}"),
+    (r"no case was read, --min-predicted holds nothing", "没有读到案例，--min-predicted 无从检验"),
+    (r"predicted (?P<v>\S+) of the cases < (?P<l>\S+)", "预测了 {v} 的案例 < {l}"),
     # the declared job fields (spec/job.py) and closed choices (spec/choices.py)
     (r"invalid (?P<w>[\w -]+) (?P<v>'.*') \(choose from: (?P<c>.+)\)(?P<rest>.*)", "无效的 {w} {v}（可选：{c}）{rest}"),
     (r"(?P<w>[\w-]+) must be an integer in \[(?P<a>[^,]*), (?P<b>[^\]]*)\], got (?P<v>.+)",
@@ -42,7 +86,7 @@ _ZH: list[tuple[str, str]] = [
      "optimizer-in-backward 无法对 fp16 损失缩放的梯度反缩放：请用 bf16"),
     (r"paged optimizers are AdamW, 8-bit AdamW or LAMB, not (?P<o>.+)", "分页优化器只有 AdamW、8 位 AdamW 或 LAMB，不是 {o}"),
     # names from the catalogs
-    (r"unknown (?P<k>GPU|model|instance type|region|efficiency|provider) (?P<v>'.*?')(?P<rest>.*)",
+    (r"unknown (?P<k>GPU|model|instance type|region|efficiency|provider) (?P<v>'.*?'|\".*?\")(?P<rest>.*)",
      "未知的{k} {v}{rest}"),
     (r"(?P<v>.+?): not a config\.json \((?P<why>.+)\)", "{v}：不是 config.json（{why}）"),
     (r"(?P<v>.+?): not a plan\.json \((?P<why>.+)\)", "{v}：不是 plan.json（{why}）"),
@@ -146,6 +190,8 @@ FALLBACK_ZH = "输入有误："
 _WORDS = {"GPU": "GPU", "model": "模型", "instance type": "实例类型", "region": "地域", "efficiency": "效率参数",
           "provider": "云厂商"}
 _DYM = re.compile(r" \(did you mean: (?P<c>.+?)\?\)")
+# a file's name before its own message: "req.yaml: ...", "--data d.jsonl: ..." (a path: a known suffix or a slash)
+_FILE_PREFIX = re.compile(r"(?P<p>(?:--[\w-]+ )?\S*(?:\.(?:ya?ml|json|jsonl|csv|toml|txt)|/\S*)): (?P<rest>.+)", re.S)
 
 
 def _inner(text: str) -> str:
@@ -167,10 +213,18 @@ def localize_error(message: str, lang: str) -> str:
     if lang != "zh":
         return message
     hit = first_match(_COMPILED, message)
-    if hit is None:  # a shape no pattern knows: its English detail behind a Chinese lead-in
-        return FALLBACK_ZH + message
+    if hit is None:
+        where = _FILE_PREFIX.match(message)
+        if where is not None:  # "req.yaml: <a message a pattern knows>" (a request or data file names itself)
+            inner = _known(where.group("rest"))
+            if inner != where.group("rest"):
+                return f"{where.group('p')}：{inner}"
+        return FALLBACK_ZH + message  # a shape no pattern knows: its English detail behind a Chinese lead-in
     pattern, template, m = hit
     values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}
+    for key in ("why", "d"):  # a detail that is itself a message some pattern knows
+        if values.get(key):
+            values[key] = _known(values[key])
     if "rest" in values and values["rest"].startswith(": "):
         values["rest"] = "：" + _known(values["rest"][2:])
     elif "rest" in values and pattern.pattern.startswith(("(?P<p>.+?) choice", "internal")):

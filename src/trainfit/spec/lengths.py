@@ -62,7 +62,13 @@ def _texts(path: str):
     """Each sample's text: a JSON object per line (its string values joined, nested lists and objects included) or,
     for other files, each non-empty line. Read line by line and bounded (READ_BYTES, LINE_BYTES); text must be
     UTF-8 without NUL bytes."""
+    if path.lower().endswith(".json"):
+        whole = _whole_json(path)
+        if whole is not None:
+            yield from whole
+            return
     n, offset = 0, 0
+    json_file = path.lower().endswith((".json", ".jsonl"))
     with open(path, "rb") as fh:
         for n, raw in enumerate(iter(lambda: fh.readline(LINE_BYTES + 1), b""), 1):
             nul = raw.find(b"\x00")
@@ -80,13 +86,34 @@ def _texts(path: str):
                 return
             if not line:
                 continue
-            if line[0] in "{[":
+            if line[0] in "{[" or json_file:  # in a .json/.jsonl file every line is JSON (`null`, `3` hold no text)
                 try:
                     yield " ".join(_strings(json.loads(line)))
                     continue
                 except (ValueError, RecursionError):
                     pass
             yield line
+
+
+WHOLE_JSON_BYTES = 16 * 1024 * 1024  # a .json file up to this size is parsed whole (its objects: ~10x in memory)
+
+
+def _whole_json(path: str) -> list[str] | None:
+    """The samples of a .json file that holds one JSON document (a list of records: each its text; an object: one
+    sample), or None to read it line by line (too large, or not one document: JSON lines under a .json name)."""
+    import os
+
+    if os.path.getsize(path) > WHOLE_JSON_BYTES:
+        return None
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if b"\x00" in raw:
+        return None  # the line reader names the NUL byte's place
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return None
+    return [" ".join(_strings(item)) for item in doc] if isinstance(doc, list) else [" ".join(_strings(doc))]
 
 
 def _strings(obj) -> list[str]:
@@ -117,11 +144,17 @@ def read_lengths(path: str, max_len: int, tokenizer=None, limit: int = 200_000) 
     if not os.path.isfile(path):
         raise SpecError(f"--data {path}: no such file")
     count = tokenizer or count_tokens
-    out = []
+    out, textless = [], 0
     for text in _texts(path):
+        if not text.strip():  # a JSON value without a string in it ({"a": 1}, [1, 2], null) is not a sample
+            textless += 1
+            continue
         out.append(min(max_len, max(1, int(count(text)))))
         if len(out) >= limit:
             break
+    if not out and textless:
+        raise SpecError(f"--data {path}: no text in any of its {textless} JSON values (expected a sample's text as "
+                        "strings, e.g. {\"text\": ...} or {\"messages\": [...]})")
     if not out:
         raise SpecError(f"--data {path}: no samples (expected JSON lines or one sample per line)")
     return Lengths(tuple(out), "tokenizer" if tokenizer else "whitespace")

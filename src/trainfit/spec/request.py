@@ -132,12 +132,14 @@ def _convert(name: str, value: Any) -> Any:
                 raise ValueError(f"not an integer: {value!r}")
             return int(number)
         if name in _FLOAT_FIELDS:
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):  # `epochs: true` is no number
+                raise ValueError(f"not a number: {value!r}")
             return float(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise SpecError(f"--{name.replace('_', '-')}: {exc}") from None
     if name == "gpu":
         items = value.split(",") if isinstance(value, str) else list(value)
-        return tuple(str(x).strip() for x in items if str(x).strip())
+        return tuple(dict.fromkeys(str(x).strip() for x in items if str(x).strip()))  # each name once
     if name == "currency":
         return str(value).upper()
     return value
