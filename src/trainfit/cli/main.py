@@ -30,6 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = _Parser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
+    # `trainfit --lang zh plan ...`: --lang before the command too (its own dest: a command's --lang, default None,
+    # would overwrite it); main() hands it to the command when the command has none of its own
+    from .common import LANG_HELP
+
+    parser.add_argument("--lang", dest="top_lang", default=None, metavar="LANG", help=LANG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     estimate.add_parser(sub)
     compare.add_parser(sub)
@@ -61,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = parser.parse_args(argv)
+        _top_lang(args)
         _check_numbers(args)
         if not getattr(args, "run", None):
             parser.print_help()
@@ -88,16 +94,28 @@ def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str
     """The error in the user's language where the error carries its message key (LocalizedError)."""
     from ..errors import LocalizedError
     from ..i18n import LANGS, default_lang
+    from .common import argv_lang, normalize_lang
 
     lang = getattr(args, "lang", None)
-    if lang is None and "--lang" in argv[:-1]:
-        lang = argv[argv.index("--lang") + 1]
+    lang = (normalize_lang(lang) if lang is not None else None) or argv_lang(argv)
     lang = lang if lang in LANGS else default_lang()
     if isinstance(exc, (LocalizedError,)) or hasattr(exc, "key"):
         return exc.message(lang)
     from ..i18n.errors import localize_error
 
     return localize_error(str(exc), lang)
+
+
+def _top_lang(args: argparse.Namespace) -> None:
+    """--lang given before the command: checked, and the command's language unless it has its own --lang."""
+    from .common import check_lang
+
+    top = getattr(args, "top_lang", None)
+    if top is None:
+        return
+    lang = check_lang(top)
+    if getattr(args, "lang", None) is None:
+        args.lang = lang
 
 
 # Options that take a number of which only a positive one means anything (a rate, a limit, a duration).

@@ -85,6 +85,25 @@ _ZH: list[tuple[str, str]] = [
     (r"optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16",
      "optimizer-in-backward 无法对 fp16 损失缩放的梯度反缩放：请用 bf16"),
     (r"paged optimizers are AdamW, 8-bit AdamW or LAMB, not (?P<o>.+)", "分页优化器只有 AdamW、8 位 AdamW 或 LAMB，不是 {o}"),
+    # units typed as people write them (issue 33): counts, durations, money, token lengths, --lang, one dataset size
+    (r"--(?P<w>[\w-]+): not an amount of money: (?P<v>.+) \(examples: (?P<e>.+)\)", "--{w}：{v} 不是金额（例如 {e}）"),
+    (r"(?P<w>[\w-]+) must be a number of tokens, got (?P<v>.+) \(examples: (?P<e>.+)\)",
+     "{w} 必须是 token 数，实际为 {v}（例如 {e}）"),
+    (r"(?P<w>--[\w-]+(?: x --[\w-]+)*) = (?P<v>\S+) tokens is more than any published training run used \(the "
+     r"largest pre-training runs are about 3\.6e13 = 36T tokens\): at most 1e\+14",
+     "{w} = {v} 个 token，超过任何已公开的训练所用的量（最大的预训练约 3.6e13 = 36T 个 token）：最多 1e+14"),
+    (r"--dataset-tokens (?P<d>[\d,]+) and --samples (?P<s>[\d,]+) both give the dataset size: give one "
+     r"\(--samples goes with --avg-len\)",
+     "--dataset-tokens {d} 和 --samples {s} 都给出了数据集大小：请只给一个（--samples 需配合 --avg-len）"),
+    (r"--dataset-tokens (?P<d>[\d,]+) and --samples (?P<s>[\d,]+) x --avg-len (?P<a>\S+) = (?P<t>[\d,]+) tokens "
+     r"disagree: give one of them", "--dataset-tokens {d} 与 --samples {s} × --avg-len {a} = {t} 个 token 不一致：请只给一个"),
+    (r"--budget (?P<v>.+) is in (?P<c>CNY|USD) but --currency is (?P<g>\w+): give one currency",
+     "--budget {v} 以 {c} 计，但 --currency 为 {g}：请只用一种货币"),
+    (r"--budget (?P<v>.+) is in (?P<c>CNY|USD) but (?P<p>\w+) prices in (?P<h>CNY|USD): give the budget in (?P<h2>\w+), "
+     r"or the rate with --usd-cny \(CNY per USD, e\.g\. 7\.1\)",
+     "--budget {v} 以 {c} 计，但 {p} 以 {h} 标价：请以 {h} 给出预算，或用 --usd-cny 给出汇率（每美元兑人民币，如 7.1）"),
+    (r"--lang must be en or zh \(or another name of either: (?P<n>.+)\), got (?P<v>.+)",
+     "--lang 必须是 en 或 zh（或其其他写法：{n}），实际为 {v}"),
     # names from the catalogs
     (r"unknown (?P<k>GPU|model|instance type|region|efficiency|provider) (?P<v>'.*?'|\".*?\")(?P<rest>.*)",
      "未知的{k} {v}{rest}"),
@@ -219,6 +238,11 @@ def localize_error(message: str, lang: str) -> str:
             inner = _known(where.group("rest"))
             if inner != where.group("rest"):
                 return f"{where.group('p')}：{inner}"
+        from .notes import localize
+
+        worded = localize(message, "zh")  # the estimator's own sentences (an incompatible setting, ...) are known there
+        if worded != message:
+            return worded
         return FALLBACK_ZH + message  # a shape no pattern knows: its English detail behind a Chinese lead-in
     pattern, template, m = hit
     values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}

@@ -112,7 +112,7 @@ class JobField:
             try:
                 number = float(value) if not isinstance(value, (int, float)) else value
             except (TypeError, ValueError):
-                raise SpecError(f"{what} must be a number, got {value!r}") from None
+                number = _typed_tokens(self, value)  # '4k', '2,048': a length as people write it (issue 33)
             if not math.isfinite(number):
                 raise SpecError(f"{what} must be a finite number, got {value!r}")
             if self.kind is int:
@@ -163,6 +163,25 @@ class JobField:
         return value
 
 
+# Token lengths as people type them (issue 33): a longest length the way model cards write context ("4k context"),
+# so k and M are powers of two ('4k' 4096, '32k' 32768, '128k' 131072); a mean length is a count ('1.5k' 1500).
+_POWER_OF_TWO_LENGTHS = ("seq_len", "max_len")
+
+
+def _typed_tokens(f: JobField, value: Any) -> float:
+    what = f.cli_flag.lstrip("-")
+    if f.unit != "tokens" or not isinstance(value, str):
+        raise SpecError(f"{what} must be a number, got {value!r}")
+    from ..units import parse_count, parse_seq_len
+
+    binary = f.name in _POWER_OF_TWO_LENGTHS
+    try:
+        return (parse_seq_len if binary else parse_count)(value)
+    except SpecError:
+        examples = "2048, 4k = 4096, 32k = 32768" if binary else "900, 1.5k = 1500"
+        raise SpecError(f"{what} must be a number of tokens, got {value!r} (examples: {examples})") from None
+
+
 def _num(x: float | None) -> str:
     return "" if x is None else str(int(x)) if float(x).is_integer() else f"{x:g}"
 
@@ -180,8 +199,11 @@ def _classification(t) -> bool:
 
 
 def _framework(value: Any) -> str | None:
-    from ..catalog.frameworks import check_framework
+    from ..catalog.frameworks import check_framework, framework_defaults
 
+    if value is not None:  # another spelling of a stack (frameworks.yaml aliases: llamafactory, swift, ms_swift)
+        key = str(value).strip().lower()
+        value = next((name for name, d in framework_defaults().items() if key in (d.get("aliases") or ())), value)
     return check_framework(value)
 
 
@@ -203,16 +225,21 @@ _T, _S, _I = "training", "strategy", "input"
 _NOT_SEARCHED = ALL_DOORS  # a field the user gives and every door passes
 _SEARCHED = ALL_DOORS - {REQUEST}  # decided by `plan`'s search: not a request key
 _SPREAD = _SEARCHED - {CASE}  # strategy fields: a case states them in its own "parallel" object
+# searched by `plan` unless the request gives them (then fixed: given = pinned, absent = searched)
+_PINNABLE = ALL_DOORS
+_PINNABLE_SPREAD = _SPREAD | {REQUEST}
 
 FIELDS: tuple[JobField, ...] = (
     # --- what is trained -------------------------------------------------------------------------------------------
     JobField("method", _T, Method, Method.FULL, "training method", "训练方法", doors=_SEARCHED),
     JobField("task", _T, Task, Task.SFT, "training objective (classification for encoders when not given)",
              "训练目标（未给出时编码器模型默认 classification）"),
-    JobField("seq_len", _T, int, 2048, "tokens per sequence (capped at the model's positions, e.g. 512 for BERT)",
-             "每条序列的 token 数（不超过模型的位置数，如 BERT 为 512）", low=1, high=2_097_152, unit="tokens"),
+    JobField("seq_len", _T, int, 2048, "tokens per sequence (capped at the model's positions, e.g. 512 for BERT): "
+             "2048, or 4k = 4096, 32k = 32768, 128k = 131072 (k is 1024 here, as in '4k context')",
+             "每条序列的 token 数（不超过模型的位置数，如 BERT 为 512）：2048，或 4k = 4096、32k = 32768、128k = 131072"
+             "（此处 k 为 1024，即“4k 上下文”的写法）", low=1, high=2_097_152, unit="tokens"),
     JobField("micro_batch", _T, int, 1, "sequences per GPU per forward/backward (DPO: preference pairs)",
-             "每张 GPU 每次前向/反向的序列数（DPO：偏好对）", low=1, high=65_536, doors=_SEARCHED),
+             "每张 GPU 每次前向/反向的序列数（DPO：偏好对）", low=1, high=65_536, doors=_PINNABLE),
     JobField("grad_accum", _T, int, 1, "gradient accumulation steps", "梯度累积步数", low=1, high=65_536,
              doors=_SEARCHED),
     JobField("precision", _T, Precision, Precision.BF16, "compute precision", "计算精度"),
@@ -226,7 +253,7 @@ FIELDS: tuple[JobField, ...] = (
              "torch 运行 AdamW/SGD 的方式：fused（Hugging Face Trainer 与 train.py 的默认）、foreach（CUDA 上 torch "
              "自身的默认：更新时多占一份状态大小的显存）或 forloop", config="optimizer.impl"),
     JobField("grad_ckpt", _T, GradCkpt, GradCkpt.NONE, "activation (gradient) checkpointing", "激活（梯度）检查点",
-             doors=_SEARCHED),
+             doors=_PINNABLE),
     JobField("selective_ac", _T, str, "attention", "what --grad-ckpt selective recomputes: attention (the attention "
              "core: Megatron-LM's recompute-granularity selective, train.py), op (torchtitan's per-op policy: matmul "
              "and attention outputs kept except every second matmul's, everything else recomputed; torchtitan's "
@@ -308,9 +335,10 @@ FIELDS: tuple[JobField, ...] = (
     # Variable-length data (not packed): each micro-batch is padded to its longest sample, so shapes change from step
     # to step. seq_len is then the longest sample (memory is taken there), avg_len the mean sample length (the tokens
     # that count), padded_len the expected length a micro-batch is padded to (time is taken there; spec/lengths.py).
-    JobField("avg_len", _T, int, None, "variable-length data: mean tokens per sample; time is taken at micro-batches "
-             "padded to their longest sample, throughput counts these tokens, not the padding",
-             "变长数据：每条样本的平均 token 数；时间按补齐到各 micro-batch 最长样本计算，吞吐只计这些 token、不计填充",
+    JobField("avg_len", _T, int, None, "variable-length data: mean tokens per sample (900, 1.5k = 1500); time is "
+             "taken at micro-batches padded to their longest sample, throughput counts these tokens, not the padding",
+             "变长数据：每条样本的平均 token 数（900，1.5k = 1500）；时间按补齐到各 micro-batch 最长样本计算，吞吐只计这些 "
+             "token、不计填充",
              low=1, high=2_097_152, unit="tokens", optional=True, metavar="TOKENS", relevant=_varlen,
              doors=frozenset({CLI, API, PLAN})),
     JobField("variable_length", _T, bool, False, "samples padded per micro-batch instead of packed (set by "
@@ -323,12 +351,15 @@ FIELDS: tuple[JobField, ...] = (
              "reserved when shapes vary", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True：形状变化时预留显存更少",
              doors=frozenset({CLI, API, PLAN, REQUEST})),
     # --- what the job is resolved from, not stored in a spec: the training stack and the data's lengths ----------
-    JobField("framework", _I, str, None, "your training stack (frameworks.yaml names, or 'other'): its defaults, "
-             "fitted factors and error band (default: unstated, the wider band of any stack)",
-             "你的训练框架（frameworks.yaml 中的名称，或 other）：采用其默认值、拟合系数和误差带（默认：未说明，取更宽的误差带）",
+    JobField("framework", _I, str, None, "your training stack (frameworks.yaml names such as hf-trainer, "
+             "llama-factory, ms-swift, torchtune, or 'other'): its defaults, fitted factors and error band (default: "
+             "unstated, the wider band of any stack)",
+             "你的训练框架（frameworks.yaml 中的名称，如 hf-trainer、llama-factory、ms-swift、torchtune，或 other）：采用其"
+             "默认值、拟合系数和误差带（默认：未说明，取更宽的误差带）",
              optional=True, parse=lambda v: _framework(v), doors=frozenset({CLI, API, REQUEST})),
     JobField("max_len", _I, int, None, "variable-length data: the longest sample (truncation length; the same as "
-             "--seq-len): memory is taken there", "变长数据：最长样本（截断长度；与 --seq-len 相同）：显存按此计算",
+             "--seq-len, 4k = 4096): memory is taken there",
+             "变长数据：最长样本（截断长度；与 --seq-len 相同，4k = 4096）：显存按此计算",
              low=1, high=2_097_152, unit="tokens", optional=True, metavar="TOKENS", doors=frozenset({CLI, API})),
     JobField("data", _I, str, None, "JSON lines (or one sample per line) whose sample lengths give the mean, the "
              "longest and the padding: counted with the model's tokenizer when its files are local, else whitespace "
@@ -337,15 +368,15 @@ FIELDS: tuple[JobField, ...] = (
              metavar="FILE", doors=frozenset({CLI, API})),
     # --- how it is spread ------------------------------------------------------------------------------------------
     JobField("gpus_per_node", _S, int, 1, "GPUs per node", "每个节点的 GPU 数", low=1, high=64, flag="--gpus",
-             api="gpus", doors=frozenset({CLI, API})),
-    JobField("nodes", _S, int, 1, "nodes", "节点数", low=1, high=4096, doors=frozenset({CLI, API})),
+             api="gpus", doors=frozenset({CLI, API, REQUEST})),
+    JobField("nodes", _S, int, 1, "nodes", "节点数", low=1, high=4096, doors=frozenset({CLI, API, REQUEST})),
     JobField("zero_stage", _S, int, 0, "DeepSpeed ZeRO stage 0-3 (0: plain PyTorch / DDP)",
              "DeepSpeed ZeRO 阶段 0-3（0：普通 PyTorch / DDP）", low=0, high=3, flag="--zero", api="zero",
-             parse=_zero, doors=_SPREAD, relevant=lambda s: s.fsdp == Fsdp.NONE),
-    JobField("fsdp", _S, Fsdp, Fsdp.NONE, "PyTorch FSDP sharding", "PyTorch FSDP 切分方式", doors=_SPREAD,
+             parse=_zero, doors=_PINNABLE_SPREAD, relevant=lambda s: s.fsdp == Fsdp.NONE),
+    JobField("fsdp", _S, Fsdp, Fsdp.NONE, "PyTorch FSDP sharding", "PyTorch FSDP 切分方式", doors=_PINNABLE_SPREAD,
              parse=Fsdp.parse, relevant=lambda s: s.fsdp != Fsdp.NONE),
     JobField("offload", _S, Offload, Offload.NONE, "offload to host memory (DeepSpeed ZeRO / FSDP)",
-             "卸载到主机内存（DeepSpeed ZeRO / FSDP）", doors=_SPREAD),
+             "卸载到主机内存（DeepSpeed ZeRO / FSDP）", doors=_PINNABLE_SPREAD),
 )
 
 BY_NAME = {f.name: f for f in FIELDS}

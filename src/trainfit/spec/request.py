@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import SpecError, did_you_mean
-from ..units import parse_count, parse_duration
+from ..units import currency_code, parse_count, parse_duration, parse_money
 
 METHODS = ("full", "lora", "qlora", "freeze", "auto")
 PROVIDERS = ("alibaba", "aws", "gcp", "azure", "all")
@@ -38,6 +38,7 @@ class PlanRequest:
     provider: str = "alibaba"
     region: str | None = None
     gpu: tuple[str, ...] = ()
+    instance: tuple[str, ...] = ()  # only these instance types (the catalog's names, 'ecs.' optional)
     max_nodes: int = 8
     pricing: str = "payg"
     objective: str = "cheapest"
@@ -81,8 +82,7 @@ class PlanRequest:
                 raise SpecError(f"--{name.replace('_', '-')} must be at least 1, got {value:g}")
         if self.epochs > 1000:
             raise SpecError(f"--epochs {self.epochs:g} is absurd (at most 1000)")
-        if self.dataset_tokens is not None and self.dataset_tokens > 1e15:
-            raise SpecError("--dataset-tokens above 10^15 is absurd")
+        self._check_dataset_size()
         for name, high in (("max_nodes", 512), ("top", 100)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
@@ -96,6 +96,24 @@ class PlanRequest:
                             "(CNY per USD, e.g. 7.1); without it AWS/GCP/Azure offers could not be compared")
         if self.global_batch and self.global_batch_tokens:
             raise SpecError("give --global-batch (sequences) or --global-batch-tokens, not both")
+
+    def _check_dataset_size(self) -> None:
+        """One dataset size (issue 33): --samples beside --dataset-tokens must agree with it (x --avg-len), and no
+        more tokens than any published training run used (the largest pre-training runs: about 36T = 3.6e13)."""
+        if self.dataset_tokens is not None and self.samples is not None:
+            stated = f"--dataset-tokens {self.dataset_tokens:,.0f} and --samples {self.samples:,.0f}"
+            if self.avg_len is None:
+                raise SpecError(f"{stated} both give the dataset size: give one (--samples goes with --avg-len)")
+            if not math.isclose(self.samples * self.avg_len, self.dataset_tokens, rel_tol=0.01):
+                raise SpecError(f"{stated} x --avg-len {self.avg_len:g} = {self.samples * self.avg_len:,.0f} tokens "
+                                "disagree: give one of them")
+        given = self.dataset_tokens is not None
+        tokens, what = (self.dataset_tokens, "--dataset-tokens") if given else (self.samples * self.avg_len,
+                                                                                "--samples x --avg-len")
+        for what, value in ((what, tokens), (f"{what} x --epochs", tokens * self.epochs)):
+            if value > MAX_TRAINING_TOKENS:
+                raise SpecError(f"{what} = {value:.3g} tokens is more than any published training run used (the "
+                                f"largest pre-training runs are about 3.6e13 = 36T tokens): at most 1e+14")
 
     @property
     def budget_currency(self) -> str:
@@ -113,9 +131,11 @@ def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise SpecError(f"invalid --{name} {value!r} (choose from: {', '.join(allowed)})")
 
 
-_COUNT_FIELDS = ("dataset_tokens", "samples", "budget")
+_COUNT_FIELDS = ("dataset_tokens", "samples", "avg_len")  # avg_len a mean: '1.5k' is 1500 (seq_len's k is 1024)
 _INT_FIELDS = ("global_batch", "global_batch_tokens", "max_nodes", "top")
-_FLOAT_FIELDS = ("avg_len", "epochs", "usd_cny")
+_FLOAT_FIELDS = ("epochs", "usd_cny")
+# More tokens than any published training run (the largest pre-training runs are about 36T = 3.6e13 tokens).
+MAX_TRAINING_TOKENS = 1e14
 
 
 def _convert(name: str, value: Any) -> Any:
@@ -124,6 +144,8 @@ def _convert(name: str, value: Any) -> Any:
     try:
         if name in _COUNT_FIELDS:
             return parse_count(value)
+        if name == "budget":  # the amount, the currency it names (3000元, $500) or None, and the text as given
+            return (*parse_money(value), value)
         if name == "deadline":
             return parse_duration(value)
         if name in _INT_FIELDS:
@@ -137,11 +159,11 @@ def _convert(name: str, value: Any) -> Any:
             return float(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise SpecError(f"--{name.replace('_', '-')}: {exc}") from None
-    if name == "gpu":
+    if name in ("gpu", "instance"):
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(dict.fromkeys(str(x).strip() for x in items if str(x).strip()))  # each name once
     if name == "currency":
-        return str(value).upper()
+        return currency_code(value)  # RMB, 元, ¥ -> CNY; $ -> USD
     return value
 
 
@@ -151,11 +173,16 @@ def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRe
     from .job import REQUEST, through
 
     job_fields = {f.name: f for f in through(REQUEST)}
+    # a pinned layout may be written as its flag or API keyword too (gpus: 4, zero: 3)
+    aliases = {f.keyword: f.name for f in through(REQUEST) if f.keyword != f.name}
+    aliases.update({f.cli_flag.lstrip("-").replace("-", "_"): f.name for f in through(REQUEST)})
     known = {f.name for f in fields(PlanRequest)} - {"job"}
     values: dict[str, Any] = {}
     job: dict[str, Any] = {}
     for key, value in data.items():
         name = str(key).replace("-", "_")
+        if name not in known and aliases.get(name, name) in job_fields:
+            name = aliases.get(name, name)
         if name in job_fields:
             if value is not None:
                 try:
@@ -172,9 +199,30 @@ def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRe
         if name in ("model", "method", "objective", "provider", "region", "pricing", "currency") \
                 and value is not None and not isinstance(value, str):
             raise SpecError(f"{where}: {name!r} must be a name (text), got {type(value).__name__} {value!r}")
+    _budget_currency(values)
     order = list(job_fields)
     return PlanRequest(**{k: v for k, v in values.items() if v is not None or k == "model"},
                        job=tuple(sorted(job.items(), key=lambda kv: order.index(kv[0]))))
+
+
+def _budget_currency(values: dict[str, Any]) -> None:
+    """A budget that names its currency (3000元, ¥3,000, $500, 500 USD) sets --currency when none is given and must
+    agree with the one given; in the other currency than the provider's prices it needs --usd-cny (issue 33)."""
+    budget = values.get("budget")
+    if not isinstance(budget, tuple):
+        return
+    values["budget"], named, text = budget
+    if named is None:
+        return
+    given, provider = values.get("currency"), values.get("provider") or "alibaba"
+    if given is not None and given != named:
+        raise SpecError(f"--budget {text} is in {named} but --currency is {given}: give one currency")
+    home = {"alibaba": "CNY", "aws": "USD", "gcp": "USD", "azure": "USD"}.get(provider) \
+        if isinstance(provider, str) else None
+    if given is None and home not in (None, named) and values.get("usd_cny") is None:
+        raise SpecError(f"--budget {text} is in {named} but {provider} prices in {home}: give the budget in {home}, "
+                        f"or the rate with --usd-cny (CNY per USD, e.g. 7.1)")
+    values["currency"] = named
 
 
 def load_request_file(path: str) -> dict[str, Any]:
