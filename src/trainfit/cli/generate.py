@@ -6,14 +6,16 @@ import argparse
 import os
 import shlex
 
+from ..train.runner import DEFAULT_OUTPUT_DIR  # the runner imports only the standard library at module level
 from .common import (add_job_flags, check_out, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
 
 HELP = "write a runnable training setup (engine config, launch.sh, train.py) from a plan"
 EXAMPLES = """examples:
-  trainfit plan --model qwen2-7b --method lora --dataset-tokens 200M --out p && trainfit generate --plan p/plan.json --out run
+  trainfit plan --model qwen2-7b --method lora --dataset-tokens 200M --out p && trainfit generate --plan p --out run
   trainfit generate --plan p/plan.json --out run --data /data/sft.jsonl --lang zh
   trainfit generate --model llama-3-8b --gpu a100-sxm4-80gb --gpus 8 --zero 3 --micro-batch 4 --out run
+  trainfit generate --serving --from run/output --gpu a10 --out serve     # the model run/train.py trained
   trainfit generate --serving --model qwen2-7b --gpu a10 --model-path run/output/merged --out serve
   trainfit generate --serving --model qwen2-7b --gpu l20 --engine sglang --adapter run/output/adapter --out serve
 """
@@ -22,13 +24,15 @@ EXAMPLES = """examples:
 def add_parser(sub) -> None:
     p = sub.add_parser("generate", help=HELP, description=HELP, epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plan", help="plan.json written by `trainfit plan --out DIR`")
+    p.add_argument("--plan", help="plan.json written by `trainfit plan --out DIR`, or that DIR")
     p.add_argument("--out", required=True,
                    help="directory to write (must not exist or be empty; --force replaces the files an earlier "
                         "generate wrote there, listed in its .trainfit-manifest.json, and leaves every other file)")
     p.add_argument("--data", dest="train_data",
                    help="training data (JSONL/Parquet file or directory), checked now and by train.py")
-    p.add_argument("--output-dir", default="output", help="where train.py writes checkpoints and metrics")
+    p.add_argument("--output-dir", default=DEFAULT_OUTPUT_DIR,
+                   help="where train.py writes checkpoints, metrics and, at the end, the final model (adapter/ for "
+                        "LoRA, merged/: what `generate --serving --from` reads)")
     p.add_argument("--force", action="store_true",
                    help="write into a non-empty --out (replacing only generate's own unchanged files), and write "
                         "a setup even when it does not fit")
@@ -52,14 +56,19 @@ def add_parser(sub) -> None:
     sv.add_argument("--serving", action="store_true", help="write serve.sh (vLLM / SGLang) for the trained model")
     sv.add_argument("--engine", default="vllm", help="vllm | sglang (default vllm)")
     sv.add_argument("--engine-version", default="", help="engine version whose defaults to assume")
-    sv.add_argument("--weights", default="bf16", help="bf16 | fp16 | fp8 | int8 | awq | gptq (default bf16)")
+    sv.add_argument("--weights", default=None,
+                    help="bf16 | fp16 | fp8 | int8 | awq | gptq (default bf16; fp16 for a --from model trained in fp16)")
     sv.add_argument("--kv-cache-dtype", default="auto", help="auto | fp8")
     sv.add_argument("--gpu-memory-utilization", type=float, default=None, help="engine memory fraction")
     sv.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192)")
     sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
     sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
-    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged); with --model-source local, the "
-                    "base model directory to train from")
+    sv.add_argument("--from", dest="from_run", metavar="RUN_DIR", default=None,
+                    help="serve the model a training run wrote: train.py's output directory (its merged/ folder "
+                         "holds the model, config.json included), or a folder holding a Hugging Face model; "
+                         "replaces --model and --model-path")
+    sv.add_argument("--model-path", default=None, help="the trained model to serve (default output/merged, where "
+                    "train.py writes it); with --model-source local, the base model directory to train from")
     sv.add_argument("--adapter", default=None, help="serve this LoRA adapter on the base model (engine LoRA)")
     add_job_flags(p, skip=("data",))  # --data here is the training data (train.py reads it)
     p.set_defaults(run=run)
@@ -76,10 +85,13 @@ def run(args: argparse.Namespace) -> int:
     _check_out_dir(args)
     if args.serving:
         return _serving(args, lang)
+    if args.from_run:
+        raise GenerateError("gen_e_from_needs_serving")
     if args.plan:
         if args.model:
             raise GenerateError("gen_e_plan_and_model")
-        setup = load_plan(args.plan)
+        # the folder `trainfit plan --out DIR` wrote, or its plan.json
+        setup = load_plan(os.path.join(args.plan, "plan.json") if os.path.isdir(args.plan) else args.plan)
     elif args.model:
         from ..api import estimate, load_efficiencies
         from ..units import parse_count
@@ -117,17 +129,26 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serving(args: argparse.Namespace, lang: str) -> int:
-    from ..errors import ServingError
+    from ..errors import GenerateError, ServingError
     from ..generate import generate_serving
     from ..i18n import t
-    from ..generate.serving import DEFAULT_MODEL_PATH, launch_command, serving_files
+    from ..generate.serving import (DEFAULT_MODEL_PATH, find_trained_model, launch_command, serving_files,
+                                    trained_spec)
     from ..textsafe import shell_join
     from ..serving import serve
 
-    if not args.model:
-        raise ServingError("sv_e_where")
-    est = serve(args.model, gpu=args.gpu, instance=args.instance, gpus=_field("gpus_per_node", args.gpus_per_node, None),
-                engine=args.engine, engine_version=args.engine_version, weights=args.weights,
+    trained = None
+    if args.from_run:  # the model a training run wrote: its folder is what the engine loads, its config.json is read
+        for flag, value in (("--model", args.model), ("--model-path", args.model_path), ("--adapter", args.adapter)):
+            if value:
+                raise GenerateError("gen_e_from_and", flag=flag)
+        trained = find_trained_model(args.from_run)
+    elif not args.model:
+        raise GenerateError("gen_e_serving_no_model")
+    weights = args.weights or ("fp16" if trained is not None and trained.dtype == "float16" else "bf16")
+    est = serve(trained_spec(trained) if trained else args.model, gpu=args.gpu, instance=args.instance,
+                gpus=_field("gpus_per_node", args.gpus_per_node, None),
+                engine=args.engine, engine_version=args.engine_version, weights=weights,
                 kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                 max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                 cuda_graphs=not args.enforce_eager)
@@ -135,9 +156,9 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
         from ..report.serving import reason_text
 
         raise ServingError("sv_e_nofit", why=reason_text(est.reasons[0], lang))
-    path = args.model_path or DEFAULT_MODEL_PATH
+    path = trained.path if trained else args.model_path or DEFAULT_MODEL_PATH
     rank = _field("lora_rank", args.lora_rank, 16) if args.adapter else None
-    files = generate_serving(serving_files(est, path, args.adapter, rank, lang), args.out, args.force,
+    files = generate_serving(serving_files(est, path, args.adapter, rank, lang, trained), args.out, args.force,
                              inputs=_inputs(args))
     command = launch_command(est, path, args.adapter, rank)
     if args.json:
@@ -153,7 +174,7 @@ def _inputs(args: argparse.Namespace) -> tuple[tuple[str, str | None], ...]:
     """The paths this run reads, by flag: --out may not hold any of them."""
     return tuple((flag, getattr(args, dest, None)) for flag, dest in (
         ("--data", "train_data"), ("--plan", "plan"), ("--model", "model"), ("--model-path", "model_path"),
-        ("--adapter", "adapter"), ("--calibration", "calibration")))
+        ("--adapter", "adapter"), ("--from", "from_run"), ("--calibration", "calibration")))
 
 
 def _check_out_dir(args: argparse.Namespace) -> None:

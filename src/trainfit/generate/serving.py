@@ -15,13 +15,75 @@ only fp8 (quantised at load time from a 16-bit checkpoint) is passed explicitly.
 
 from __future__ import annotations
 
+import glob
+import os
 import shlex
+from dataclasses import dataclass
 
 from ..serving.estimate import ServingEstimate
 from ..textsafe import markdown
+from ..train.runner import ADAPTER_DIR, ARTIFACT_FILE, DEFAULT_OUTPUT_DIR, MERGED_DIR
 
-DEFAULT_MODEL_PATH = "output/merged"  # where the trained (merged) model is expected; overridable with --model-path
+# where train.py writes the merged model (its default output dir, then MERGED_DIR); overridable with --model-path
+DEFAULT_MODEL_PATH = f"{DEFAULT_OUTPUT_DIR}/{MERGED_DIR}"
 LORA_NAME = "adapter"
+WEIGHT_FILES = ("*.safetensors", "pytorch_model*.bin")
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """What `generate --serving --from RUN_DIR` serves: the folder (config.json + weights), its config, the name to
+    serve it under and the artefact file train.py wrote beside it (None for a folder without one)."""
+    path: str
+    config: dict
+    name: str
+    artifact: dict | None
+
+    @property
+    def dtype(self) -> str | None:
+        return (self.artifact or {}).get("dtype") or self.config.get("dtype") or self.config.get("torch_dtype")
+
+
+def _candidates(run_dir: str, sub: str) -> list[str]:
+    """RUN_DIR itself, RUN_DIR/SUB (RUN_DIR is train.py's output dir) and RUN_DIR/output/SUB (RUN_DIR is the folder
+    `trainfit generate` wrote, trained there with the default output dir)."""
+    return [run_dir, os.path.join(run_dir, sub), os.path.join(run_dir, DEFAULT_OUTPUT_DIR, sub)]
+
+
+def find_trained_model(run_dir: str) -> TrainedModel:
+    """The model a training run wrote (train.py's MERGED_DIR, see train/runner.py save_final_model), or a folder
+    that holds a Hugging Face model itself; one clear error when there is none."""
+    from .. import userjson
+    from ..catalog.models import local_config
+    from ..errors import GenerateError
+
+    if not os.path.isdir(run_dir):
+        raise GenerateError("gen_e_from_missing", path=run_dir)
+    for folder in _candidates(run_dir, MERGED_DIR):
+        if not os.path.isfile(os.path.join(folder, "config.json")):
+            continue
+        if not any(glob.glob(os.path.join(glob.escape(folder), pattern)) for pattern in WEIGHT_FILES):
+            raise GenerateError("gen_e_from_no_weights", path=folder)
+        config = local_config(folder)
+        marker = os.path.join(folder, ARTIFACT_FILE)
+        artifact = userjson.read(marker, ARTIFACT_FILE, cap_bytes=1024 * 1024) if os.path.isfile(marker) else None
+        artifact = artifact if isinstance(artifact, dict) else None
+        base = (artifact or {}).get("base_model")
+        name = base.get("name") if isinstance(base, dict) else None
+        if not isinstance(name, str) or not name.strip():
+            name = os.path.basename(os.path.abspath(folder))
+        return TrainedModel(path=os.path.abspath(folder), config=config, name=name, artifact=artifact)
+    for folder in _candidates(run_dir, ADAPTER_DIR):
+        if os.path.isfile(os.path.join(folder, "adapter_config.json")):
+            raise GenerateError("gen_e_from_adapter_only", path=folder)
+    raise GenerateError("gen_e_from_none", path=run_dir, merged=MERGED_DIR)
+
+
+def trained_spec(trained: TrainedModel):
+    """The ModelSpec the serving estimate reads: the trained model's own config.json, under the run's model name."""
+    from ..catalog.models import spec_from_config
+
+    return spec_from_config(trained.config, name=trained.name, source=os.path.join(trained.path, "config.json"))
 
 
 def vllm_command(est: ServingEstimate, model_path: str, adapter: str | None, lora_rank: int | None) -> list[str]:
@@ -83,7 +145,20 @@ def serve_script(est: ServingEstimate, model_path: str, adapter: str | None, lor
     return "\n".join(lines) + "\n"
 
 
-def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str = "en") -> str:
+def _trained_line(trained: TrainedModel | None, lang: str) -> list[str]:
+    """Where the served model came from, when it is a training run's (--from)."""
+    if trained is None:
+        return []
+    a = trained.artifact or {}
+    what = ", ".join(str(x) for x in (a.get("method"), f"step {a['step']}" if a.get("step") is not None else None,
+                                      trained.dtype) if x)
+    if lang == "zh":
+        return ["", f"模型：训练结果 {markdown(trained.path)}" + (f"（{markdown(what)}）" if what else "") + "。"]
+    return ["", f"Model: the trained model at {markdown(trained.path)}" + (f" ({markdown(what)})" if what else "") + "."]
+
+
+def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str = "en",
+           trained: TrainedModel | None = None) -> str:
     s, mem = est.spec, est.memory
     quant = {"awq": "AutoAWQ (4-bit, group 128)", "gptq": "GPTQModel / AutoGPTQ (4-bit, group 128)",
              "int8": "llm-compressor W8A8 int8"}.get(s.weights)
@@ -91,7 +166,8 @@ def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str
         head = [f"# 部署 {markdown(est.model.name)}（{s.engine}）", "",
                 f"- {s.tp} 张 {est.gpu.id}（张量并行 {s.tp}），权重 {s.weights}，KV 缓存 {s.kv_cache_dtype}",
                 f"- 预计 KV 容量 {mem.kv_tokens:,} tokens；{mem.max_model_len:,} tokens 时最大并发 "
-                f"{mem.max_concurrency:.1f}", "", "启动：`./serve.sh`（可用环境变量 MODEL_PATH 覆盖模型路径）"]
+                f"{mem.max_concurrency:.1f}", "", "启动：`./serve.sh`（可用环境变量 MODEL_PATH 覆盖模型路径）",
+                *_trained_line(trained, lang)]
         if quant:
             head += ["", f"注意：{s.weights} 需要先用 {quant} 量化训练得到的模型。"]
         if adapter:
@@ -100,7 +176,8 @@ def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str
     head = [f"# Serving {markdown(est.model.name)} with {s.engine}", "",
             f"- {s.tp} x {est.gpu.id} (tensor parallel {s.tp}), weights {s.weights}, KV cache {s.kv_cache_dtype}",
             f"- predicted KV capacity {mem.kv_tokens:,} tokens; max concurrency {mem.max_concurrency:.1f} at "
-            f"{mem.max_model_len:,} tokens", "", "Start: `./serve.sh` (MODEL_PATH overrides the model directory)"]
+            f"{mem.max_model_len:,} tokens", "", "Start: `./serve.sh` (MODEL_PATH overrides the model directory)",
+            *_trained_line(trained, lang)]
     if quant:
         head += ["", f"Note: {s.weights} needs the trained model quantised first with {quant}."]
     if adapter:
@@ -109,6 +186,6 @@ def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str
 
 
 def serving_files(est: ServingEstimate, model_path: str = DEFAULT_MODEL_PATH, adapter: str | None = None,
-                  lora_rank: int | None = None, lang: str = "en") -> dict[str, str]:
+                  lora_rank: int | None = None, lang: str = "en", trained: TrainedModel | None = None) -> dict[str, str]:
     return {"serve.sh": serve_script(est, model_path, adapter, lora_rank),
-            "README.md": readme(est, model_path, adapter, lang)}
+            "README.md": readme(est, model_path, adapter, lang, trained)}

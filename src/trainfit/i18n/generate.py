@@ -76,6 +76,30 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
     "gen_e_no_strategy": {"en": "{path}: choice has no strategy", "zh": "{path}：choice 中没有 strategy"},
     "gen_e_no_hf_config": {"en": "{path}: the model has no hf_config (needed to build or load it)",
                            "zh": "{path}：模型没有 hf_config（构建或加载模型需要它）"},
+    # errors: generate --serving --from RUN_DIR (the model a training run wrote)
+    "gen_e_serving_no_model": {"en": "give --model (the model to serve) or --from RUN_DIR (a training run's output "
+                                     "directory)",
+                               "zh": "请给出 --model（要部署的模型）或 --from RUN_DIR（训练运行的输出目录）"},
+    "gen_e_from_needs_serving": {"en": "--from RUN_DIR names a trained model to serve: it goes with --serving",
+                                 "zh": "--from RUN_DIR 指定要部署的训练结果：需与 --serving 一起使用"},
+    "gen_e_from_and": {"en": "--from takes the model and its path from the run; drop {flag}",
+                       "zh": "--from 会从训练结果中读取模型及其路径；请去掉 {flag}"},
+    "gen_e_from_missing": {"en": "--from {path}: no such directory (give the output directory of a training run)",
+                           "zh": "--from {path}：目录不存在（请给出训练运行的输出目录）"},
+    "gen_e_from_none": {
+        "en": "--from {path}: no trained model there (train.py writes it to OUTPUT_DIR/{merged} at the end of "
+              "training; give that output directory, or a folder holding config.json and weights)",
+        "zh": "--from {path}：其中没有训练好的模型（train.py 在训练结束时把它写到 OUTPUT_DIR/{merged}；请给出该输出目录，"
+              "或包含 config.json 和权重的目录）"},
+    "gen_e_from_no_weights": {
+        "en": "--from: {path} holds config.json but no weights (*.safetensors or pytorch_model*.bin): the model was "
+              "not completely written or copied",
+        "zh": "--from：{path} 中有 config.json 但没有权重（*.safetensors 或 pytorch_model*.bin）：模型没有完整写出或复制"},
+    "gen_e_from_adapter_only": {
+        "en": "--from: the run left only a LoRA adapter, {path} (no merged model; its trainfit_artifact.json says "
+              "why): serve it on its base model with --model BASE --model-path BASE_DIR --adapter {path}",
+        "zh": "--from：该运行只留下了 LoRA 适配器 {path}（没有合并后的模型，原因见其中的 trainfit_artifact.json）："
+              "请用 --model 基座模型 --model-path 基座目录 --adapter {path} 在基座模型上部署它"},
     # the generated README: where multi-node checkpoints go, per target
     "gen_storage_ecs": {"en": "NAS or CPFS mounted at the same path on every node (or OSS through ossfs)",
                         "zh": "在每个节点相同路径挂载的 NAS 或 CPFS（或经 ossfs 挂载的 OSS）"},

@@ -27,6 +27,13 @@ import time
 from contextlib import nullcontext
 
 CONFIG_VERSION = 1
+DEFAULT_OUTPUT_DIR = "output"
+# The run's result in Hugging Face format, under the output directory, written at the end of training: LoRA / QLoRA
+# runs write the PEFT adapter to ADAPTER_DIR, every run the model to serve (adapter merged in) to MERGED_DIR, which
+# also holds ARTIFACT_FILE. `trainfit generate --serving` reads these names (its default --model-path is
+# DEFAULT_OUTPUT_DIR/MERGED_DIR, and --from OUTPUT_DIR finds MERGED_DIR there).
+ADAPTER_DIR, MERGED_DIR, ARTIFACT_FILE = "adapter", "merged", "trainfit_artifact.json"
+ARTIFACT_VERSION = 1
 REQUIRED_COLUMNS = {"sft": ({"text"}, {"messages"}), "pretrain": ({"text"},), "dpo": ({"prompt", "chosen", "rejected"},),
                     "classification": ({"text", "label"},)}
 
@@ -50,6 +57,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup-steps", type=int, default=None, help="steps excluded from the throughput summary")
     p.add_argument("--save-steps", type=int, help="checkpoint every N steps (0: only at the end)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output-dir")
+    p.add_argument("--no-final-model", action="store_true",
+                   help=f"write only checkpoints: no {ADAPTER_DIR}/ and {MERGED_DIR}/ Hugging Face model at the end "
+                        f"(also `final_model: false` in the config; --synthetic runs never write one)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--seed", type=int, default=1234)
@@ -270,6 +280,7 @@ PHASE_HINTS = {
                    "cannot be reached)",
     "engine init": "initialising the training engine (DeepSpeed builds its ops on first use; FSDP sharding)",
     "first step": "the first training step (a collective that one rank never reached, or a very slow compile)",
+    "final model": "gathering and writing the final Hugging Face model (adapter, merged weights)",
     "teardown": "the final barrier: another rank did not finish",
 }
 
@@ -618,10 +629,10 @@ def synthetic_examples(cfg: dict, n: int, seed: int) -> list:
     return [([rng.randrange(vocab) for _ in range(seq)],) * 2 for _ in range(n)]
 
 
-def build_examples(cfg: dict, args: argparse.Namespace, needed: int, dist: "Dist | None" = None) -> list:
+def build_examples(cfg: dict, args: argparse.Namespace, needed: int, dist: "Dist | None" = None, tok=None) -> list:
     if args.synthetic:
         return synthetic_examples(cfg, needed, args.seed)
-    tok = load_tokenizer(cfg, args, dist)
+    tok = tok if tok is not None else load_tokenizer(cfg, args, dist)
     rows = read_rows(data_files(args.data or cfg["data"]))
     check_columns(rows, cfg["task"], args.data or cfg["data"])
     task, seq = cfg["task"], cfg["seq_len"]
@@ -1235,13 +1246,14 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     dist = Dist(cfg, args)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
-    out_dir = args.output_dir or cfg.get("output_dir", "output")
+    out_dir = args.output_dir or cfg.get("output_dir") or DEFAULT_OUTPUT_DIR
     os.makedirs(out_dir, exist_ok=True)
     metrics_path = os.path.join(out_dir, "metrics.jsonl")
     steps = total_steps(cfg, args)
     mb, ga = cfg["micro_batch"], cfg["grad_accum"]
     phase("data")
-    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8), dist=dist)
+    tok = None if args.synthetic else load_tokenizer(cfg, args, dist)  # also saved beside the final model
+    examples = build_examples(cfg, args, needed=max(2 * mb * dist.world, 8), dist=dist, tok=tok)
     phase("model build")
     activate_zero3(cfg, args, dist)
     model = build_model(cfg, args, dist)
@@ -1306,6 +1318,9 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     summary["parameters"] = sharding_of(model)
     summary.update(loaded)
     summary["trainable_params"] = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    if final_model_wanted(cfg, args):
+        phase("final model")
+        summary["final_model"] = save_final_model(cfg, args, out_dir, model, engine, tok, dist, steps)
     log(dist, summary, metrics_path)
     if watchdog:
         watchdog.tearing_down()
@@ -1421,6 +1436,246 @@ def load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) -> 
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     return int(state["step"])
+
+
+# ---- the final model: Hugging Face format, what serving reads ------------------------------------------------------
+
+def final_model_wanted(cfg: dict, args: argparse.Namespace) -> bool:
+    """A run writes its final model unless told not to; a --synthetic run (benchmarks: random tokens) never does."""
+    return not (getattr(args, "no_final_model", False) or args.synthetic or cfg.get("final_model") is False)
+
+
+def final_dtype(cfg: dict, dist: Dist):
+    """The merged weights' dtype: the training compute dtype (bf16 / fp16); fp32 only for an fp32 run."""
+    import torch
+
+    return torch.float32 if cfg["precision"] == "fp32" else compute_dtype(cfg, dist)
+
+
+def _unwrapped(model):
+    """The model inside DDP, a DeepSpeed engine and torch.compile (a PeftModel for LoRA, else the HF model)."""
+    import torch
+
+    while True:
+        if hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        elif isinstance(model, torch.nn.parallel.DistributedDataParallel) or type(model).__name__ == "DeepSpeedEngine":
+            model = model.module
+        else:
+            return model
+
+
+def _sharded(cfg: dict, engine) -> bool:
+    """Whether no rank holds the whole model: FSDP, or DeepSpeed ZeRO-3 (partitioned parameters)."""
+    if cfg["engine"] == "fsdp":
+        return True
+    return engine is not None and bool(engine.zero_optimization_partition_weights())
+
+
+def _gathered_state(cfg: dict, model, engine, trainable_only: bool) -> dict | None:
+    """The full state dict of a sharded model, on rank 0's CPU (None on the other ranks); every rank calls this.
+    FSDP: torch.distributed.checkpoint's get_model_state_dict with full_state_dict + cpu_offload (only rank 0
+    receives it); ZeRO-3: the engine's layer-by-layer 16-bit consolidation (what save_16bit_model writes).
+    `trainable_only`: the trained parameters alone (a QLoRA adapter)."""
+    if cfg["engine"] == "fsdp":
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(_unwrapped(model), options=StateDictOptions(
+            full_state_dict=True, cpu_offload=True, ignore_frozen_params=trainable_only))
+    return engine._zero3_consolidated_16bit_state_dict(exclude_frozen_parameters=trainable_only)
+
+
+def _model_class(cfg: dict):
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+
+    return AutoModelForSequenceClassification if cfg["task"] == "classification" else AutoModelForCausalLM
+
+
+def _zero3_off() -> None:
+    """Rank 0 builds plain CPU models after training: transformers must no longer build them inside zero.Init."""
+    _ZERO3_CONFIG.clear()
+    try:
+        from transformers.integrations.deepspeed import unset_hf_deepspeed_config
+
+        unset_hf_deepspeed_config()
+    except ImportError:
+        pass
+
+
+def _cpu_copy(cfg: dict, live, state: dict):
+    """Rank 0: a plain CPU model built like the trained one (PEFT-wrapped for LoRA) holding the gathered weights
+    (`state`); the buffers no state dict carries (RoPE's inv_freq) are taken from the live model, which FSDP and
+    ZeRO-3 do not shard."""
+    import torch
+
+    _zero3_off()
+    peft = hasattr(live, "peft_config")
+    base = live.get_base_model() if peft else live
+    with torch.device("meta"):
+        model = _model_class(cfg).from_config(copy.deepcopy(base.config))
+        if peft:
+            from peft import get_peft_model
+
+            model = get_peft_model(model, copy.deepcopy(live.peft_config["default"]))
+    model.load_state_dict(state, strict=False, assign=True)
+    live_buffers = dict(live.named_buffers())
+    for name, buf in list(model.named_buffers()):
+        if buf.is_meta and name in live_buffers:
+            owner, _, attr = name.rpartition(".")
+            model.get_submodule(owner)._buffers[attr] = live_buffers[name].detach().to("cpu", copy=True)
+    missing = [n for n, p in [*model.named_parameters(), *model.named_buffers()] if p.is_meta]
+    if missing:
+        raise SetupError(f"final model: {missing[0]} is not in the gathered weights")
+    if getattr(base.config, "tie_word_embeddings", False):
+        (model.get_base_model() if peft else model).tie_weights()
+    return model
+
+
+def _available_ram() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _elements(p) -> int:
+    """A parameter's element count: the unpacked shape of a bitsandbytes 4-bit weight, ZeRO-3's full size."""
+    state = getattr(p, "quant_state", None)
+    if state is not None and getattr(state, "shape", None) is not None:
+        return int(math.prod(state.shape))
+    return int(getattr(p, "ds_numel", p.numel()))
+
+
+def _publish(path: str, write) -> None:
+    """Write a directory under a temporary name, then put it in place: `trainfit generate --serving --from` never
+    finds a half-written model, and an earlier run's (before --resume) is replaced whole."""
+    import shutil
+
+    tmp = f"{path}.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    write(tmp)
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+
+
+def _long_wait_group(dist: Dist):
+    """A gloo group with a long timeout for the other ranks to wait in while rank 0 writes the model (a large one
+    takes longer than the default group's timeout, NCCL's 10 minutes); None for a single process."""
+    import datetime
+
+    import torch
+
+    if dist.world == 1 or not torch.distributed.is_initialized():
+        return None
+    return torch.distributed.new_group(backend="gloo", timeout=datetime.timedelta(hours=6))
+
+
+def save_final_model(cfg: dict, args: argparse.Namespace, out_dir: str, model, engine, tok, dist: Dist,
+                     step: int) -> dict:
+    """After the last checkpoint: the run's model in Hugging Face format under `out_dir`, which serving reads.
+    LoRA / QLoRA: the PEFT adapter (save_pretrained: adapter_config.json + adapter_model.safetensors) in
+    ADAPTER_DIR, and the model with the adapter merged in (merge_and_unload) in MERGED_DIR; full / freeze: the model
+    in MERGED_DIR. Merged weights are safetensors in the training dtype (final_dtype); the tokenizer, when the run
+    loaded one, is saved beside both; MERGED_DIR/ARTIFACT_FILE says what it is. Under FSDP and ZeRO-3 the full
+    weights are gathered to rank 0 first (every rank takes part), only rank 0 writes, and the others wait.
+    QLoRA: merging into the 4-bit base would give a 4-bit model, so rank 0 reloads the base in 16-bit on the CPU
+    and applies the saved adapter; when the host has too little free memory for that, or the base was random
+    (--random-init), only the adapter is written and the artefact file (in ADAPTER_DIR) says why.
+    Returns {"adapter": path or None, "merged": path or None} (the same on every rank)."""
+    import torch
+
+    lora = cfg["method"] in ("lora", "qlora")
+    qlora = cfg["method"] == "qlora"
+    live = _unwrapped(engine if engine is not None else model)
+    sharded = _sharded(cfg, engine)
+    random_init = bool(args.random_init or cfg["model"].get("random_init"))
+    # where the base weights came from (every rank: a ModelScope download synchronises the ranks)
+    base_location = None if random_init else model_location(cfg, args, dist)
+    group = _long_wait_group(dist)
+    state = _gathered_state(cfg, model, engine, trainable_only=qlora) if sharded else None
+    adapter_dir, merged_dir = os.path.join(out_dir, ADAPTER_DIR), os.path.join(out_dir, MERGED_DIR)
+    dtype = final_dtype(cfg, dist)
+    result = {"adapter": adapter_dir if lora else None, "merged": merged_dir}
+    note = None
+    if qlora:
+        need = sum(_elements(p) for p in live.parameters()) * torch.tensor([], dtype=dtype).element_size()
+        free = _available_ram()
+        if random_init:
+            note = "the base model was random (--random-init): nothing to merge the adapter into"
+        elif free is not None and need * 1.2 > free:
+            note = (f"merging needs the base model in {str(dtype).split('.')[-1]} on the CPU ({need / 2**30:.1f} GiB) "
+                    f"and this host has {free / 2**30:.1f} GiB free: merge the adapter on a machine with more memory "
+                    f"(PeftModel.from_pretrained(base, adapter).merge_and_unload())")
+        if note:
+            result["merged"] = None
+    if dist.main:
+        def describe(merged: bool) -> dict:
+            return {"trainfit_artifact": ARTIFACT_VERSION, "method": cfg["method"], "task": cfg["task"],
+                    "base_model": {"name": cfg["model"].get("name"), "hf_id": cfg["model"].get("hf_id"),
+                                   "location": base_location, "random_init": random_init},
+                    "dtype": str(dtype).split(".")[-1], "step": step, "engine": cfg["engine"],
+                    "adapter": ADAPTER_DIR if lora else None, "merged": MERGED_DIR if merged else None,
+                    "note": note, "serve": "trainfit generate --serving --from OUTPUT_DIR (this run's --output-dir) "
+                                           "reads the merged model here"}
+
+        def write_tokenizer(path: str) -> None:
+            if tok is not None:
+                tok.save_pretrained(path)
+
+        if state is not None and not qlora:
+            live = _cpu_copy(cfg, live, state)
+            state = None
+        if lora:
+            def write_adapter(path: str) -> None:
+                live.save_pretrained(path, **({"state_dict": state} if state is not None else {}))
+                write_tokenizer(path)
+                if result["merged"] is None:
+                    _write_artifact(path, describe(False))
+
+            _publish(adapter_dir, write_adapter)
+        if result["merged"] is not None:
+            if qlora:  # the base again in 16-bit, on the CPU, with the saved adapter
+                from peft import PeftModel
+
+                _zero3_off()
+                base = _model_class(cfg).from_pretrained(base_location, dtype=dtype, **(
+                    {"num_labels": cfg["num_labels"]} if cfg["task"] == "classification" else {}))
+                merged = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload(safe_merge=True)
+            elif lora:
+                merged = live.merge_and_unload(safe_merge=True)
+            else:
+                merged = live
+            merged.to(dtype)
+            merged.config.use_cache = True  # training switched it off for gradient checkpointing
+
+            def write_merged(path: str) -> None:
+                merged.save_pretrained(path)
+                write_tokenizer(path)
+                _write_artifact(path, describe(True))
+
+            _publish(merged_dir, write_merged)
+        elif os.path.isdir(merged_dir):  # an earlier run's merged model is not this run's: serving must not find it
+            import shutil
+
+            shutil.rmtree(merged_dir)
+        where = result["merged"] or result["adapter"]
+        print(f"train.py: wrote the final model to {where}" + (f" (adapter: {adapter_dir})" if lora else "")
+              + (f"; not merged: {note}" if note else f"; serve it: trainfit generate --serving --from {out_dir}"),
+              file=sys.stderr, flush=True)
+    if group is not None:
+        torch.distributed.barrier(group=group)  # the others wait (long timeout) while rank 0 writes
+    return result
+
+
+def _write_artifact(path: str, doc: dict) -> None:
+    with open(os.path.join(path, ARTIFACT_FILE), "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True)
+        fh.write("\n")
 
 
 def _is_oom(exc: BaseException) -> bool:
