@@ -107,9 +107,13 @@ def run_gpus(args: argparse.Namespace) -> int:
         return 0
     from rich.table import Table
 
-    table = Table(title="trainfit gpus (dense tensor TFLOPS; * = unverified)")
+    from ..report.tables import fit
+
+    from ..i18n import t as tr
+
+    table = Table(title=tr("gpus_title", lang_of(args)))
     for col in ("id", "arch", "GB", "GB/s", "bf16", "fp16", "fp8", "NVLink GB/s", "PCIe", "W", "sources"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "sources", overflow="fold")  # the sources may wrap at spaces
     for g in gpus:
         star = lambda col, v: f"{v}*" if col in g["unverified"] else f"{v}"  # noqa: E731
         tf = g["dense_tflops"]
@@ -120,8 +124,8 @@ def run_gpus(args: argparse.Namespace) -> int:
                       star("fp8_tensor_dense_tflops", tf.get("fp8", "—")),
                       star("nvlink_gbs", g["nvlink_gbs"] if g["nvlink_gbs"] is not None else "?"),
                       f"Gen{g['pcie_gen']}" if g["pcie_gen"] else "?", f"{g['tdp_w'] or '?'}",
-                      ",".join(g["sources"])[:40])
-    console().print(table)
+                      ", ".join(g["sources"]))
+    console().print(fit(table, keys=1))
     return 0
 
 
@@ -170,8 +174,9 @@ def run_instances(args: argparse.Namespace) -> int:
                      str(r["gpu_count"] or "?"), str(r["vcpu"] or "?"), f"{r['ram_gib'] or '?'}",
                      f"{r['network_gbps'] or '?'}", r["interconnect"], r["rdma"], price,
                      (r["price_date"] or "") + ("†" if r["price_stale"] else "")))
-    title = ("trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred; "
-             "† = price older than 180 days)")
+    from ..i18n import t as tr
+
+    title = tr("instances_title", lang_of(args))
     for table in fit_tables(title, cols, body):
         console().print(table)
     return 0
@@ -210,17 +215,24 @@ def run_efficiencies(args: argparse.Namespace) -> int:
         from rich.table import Table
         from rich.text import Text
 
-        table = Table(title="named efficiencies and overheads (override with --set NAME=VALUE)")
-        for col in ("name", "value", "unit", "basis", "description"):
-            table.add_column(col)
+        from ..report.tables import fit
+
+        from ..i18n.efficiencies import efficiency_text, efficiency_unit
+        from ..i18n.notes import localize
+
+        table = Table(title=tr("eff_title", lang))
+        for col in ("name", "value", "unit", "basis", "description"):  # names whole; the texts wrap at spaces
+            table.add_column(tr("eff_" + col, lang), no_wrap=col == "name", overflow="fold")
         for name, e in doc.items():
-            value = e.get("value_for_gpu", e.get("default", "per " + ",".join(k[3:] for k in e if k.startswith("by_"))))
+            value = e.get("value_for_gpu", e.get("default", tr("eff_per", lang).format(
+                keys=",".join(k[3:] for k in e if k.startswith("by_")))))
             if "value_for_gpu_from" in e:
                 value = f"{value:.4g} ({e['value_for_gpu_from']})"
-            flag = " ⚠ at bound: " + "; ".join(e["at_bound"]) if e.get("at_bound") else ""
-            table.add_row(name, Text(str(value) + flag), e.get("unit", ""), e.get("basis", ""),
-                          e.get("description", "")[:80])
-        console().print(table)
+            flag = (" ⚠ " + tr("eff_at_bound", lang) + "; ".join(localize(x, lang) for x in e["at_bound"])
+                    if e.get("at_bound") else "")
+            table.add_row(name, Text(str(value) + flag), efficiency_unit(e.get("unit", ""), lang),
+                          efficiency_text(e.get("basis", ""), lang), efficiency_text(e.get("description", ""), lang))
+        console().print(fit(table))  # whole, or one block per name
         console().print(Text(tr("precedence", lang) + ":\n" +
-                             "\n".join(f"  {i}. {p}" for i, p in enumerate(PRECEDENCE, 1))))
+                             "\n".join(f"  {i}. {localize(p, lang)}" for i, p in enumerate(PRECEDENCE, 1))))
     return 0

@@ -14,8 +14,7 @@ from ..i18n import LANGS, default_lang
 
 def add_output_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document (keys in English)")
-    p.add_argument("--lang", default=None, help=f"language of tables and messages: {' | '.join(LANGS)} "
-                   "(default from the locale)")
+    p.add_argument("--lang", default=None, help=LANG_HELP)
 
 
 def add_prices_flag(p: argparse.ArgumentParser) -> None:
@@ -38,12 +37,7 @@ def add_model_flag(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def help_lang() -> str:
     """The language of --help texts: --lang on the command line, else the locale's."""
-    argv = sys.argv
-    if "--lang" in argv[:-1]:
-        lang = argv[argv.index("--lang") + 1]
-        if lang in LANGS:
-            return lang
-    return default_lang()
+    return argv_lang(sys.argv) or default_lang()
 
 
 def _add_field_flags(group, part: str, door: str = "cli", skip: tuple[str, ...] = ()) -> None:
@@ -67,8 +61,17 @@ def add_workload_flags(p: argparse.ArgumentParser, door: str = "cli", skip: tupl
     _add_field_flags(p.add_argument_group("training stack and data"), "input", door, skip)
 
 
-def add_strategy_flags(p: argparse.ArgumentParser) -> None:
-    _add_field_flags(p.add_argument_group("parallelism"), "strategy")
+def add_strategy_flags(p: argparse.ArgumentParser, door: str = "cli", title: str = "parallelism") -> None:
+    _add_field_flags(p.add_argument_group(title), "strategy", door)
+
+
+def add_max_oom_risk_flag(p: argparse.ArgumentParser) -> None:
+    """The one out-of-memory policy's threshold, the same flag and default on estimate, compare and plan."""
+    from ..uncertainty import DEFAULT_MAX_OOM_RISK
+
+    p.add_argument("--max-oom-risk", type=float, default=DEFAULT_MAX_OOM_RISK, metavar="PROBABILITY",
+                   help="accepted probability that a configuration runs out of memory, from the cross-validated error "
+                        f"bands (default {DEFAULT_MAX_OOM_RISK:g}); the same on estimate, compare, plan and the web page")
 
 
 def add_efficiency_flags(p: argparse.ArgumentParser) -> None:
@@ -119,10 +122,54 @@ def strategy_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {f.keyword: getattr(args, f.name, None) for f in fields_of("strategy", "cli")}
 
 
+# --lang as people write it (issue 33): a language tag (zh-CN, zh_CN, zh-Hans, en-US), a locale (zh_CN.UTF-8) or a
+# name (chinese, 中文, english), in any case.
+_LANG_NAMES = {"en": "en", "english": "en", "eng": "en", "英文": "en", "英语": "en",
+               "zh": "zh", "cn": "zh", "chinese": "zh", "chs": "zh", "中文": "zh", "汉语": "zh", "简体中文": "zh",
+               "zh-cn": "zh", "zh-hans": "zh", "zh-sg": "zh", "zh-hans-cn": "zh", "en-us": "en", "en-gb": "en"}
+LANG_HELP = ("language of tables and messages: en | zh (also zh-CN, zh_CN, zh-Hans, cn, chinese, 中文, en-US, english; "
+             "default from TRAINFIT_LANG or the locale); before or after the command")
+
+
+def normalize_lang(value: object) -> str | None:
+    """'zh-CN', 'zh_CN.UTF-8', 'Chinese', '中文' -> 'zh'; 'en-US', 'English' -> 'en'; None for anything else."""
+    text = str(value).strip().lower().replace("_", "-").split(".")[0].split("@")[0]
+    if text in _LANG_NAMES:
+        return _LANG_NAMES[text]
+    head = text.split("-")[0]
+    return head if head in LANGS and text != head else None  # zh-TW, en-AU: the language without its region
+
+
+def check_lang(value: object, flag: str = "--lang") -> str:
+    """A --lang value as 'en' or 'zh' (SpecError with a did-you-mean otherwise)."""
+    from ..errors import did_you_mean
+
+    lang = normalize_lang(value)
+    if lang is None:
+        raise SpecError(f"{flag} must be en or zh (or another name of either: zh-CN, zh-Hans, chinese, 中文, en-US, "
+                        f"english), got {value!r}{did_you_mean(str(value), _LANG_NAMES)}")
+    return lang
+
+
+def argv_lang(argv: list[str]) -> str | None:
+    """The --lang a command line gives (`--lang zh`, `--lang=zh-CN`; the last one wins), normalized; None if none."""
+    found = None
+    for i, word in enumerate(argv):
+        if word == "--lang" and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith("--lang="):
+            found = word.split("=", 1)[1]
+    return normalize_lang(found) if found is not None else None
+
+
 def lang_of(args: argparse.Namespace) -> str:
-    lang = getattr(args, "lang", None) or default_lang()
-    if lang not in LANGS:
-        raise SpecError(f"--lang must be one of {', '.join(LANGS)}, got {lang!r}")
+    """The language of the output: --lang (any spelling normalize_lang knows), else TRAINFIT_LANG / the locale."""
+    given = getattr(args, "lang", None)
+    if given is None:
+        env = os.environ.get("TRAINFIT_LANG")  # also 'chinese', 'zh-Hans' (default_lang knows zh* and en*)
+        return (normalize_lang(env) or default_lang()) if env else default_lang()
+    lang = check_lang(given)
+    args.lang = lang  # one spelling from here on (error messages read args.lang)
     return lang
 
 
@@ -147,9 +194,12 @@ def _default(obj: Any) -> Any:
 
 
 def console():
-    from rich.console import Console
+    """The console output prints to: as wide as the terminal, COLUMNS when set, and 120 columns when piped (rich
+    alone would take 80 there, or the width of a terminal on stdin); every table it prints is laid out so that no
+    value is cut (report/tables.py: whole, split, or one block per row)."""
+    from ..report.tables import fit_console, terminal_width
 
-    return Console()
+    return fit_console(width=terminal_width())
 
 
 def check_out(path: str, kind: str) -> str:
@@ -201,4 +251,6 @@ def write_reports(args: argparse.Namespace, build) -> None:
     from ..report.document import write_report
 
     for path in write_report(build(), args.html, args.md):
-        print(f"report written to {path}", file=sys.stderr)
+        from ..i18n import t
+
+        print(t("report_written", lang_of(args)).format(path=path), file=sys.stderr)

@@ -114,6 +114,8 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     from rich.table import Table
     from rich.text import Text
 
+    from .tables import fit
+
     mem = est.memory
     s = est.strategy
     title = (f"{est.model.name} · {est.training.method.value} · {est.training.task.value} · "
@@ -144,17 +146,17 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     unc = uncertainty_of(est)
     if unc and unc.get("band"):
         items.append(Text("(" + tr("band_" + unc["band"], lang).format(fw=unc.get("framework")) + ")", style="dim"))
-    items += [table, speed]
+    items += [fit(table), fit(speed)]  # laid out for the width: never a value cut (report/tables.py)
     if not mem.fits:
-        items += [Text("· " + line, style="red") for line in overflow_terms(est)]
+        items += [Text("· " + localize(line, lang), style="red") for line in overflow_terms(est)]
         if alternatives:
             alt = Table(title=tr("what_fits", lang))
-            alt.add_column("change")
+            alt.add_column(tr("change_col", lang), overflow="fold")  # flags: may wrap at spaces
             alt.add_column("GiB", justify="right")
             alt.add_column("tokens/s", justify="right")
             for a in alternatives:
-                alt.add_row(a.change, f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}")
-            items.append(alt)
+                alt.add_row(localize(a.change, lang), f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}")
+            items.append(fit(alt))
     if est.warnings:
         items.append(Text(tr("warnings", lang) + ":\n" + "\n".join(f"  ! {localize(w, lang)}" for w in est.warnings),
                           style="yellow"))

@@ -71,6 +71,8 @@ def render_estimate(est, alts, lang: str):
     from rich.table import Table
     from rich.text import Text
 
+    from .tables import fit
+
     s, mem = est.spec, est.memory
     title = t("sv_title", lang).format(model=est.model.name, gpus=s.tp, gpu=est.gpu.id, tp=s.tp,
                                        engine=est.engine.engine, version=est.engine.version)
@@ -93,11 +95,11 @@ def render_estimate(est, alts, lang: str):
     m.add_row(t("sv_kv_per_token", lang), f"{mem.kv_per_token:,} B")
     m.add_row(t("sv_kv_tokens", lang), f"{mem.kv_tokens:,}")
     m.add_row(t("sv_max_conc", lang).format(n=f"{mem.max_model_len:,}"), f"{mem.max_concurrency:.2f}x")
-    parts: list = [Text(title, style="bold"), verdict, m]
+    parts: list = [Text(title, style="bold"), verdict, fit(m)]
     for r in est.reasons:
         parts.append(Text("  - " + reason_text(r, lang), style="red"))
     if est.load:
-        parts.append(_speed_table(est, lang))
+        parts.append(fit(_speed_table(est, lang)))
         for w in _warnings(est, lang):
             parts.append(Text("  ! " + w, style="bold yellow"))
     if alts:
@@ -160,7 +162,10 @@ def render_options(title: str, options, lang: str, footer: str | None = None):
     tab = Table(title=title)
     for col in ("gpu", "sv_instance", "TP", "sv_h_setup", "sv_h_kv", "sv_h_tps", "sv_h_ttft", "sv_h_tpot",
                 "sv_h_cost_h", "sv_h_cost_m"):
+        # names and numbers stay whole; the setup (or why it does not fit) and a note in place of an instance
+        # ("no public price ...") may wrap at spaces, never inside a word
         tab.add_column(t(col, lang) if col.startswith(("sv_", "gpu")) else col, overflow="fold",
+                       no_wrap=col not in ("sv_h_setup", "sv_instance"),
                        justify="left" if col in ("gpu", "sv_instance", "sv_h_setup") else "right")
     for o in options:
         d = option_dict(o, lang)
@@ -178,4 +183,6 @@ def render_options(title: str, options, lang: str, footer: str | None = None):
                     "-" if d["cost_per_hour"] is None else f"{cur}{d['cost_per_hour']:,.2f}",
                     "-" if d["cost_per_m_output_tokens"] is None else f"{cur}{d['cost_per_m_output_tokens']:,.3f}")
     tab.caption = (footer + " · " if footer else "") + t("sv_legend", lang)
-    return tab
+    from .tables import fit
+
+    return fit(tab, keys=1)
