@@ -97,7 +97,8 @@ def test_every_search_reason_is_worded_in_both_languages():
     for reason in Reason:
         entry = _MESSAGES.get("rj_" + reason.value)
         assert entry and entry.get("en") and _CJK.search(entry["zh"]), reason
-    sample = {"rule": "x", "currency": "USD", "target": "CNY", "region": "cn-hangzhou", "pricing": "spot"}
+    sample = {"rule": "x", "currency": "USD", "target": "CNY", "region": "cn-hangzhou", "pricing": "spot",
+              "micro_batch": 3, "gpus": 8}
     for reason in Reason:
         r = Rejection.of(reason, **sample)
         zh, en = reason_text(r, "zh"), reason_text(r, "en")

@@ -39,7 +39,29 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "rj_other_currency": {"en": "priced in {currency}; give --usd-cny to compare with {target}",
                           "zh": "以 {currency} 计价；给出 --usd-cny 才能与 {target} 比较"},
     "rj_more_gpus_than_batch": {"en": "more GPUs than sequences in the global batch", "zh": "GPU 数多于全局批量的序列数"},
+    "oom_policy_over": {"en": "fits by the estimate, but its out-of-memory risk is {risk} (above --max-oom-risk "
+                              "{limit}): plan and compare would not choose it; what fits within the limit is above",
+                        "zh": "按估算放得下，但显存溢出风险为 {risk}（高于 --max-oom-risk {limit}）：plan 与 compare "
+                              "不会选它；在此限度内放得下的调整见上"},
+    "plan_nothing_meets": {"en": "trainfit: no configuration meets the request (binding constraint: {constraint}){out}",
+                           "zh": "trainfit：没有满足请求的配置（约束：{constraint}）{out}"},
+    "plan_nothing_written": {"en": "nothing written to {out}", "zh": "未写入 {out}"},
+    "compare_note_layout": {"en": "like for like: the job's method, optimizer, precision, global batch and stack on "
+                                  "every GPU; per GPU the layout plan would choose (the footnote shows it: GPU count, "
+                                  "ZeRO/FSDP, offload, checkpointing, micro-batch; those you give are kept)",
+                            "zh": "同等比较：每种 GPU 上使用相同的方法、优化器、精度、全局批量和训练框架；每种 GPU 用 plan "
+                                  "会选择的布局（见脚注：GPU 数、ZeRO/FSDP、卸载、检查点、micro-batch；你给出的保持不变）"},
+    "compare_note_rank": {"en": "1., 2., ...: rank among the like-for-like rows by cost per 1B tokens (Alibaba) where "
+                                "each has it, else by GPU-hours per 1B tokens; ≠ = the job's settings had to change to "
+                                "fit on this GPU (see its footnote): not ranked",
+                          "zh": "1.、2.……：同等比较的行按每 1B token 成本（阿里云）排名，若不是每行都有则按每 1B token "
+                                "的 GPU 时；≠ = 必须改变作业设置才能在此 GPU 上放下（见脚注）：不参与排名"},
     "rj_gpus_do_not_divide_batch": {"en": "GPU count does not divide the global batch", "zh": "GPU 数不能整除全局批量"},
+    "rj_micro_batch_does_not_divide": {"en": "the given --micro-batch {micro_batch} does not divide the sequences each "
+                                             "GPU takes per step",
+                                       "zh": "给定的 --micro-batch {micro_batch} 不能整除每张 GPU 每步的序列数"},
+    "rj_pinned_layout": {"en": "the instance has fewer than the given --gpus {gpus}",
+                         "zh": "实例的 GPU 少于给定的 --gpus {gpus}"},
     "rj_incompatible": {"en": "incompatible: {rule}", "zh": "不兼容：{rule}"},
     "rj_no_fit": {"en": "does not fit in GPU memory", "zh": "显存放不下"},
     "rj_no_fit_headroom": {"en": "does not fit in GPU memory (with the safety headroom)", "zh": "显存放不下（含安全余量）"},
@@ -56,6 +78,22 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "fits": {"en": "fits", "zh": "可以放下"},
     "does_not_fit": {"en": "does NOT fit", "zh": "放不下"},
     "fit_likely": {"en": "{p} likely to fit", "zh": "放得下的概率 {p}"},
+    # trainfit gpus, trainfit instances
+    "gpus_title": {"en": "trainfit gpus (dense tensor TFLOPS; * = unverified)",
+                   "zh": "trainfit GPU 目录（稠密张量 TFLOPS；* = 未核实）"},
+    "instances_title": {"en": "trainfit instances (price = cheapest pay-as-you-go region; * = unverified/inferred; "
+                              "† = price older than 180 days)",
+                        "zh": "trainfit 实例目录（价格 = 最便宜地域的按量价格；* = 未核实/推断；† = 价格已超过 180 天）"},
+    # trainfit efficiencies
+    "eff_title": {"en": "named efficiencies and overheads (override with --set NAME=VALUE)",
+                  "zh": "命名的效率参数与开销（用 --set NAME=VALUE 覆盖）"},
+    "eff_name": {"en": "name", "zh": "名称"},
+    "eff_value": {"en": "value", "zh": "取值"},
+    "eff_unit": {"en": "unit", "zh": "单位"},
+    "eff_basis": {"en": "basis", "zh": "依据"},
+    "eff_description": {"en": "description", "zh": "说明"},
+    "eff_per": {"en": "per {keys}", "zh": "按 {keys} 区分"},
+    "eff_at_bound": {"en": "at bound: ", "zh": "处于拟合边界："},
     "precedence": {"en": "how a value is chosen for a GPU (first match wins)",
                    "zh": "某块 GPU 取值的优先顺序（先匹配者生效）"},
     "band_known-stack": {"en": "80% band for {fw}", "zh": "{fw} 的 80% 区间"},
@@ -91,6 +129,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "warnings": {"en": "Warnings", "zh": "警告"},
     "assumptions": {"en": "Assumptions", "zh": "假设"},
     "what_fits": {"en": "What would fit", "zh": "可行的调整"},
+    "change_col": {"en": "change", "zh": "调整"},
     "over_by": {"en": "over by", "zh": "超出"},
     "efficiencies": {"en": "Efficiencies used", "zh": "使用的效率参数"},
     "peak_phase": {"en": "peak during", "zh": "峰值出现在"},
@@ -115,6 +154,24 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "no_plan": {"en": "No configuration meets the request", "zh": "没有满足要求的配置"},
     "binding": {"en": "binding constraint", "zh": "限制条件"},
     "relax": {"en": "what would relax it", "zh": "可以放宽"},
+    # the constraint that binds when no plan meets the request (plan.binding_constraint's "constraint")
+    "bc_catalog": {"en": "catalog", "zh": "目录"},
+    "bc_out_of_memory_risk": {"en": "out-of-memory risk", "zh": "显存溢出风险"},
+    "bc_host_memory": {"en": "host memory", "zh": "主机内存"},
+    "bc_memory": {"en": "memory", "zh": "显存"},
+    "bc_deadline": {"en": "deadline", "zh": "截止时间"},
+    "bc_budget": {"en": "budget", "zh": "预算"},
+    "bc_deadline_and_budget": {"en": "deadline and budget", "zh": "截止时间与预算"},
+    "bc_given_layout": {"en": "given layout", "zh": "给定的布局"},
+    "bc_duration": {"en": "duration", "zh": "时长"},
+    # the plan's first line (report/plan.py render_plan)
+    "plan_head_tokens": {"en": "{b}B tokens processed", "zh": "处理 {b}B tokens"},
+    "plan_head_batch": {"en": "global batch {n}", "zh": "全局批量 {n}"},
+    "plan_head_deadline": {"en": "deadline {h} h", "zh": "截止时间 {h} 小时"},
+    "plan_head_budget": {"en": "budget {b}", "zh": "预算 {b}"},
+    "plan_head_objective": {"en": "objective {o}", "zh": "目标：{o}"},
+    "objective_cheapest": {"en": "cheapest", "zh": "最便宜"},
+    "objective_fastest": {"en": "fastest", "zh": "最快"},
     "pareto": {"en": "Cost-time Pareto front", "zh": "成本-时间帕累托前沿"},
     "excluded": {"en": "Why other GPUs lost", "zh": "其他 GPU 落选原因"},
     "searched": {"en": "searched", "zh": "已搜索"},
@@ -199,6 +256,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
                       "zh": "无法访问 {provider} 价格接口（{url}）：{reason}；缓存未作改动"},
     "refresh_nothing": {"en": "{provider}: the API returned no price for the requested instance types and regions",
                         "zh": "{provider}：接口没有返回所请求实例规格和地域的价格"},
+    "report_written": {"en": "report written to {path}", "zh": "报告已写入 {path}"},
     "prices_title": {"en": "trainfit prices", "zh": "trainfit 价格"},
     "region": {"en": "region", "zh": "地域"},
     "billing": {"en": "billing", "zh": "计费"},

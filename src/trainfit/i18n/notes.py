@@ -165,7 +165,7 @@ _ZH: list[tuple[str, str]] = [
      "主机内存：加载模型需要每节点 {n} / {h} GiB"),
     (rf"host RAM: (?P<n>{_N}) of (?P<h>{_N}) GiB per node to load the model \((?P<o>{_N}) GiB more for CPU offload\)",
      "主机内存：加载模型需要每节点 {n} / {h} GiB（CPU 卸载另需 {o} GiB）"),
-    (r"runner-up: (?P<d>.+) \((?P<m>.+) more\)", "次优：{d}（多 {m}）"),
+    (r"runner-up: (?P<desc>.+) \((?P<m>.+) more\)", "次优：{desc}（多 {m}）"),
     (r"caution: (?P<f>.+)", "注意：{f}"),
     (rf"multi-node: (?P<n>{_N}) nodes over (?P<l>\w+) \((?P<g>{_N}) Gbit/s\); exposed communication (?P<p>{_N})% of "
      r"each step", "多机：{n} 个节点经 {l}（{g} Gbit/s）；每步有 {p}% 通信未被掩盖"),
@@ -174,6 +174,11 @@ _ZH: list[tuple[str, str]] = [
     (rf"one node would take (?P<h>{_N}) h", "单节点需要 {h} 小时"),
     (rf"monthly subscription: (?P<m>{_N}) month\(s\) cost less than pay-as-you-go for (?P<h>{_N}) h",
      "包月：{m} 个月比按量付费 {h} 小时更便宜"),
+    (rf"spot: can be reclaimed; expected (?P<n>{_N}) interruptions \(MTBI (?P<m>{_N}) h\), checkpoint every "
+     rf"(?P<c>{_N}) min \(Young/Daly sqrt\(2 C M\), C = (?P<w>{_N}) s\): (?P<o>{_N}) h of lost work, restarts and "
+     r"checkpoints",
+     "抢占式实例：可能被随时回收；预计中断 {n} 次（平均间隔 {m} 小时），每 {c} 分钟保存一次检查点（Young/Daly "
+     "sqrt(2 C M)，C = {w} 秒）：损失的工作、重启和检查点共 {o} 小时"),
     (r"spot: can be reclaimed; (?P<rest>.+)", "抢占式实例：可能被随时回收；{rest}"),
     # plan: the named values a plan assumes (efficiency.yaml), the billing and cost lines
     (rf"plan_memory_headroom_fraction = (?P<v>{_N}) fraction: .+",
@@ -268,6 +273,141 @@ _ZH: list[tuple[str, str]] = [
      rf"instances have \(closest: "
      rf"(?P<n>{_N}) GiB per node needed, (?P<h>{_N}) GiB available\)",
      "方案能放进显存，但加载模型（及 CPU 卸载）所需主机内存超过实例内存（最接近的：每节点需要 {n} GiB，实有 {h} GiB）"),
+    # estimate: why a configuration does not fit (advise.overflow_terms) and what a candidate gave up (advise._dropped)
+    (rf"model states \(weights (?P<w>{_N}) \+ gradients (?P<g>{_N}) \+ optimizer (?P<o>{_N}) GiB\) alone exceed the "
+     rf"(?P<u>{_N}) GiB usable", "模型状态（权重 {w} + 梯度 {g} + 优化器状态 {o} GiB）本身就超过可用的 {u} GiB"),
+    (rf"activations (?P<a>{_N}) GiB and logits (?P<l>{_N}) GiB do not fit in what the model states leave "
+     rf"\((?P<r>{_N}) GiB\)", "激活值 {a} GiB 和 logits {l} GiB 放不进模型状态之外剩下的 {r} GiB"),
+    (rf"over by (?P<o>{_N}) GiB \((?P<n>{_N}) needed, (?P<u>{_N}) usable\)", "超出 {o} GiB（需要 {n}，可用 {u}）"),
+    (r"(?P<flags>.*) \(without (?P<gone>--[\w -]+)\)", "{flags}（去掉 {gone}）"),
+    # estimate and compare: how a workload was made legal on a GPU (estimate/core.py adapt_to_gpu)
+    (r"--precision fp16 \(no bf16 on this GPU\)", "--precision fp16（此 GPU 不支持 bf16）"),
+    (r"--precision (?P<p>\w+) \(no FP8 on this GPU\)", "--precision {p}（此 GPU 不支持 FP8）"),
+    (r"--attention sdpa \(FlashAttention-2 needs Ampere\+\)", "--attention sdpa（FlashAttention-2 需要 Ampere 或更新的 GPU）"),
+    # estimate: warnings and assumptions (estimate/core.py, estimate/memory.py, estimate/activations.py, spec/)
+    (r"no published throughput measurement on (?P<g>\S+) is in trainfit's validation data: the speed here is modelled "
+     r"from its datasheet and the fits on other GPUs, not checked against a run on it \(`trainfit bench` measures it "
+     r"on your machine\)", "trainfit 的验证数据中没有 {g} 上公开发表的吞吐实测：此处的速度由其数据手册和在其他 GPU 上的"
+                           "拟合推算，未经该 GPU 上的运行核对（`trainfit bench` 可在你的机器上测量）"),
+    (rf"trainfit's throughput error on the (?P<n>{_N}) published runs on (?P<g>\S+) in its validation data is (?P<m>\S+) "
+     r"\(MAPE; data/validation\): read this speed with that in mind, or measure it with `trainfit bench`",
+     "trainfit 在其验证数据中 {g} 上的 {n} 个公开运行的吞吐误差为 {m}（MAPE；data/validation）：请据此看待此速度，"
+     "或用 `trainfit bench` 测量"),
+    (r"offloading a 4-bit model is rarely worth it: the adapters' optimizer is tiny",
+     "卸载 4 位模型通常不值得：适配器的优化器状态很小"),
+    (r"BERT-style models have no FlashAttention-2 path in transformers; SDPA is used",
+     "transformers 中 BERT 类模型没有 FlashAttention-2 实现；改用 SDPA"),
+    (r"the model soft-caps its attention logits, which SDPA cannot do: .+",
+     "该模型对注意力 logits 做软截断（soft-cap），SDPA 做不到：transformers 改用 eager 注意力（此类模型的默认；显式指定 "
+     "attn_implementation='sdpa' 会被拒绝），反向需保存每个头 s × s 的分数；按 eager 估算。FlashAttention-2 在其内核中做软截断"
+     "（--attention flash）"),
+    (r"paged optimizer: its states live in CUDA managed memory, .+",
+     "分页优化器：其状态位于 CUDA 托管内存中，PyTorch 的显存计数看不到；GPU 有空间时留在 GPU 上，没有空间时换出到主机内存"),
+    (rf"(?P<i>[\w.-]+): NVLink bandwidth not documented; PCIe assumed", "{i}：NVLink 带宽未见文档；按 PCIe 计"),
+    (rf"(?P<i>[\w.-]+): GPU interconnect not documented; PCIe assumed \(conservative\)",
+     "{i}：GPU 互联方式未见文档；按 PCIe 计（保守）"),
+    (rf"no instance or --network-gbps given: between nodes the network of (?P<i>\S+) \((?P<g>{_N}) Gbit/s "
+     rf"(?P<r>[\w-]+)\), the fastest the catalog has for (?P<gpu>\S+)",
+     "未给出实例或 --network-gbps：节点之间按 {i} 的网络计（{g} Gbit/s {r}），这是目录中 {gpu} 可用的最快网络"),
+    (rf"no instance or --network-gbps given: (?P<g>{_N}) Gbit/s RDMA between nodes assumed",
+     "未给出实例或 --network-gbps：假设节点之间为 {g} Gbit/s RDMA"),
+    (rf"sequences padded to (?P<s>{_N}) tokens \(next power of two above --avg-len (?P<a>{_N})\)",
+     "序列填充到 {s} 个 token（大于 --avg-len {a} 的下一个 2 的幂）"),
+    (rf"samples longer than (?P<s>{_N}) tokens are truncated", "超过 {s} 个 token 的样本会被截断"),
+    (rf"(?P<n>{_N}) samples x (?P<t>{_N}) tokens \(padded\) x (?P<e>{_N}) epochs",
+     "{n} 个样本 × {t} 个 token（已填充）× {e} 轮"),
+    # estimate: where the lengths of variable-length samples come from (spec/lengths.py), inside "lengths from ..."
+    (rf"--data (?P<p>.+?): (?P<n>{_N}) samples, longest (?P<l>{_N}) \((?P<how>.+)\)",
+     "--data {p}：{n} 个样本，最长 {l}（{how}）"),
+    (r"the model's tokenizer", "模型自己的分词器"),
+    (rf"whitespace words x (?P<w>{_N}), CJK characters x (?P<c>{_N}), no tokenizer at hand",
+     "按空白分隔的词数 × {w}、CJK 字符数 × {c} 计（手头没有分词器）"),
+    (r"--avg-len \(exponential lengths assumed: a micro-batch of b is padded to about avg x \(1 \+ 1/2 \+ \.\.\. \+ "
+     r"1/b\)\)", "--avg-len（假设长度呈指数分布：b 条样本的 micro-batch 约填充到 avg × (1 + 1/2 + ... + 1/b)）"),
+    # plan: rules that set a layout aside (search/run.py Reason.INCOMPATIBLE, estimate/core.py, spec/training.py)
+    (r"trainfit's FSDP setups train in bf16 or fp32; on GPUs without bf16 \(V100, T4\) use DeepSpeed ZeRO "
+     r"\(--zero 1/2/3\), which scales fp16 losses",
+     "trainfit 的 FSDP 配置只用 bf16 或 fp32 训练；在不支持 bf16 的 GPU（V100、T4）上请用 DeepSpeed ZeRO（--zero 1/2/3），"
+     "它会对 fp16 损失做缩放"),
+    (r"QLoRA with FSDP CPU offload is not supported by bitsandbytes", "bitsandbytes 不支持 QLoRA 与 FSDP CPU 卸载同用"),
+    (r"FSDP offloads parameters and gradients together: use --offload all", "FSDP 会同时卸载参数和梯度：请用 --offload all"),
+    (r"8-bit AdamW \(bitsandbytes\) runs on the GPU and cannot be offloaded; use --optimizer adamw with --offload",
+     "8 位 AdamW（bitsandbytes）在 GPU 上运行，无法卸载；要卸载请用 --optimizer adamw"),
+    (r"optimizer-in-backward is a PyTorch/torchtune feature: not with DeepSpeed ZeRO",
+     "optimizer-in-backward 是 PyTorch/torchtune 的功能：不能与 DeepSpeed ZeRO 同用"),
+    (r"optimizer-in-backward steps each gradient before DDP could all-reduce it: use one GPU or FSDP",
+     "optimizer-in-backward 在 DDP 对梯度做 all-reduce 之前就已更新参数：请用单张 GPU 或 FSDP"),
+    (r"paged optimizers are bitsandbytes optimizers: DeepSpeed ZeRO runs its own",
+     "分页优化器是 bitsandbytes 的优化器：DeepSpeed ZeRO 运行它自己的优化器"),
+    (r"(?P<g>.+) has no bf16 support \(compute capability (?P<c>[\d.]+)\); use --precision fp16",
+     "{g} 不支持 bf16（计算能力 {c}）；请用 --precision fp16"),
+    (r"(?P<g>.+) has no FP8 tensor cores \(FP8 needs Ada or Hopper\); use --precision bf16",
+     "{g} 没有 FP8 张量核心（FP8 需要 Ada 或 Hopper）；请用 --precision bf16"),
+    (r"FlashAttention-2 needs compute capability 8\.0\+ \((?P<g>.+) is (?P<c>[\d.]+)\); use --attention sdpa "
+     r"\(memory-efficient kernel\)", "FlashAttention-2 需要计算能力 8.0 以上（{g} 为 {c}）；请用 --attention sdpa"
+                                     "（memory-efficient 内核）"),
+    # plan: the binding constraint when nothing meets the request (plan.binding_constraint), and what would relax it
+    (r"no priced instance matches the request's provider, GPU, region and pricing filters",
+     "没有带价格的实例符合请求中云厂商、GPU、地域和计费方式的筛选条件"),
+    (rf"options fit by the estimate but each runs out of memory with more than (?P<p>{_N})% probability; least "
+     r"risky: (?P<risky>.+)", "按估算能放下的方案，显存溢出的概率都超过 {p}%；风险最低的：{risky}"),
+    (rf"does not fit on any offered GPU even with ZeRO-3 \+ CPU offload on up to (?P<n>{_N}) nodes \(smallest need "
+     rf"(?P<g>{_N}) GiB per GPU\)", "即使用 ZeRO-3 + CPU 卸载、最多 {n} 个节点，在任何提供的 GPU 上都放不下"
+                                    "（最小需求为每张 GPU {g} GiB）"),
+    (rf"no plan finishes within (?P<h>{_N}) h; fastest: (?P<desc>.+)", "没有方案能在 {h} 小时内完成；最快的：{desc}"),
+    (r"no plan costs (?P<b>\S+) or less; cheapest: (?P<desc>.+)", "没有费用不超过 {b} 的方案；最便宜的：{desc}"),
+    (r"meets the deadline with (?P<desc>.+): over budget by (?P<m>\S+)", "满足截止时间的方案 {desc}：超出预算 {m}"),
+    (r"no offered instance runs the layout given \((?P<flags>.+)\)", "没有提供的实例能运行给定的布局（{flags}）"),
+    (rf"the fastest option takes (?P<y>{_N}) years \((?P<h>{_N}) h\), more than ten: (?P<desc>.+)",
+     "最快的方案也要 {y} 年（{h} 小时），超过十年：{desc}"),
+    (r"fewer --dataset-tokens or --epochs", "更少的 --dataset-tokens 或 --epochs"),
+    (r"--method qlora", "--method qlora"),
+    (rf"does not fit on any offered GPU with the layout given \((?P<flags>.+); smallest need (?P<g>{_N}) GiB per "
+     r"GPU\)", "按给定的布局（{flags}）在任何提供的 GPU 上都放不下（最小需求为每张 GPU {g} GiB）"),
+    (r"leave out (?P<flags>.+) \(the search then chooses\)", "去掉 {flags}（由搜索来选择）"),
+    (r"other --gpu / --instance filters", "换用其他 --gpu / --instance 筛选"),
+    (r"drop --gpu / --region filters", "去掉 --gpu / --region 筛选"),
+    (r"a shorter --seq-len", "更短的 --seq-len"),
+    (r"--provider all for larger GPUs", "--provider all（显存更大的 GPU）"),
+    (r"--provider all for instances with more RAM", "--provider all（内存更大的实例）"),
+    (r"more nodes \(--max-nodes\): ZeRO-3 partitions shrink with the GPU count",
+     "更多节点（--max-nodes）：ZeRO-3 的分片随 GPU 数增加而变小"),
+    (r"more nodes \(--max-nodes\)", "更多节点（--max-nodes）"),
+    (r"--method lora or qlora \(16-bit weights\)", "--method lora 或 qlora（16 位权重）"),
+    (r"--method lora or qlora", "--method lora 或 qlora"),
+    (r"--method lora/qlora \(less work per token\)", "--method lora/qlora（每个 token 的计算量更少）"),
+    (rf"a deadline of at least (?P<h>{_N}) h", "截止时间至少 {h} 小时"),
+    (rf"a deadline of (?P<h>{_N}) h", "截止时间 {h} 小时"),
+    (r"a budget of at least (?P<m>\S+)", "预算至少 {m}"),
+    (r"a budget of (?P<m>\S+)", "预算 {m}"),
+    # plan: why each other GPU lost (plan.excluded_gpus) and the layouts rejected for risk (plan.risky_text)
+    (r"rejected for out-of-memory risk: (?P<risky>.+)", "因显存溢出风险而排除：{risky}"),
+    (r"no option with the layout given \((?P<flags>.+)\)", "没有符合给定布局（{flags}）的方案"),
+    (rf"does not fit even with ZeRO-3 \+ CPU offload on the offered GPU counts \(needs (?P<n>{_N}) of (?P<h>{_N}) "
+     r"GiB\)", "即使用 ZeRO-3 + CPU 卸载，在提供的 GPU 数下也放不下（需要 {n} / {h} GiB）"),
+    (r"does not fit even with ZeRO-3 \+ CPU offload on the offered GPU counts",
+     "即使用 ZeRO-3 + CPU 卸载，在提供的 GPU 数下也放不下"),
+    (rf"too slow for the deadline \(fastest (?P<h>{_N}) h with (?P<desc>.+)\)",
+     "赶不上截止时间（最快 {h} 小时：{desc}）"),
+    (r"over budget \(cheapest meeting the deadline: (?P<desc>.+)\)", "超出预算（满足截止时间的最便宜方案：{desc}）"),
+    (r"meets the constraints but loses on (?P<objective>cheapest|fastest) \((?P<v>.+?)\): (?P<desc>.+)",
+     "满足约束，但按“{objective}”排名落后（{v}）：{desc}"),
+    (rf"(?P<where>.+?), (?P<m>[\w-]+), (?P<s>.+?), micro-batch (?P<mb>{_N}): (?P<need>{_N}) of (?P<u>{_N}) GiB "
+     rf"predicted, (?P<r>{_N})% out-of-memory risk(?P<safe>; .+)?",
+     "{where}，{m}，{s}，micro-batch {mb}：预测 {need} / {u} GiB，显存溢出风险 {r}%{safe}"),
+    # trainfit efficiencies: how a value is chosen for a GPU (catalog/efficiency.py PRECEDENCE)
+    (r"--set NAME=VALUE \(a plain value replaces every per-GPU/architecture/\.\.\. variant\)",
+     "--set NAME=VALUE（一个普通值替换所有按 GPU/架构/... 区分的取值）"),
+    (r"by_link\[link\] \(collectives: the link that carries them\)", "by_link[link]（集合通信：承载它们的链路）"),
+    (r"by_framework\[stack\] \(--framework, or a validation case's stack\)",
+     "by_framework[stack]（--framework，或验证案例的训练栈）"),
+    (r"by_gpu\[gpu\] set by a calibration, --calibration FILE or --set",
+     "by_gpu[gpu]，由校准、--calibration FILE 或 --set 设定"),
+    (r"by_gpu\[gpu\] from efficiency\.yaml alone \(uncalibrated\): .+",
+     "by_gpu[gpu]，仅来自 efficiency.yaml（未校准）：它是相对其架构的比值，作用于该架构的当前值 = by_architecture[arch] × "
+     "by_gpu[gpu] / efficiency.yaml 的 by_architecture[arch]（因此校准过的架构会带着它的 GPU 一起变，未校准的 GPU 不会覆盖它）"),
+    (r"by_architecture\[arch\] \(calibrated or efficiency\.yaml\)", "by_architecture[arch]（校准值或 efficiency.yaml）"),
+    (r"(?P<l>\S+) = (?P<v>\S+) at the fit's (?P<side>low|high) bound", "{l} = {v}，处于拟合范围的{side}"),
 ]
 _COMPILED = [(re.compile(p), z) for p, z in _ZH]
 _WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销"}
@@ -283,6 +423,33 @@ def first_match(compiled: list, text: str):
     return None
 
 
+_OBJECTIVES = {"cheapest": "最便宜", "fastest": "最快"}
+
+
+def _zh_where(text: str) -> str:
+    """'2 x a16 on 2 nodes' -> '2 x a16（2 个节点）'."""
+    return re.sub(rf" on ({_N}) nodes$", r"（\1 个节点）", text)
+
+
+def _zh_safe(text: str) -> str:
+    """'; safe with 2.1 GiB less peak memory (a shorter --seq-len, qlora) or with --max-oom-risk 0.20'."""
+    m = re.fullmatch(rf"; safe with (?P<g>{_N}) GiB less peak memory \(a shorter --seq-len, qlora\) or with "
+                     rf"--max-oom-risk (?P<r>{_N})", text)
+    return f"；峰值显存再少 {m['g']} GiB（更短的 --seq-len、qlora）或 --max-oom-risk {m['r']} 时可保留" if m else text
+
+
+def _zh_describe(text: str) -> str:
+    """A plan option as plan._describe writes it: only its '(2 of 8 GPUs)' is words."""
+    return re.sub(rf" \(({_N}) of ({_N}) GPUs\)", r"（使用 \2 张中的 \1 张 GPU）", text)
+
+
+# values that are sentences (or phrases) of their own, by the name of their group
+_INNER = {"rule": lambda v: localize(v, "zh"), "risky": lambda v: localize(v, "zh"),
+          "src": lambda v: localize(v, "zh"), "how": lambda v: localize(v, "zh"), "desc": _zh_describe,
+          "where": _zh_where, "safe": _zh_safe, "objective": lambda v: _OBJECTIVES.get(v, v),
+          "side": lambda v: {"low": "下限", "high": "上限"}.get(v, v)}
+
+
 def localize(text: str, lang: str) -> str:
     """`text` in `lang` (English sentences pass through unchanged when no pattern knows them)."""
     hit = first_match(_COMPILED, text) if lang == "zh" else None
@@ -290,8 +457,9 @@ def localize(text: str, lang: str) -> str:
         return text
     pattern, template, m = hit
     values = {k: _WORDS.get(v, v) if v else "" for k, v in m.groupdict().items()}
-    if pattern.pattern.startswith("(?P<rule>"):  # a sentence inside the sentence: in Chinese where a pattern knows it
-        values["rule"] = localize(values["rule"], lang)
+    for key, inner in _INNER.items():  # a sentence inside the sentence: in Chinese where a pattern knows it
+        if values.get(key):
+            values[key] = inner(m.group(key))
     if pattern.pattern.startswith("caution"):
         values["f"] = "，".join(_CAUTIONS.get(x, x) for x in values["f"].split(", "))
     return template.format(**values)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..advise import overflow_terms
 from ..estimate.memory import PARTS
 from ..i18n import t as tr
+from ..i18n.notes import localize
 from ..units import GiB
 from . import svg
 from .document import Doc
@@ -23,8 +24,14 @@ def memory_chart(est, lang: str) -> str:
         vals = [(ph.parts()[part] + overheads.get(part, 0.0)) / GiB for ph in mem.phases]
         if any(v > 0 for v in vals):
             series.append((tr(part, lang), vals))
-    return svg.stacked_bars(w("r_mem_chart", lang), [ph.name for ph in mem.phases], series, "GiB",
+    return svg.stacked_bars(w("r_mem_chart", lang), [phase_name(ph.name, lang) for ph in mem.phases], series, "GiB",
                             (tr("usable", lang), mem.usable / GiB))
+
+
+def phase_name(name: str, lang: str) -> str:
+    """A moment of the step (forward_end, ...) in words, or its name where it has none."""
+    text = tr("phase_" + name, lang)
+    return name if text == "phase_" + name else text
 
 
 def estimate_doc(est, alternatives, lang: str) -> Doc:
@@ -36,7 +43,7 @@ def estimate_doc(est, alternatives, lang: str) -> Doc:
                 usable=mem.usable / GiB)
     doc.p(verdict, "ok verdict" if mem.fits else "bad verdict")
     doc.p(f"{tr('params', lang)}: {est.split.total:,} · {tr('trainable', lang)}: {est.split.trainable:,}")
-    doc.h(tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {mem.peak_phase})")
+    doc.h(tr("memory_per_gpu", lang) + f" ({tr('peak_phase', lang)} {phase_name(mem.peak_phase, lang)})")
     doc.chart(memory_chart(est, lang))
     doc.p(w("r_phase_note", lang), "dim chart-note")
     doc.table([tr("part", lang), "GiB"], [[tr(p, lang), f"{mem.parts[p] / GiB:.2f}"] for p in PARTS]
@@ -51,15 +58,15 @@ def estimate_doc(est, alternatives, lang: str) -> Doc:
         doc.chart(svg.hbars(w("r_time_chart", lang), [k for k, _ in parts], [v for _, v in parts],
                             w("r_seconds", lang), "{:.3f}"))
     if not mem.fits:
-        doc.items(overflow_terms(est))
+        doc.items([localize(x, lang) for x in overflow_terms(est)])
         if alternatives:
             doc.h(tr("what_fits", lang))
             doc.table([w("r_change", lang), "GiB", "tokens/s"],
-                      [[a.change, f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}"]
-                       for a in alternatives])
+                      [[localize(a.change, lang), f"{a.estimate.memory.device / GiB:.1f}",
+                        f"{a.estimate.tokens_per_s:,.0f}"] for a in alternatives])
     if est.warnings:
-        doc.h(tr("warnings", lang)).items(list(est.warnings))
-    doc.h(tr("assumptions", lang)).items(list(est.assumptions))
+        doc.h(tr("warnings", lang)).items([localize(x, lang) for x in est.warnings])
+    doc.h(tr("assumptions", lang)).items([localize(x, lang) for x in est.assumptions])
     effs = ", ".join(f"{k}={v['value']:g}" for k, v in sorted(est.efficiencies.items()))
     doc.p(f"{tr('efficiencies', lang)}: {effs}", "dim")
     return doc
@@ -126,8 +133,7 @@ def plan_chart(plan, lang: str) -> str:
 
 
 def plan_doc(plan, lang: str) -> Doc:
-    from ..i18n.notes import localize
-    from .plan import _ram_cell, _settings, _where
+    from .plan import _ram_cell, _settings, _where, constraint_text
 
     req, wl = plan.request, plan.workload
     doc = Doc(f"{w('r_plan', lang)}: {plan.model.name} · {wl.task.value} · "
@@ -146,9 +152,9 @@ def plan_doc(plan, lang: str) -> Doc:
             doc.p(f"#{i + 1} {tr('why', lang)}:").items([localize(x, lang) for x in lines])
     else:
         b = plan.binding or {}
-        doc.p(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", "bad")
+        doc.p(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {constraint_text(b.get('constraint'), lang)})", "bad")
         doc.p(localize(b.get("explanation", ""), lang))
-        doc.items([tr("relax", lang) + ": " + x for x in b.get("relax", [])])
+        doc.items([tr("relax", lang) + ": " + localize(x, lang) for x in b.get("relax", [])])
     if plan.pareto:
         doc.h(tr("pareto", lang)).table([tr("instance_col", lang), tr("settings", lang), tr("hours", lang),
                                          tr("cost", lang)],

@@ -11,8 +11,8 @@ from . import svg
 from .document import Doc
 from .words import w
 
-VALIDATE_METRICS = (("tokens_per_s_per_gpu", "tokens/s per GPU"), ("step_time_s", "step time (s)"),
-                    ("peak_memory_gib", "peak memory (GiB)"), ("mfu", "MFU"))
+VALIDATE_METRICS = (("tokens_per_s_per_gpu", "r_v_tps"), ("step_time_s", "r_v_step"),
+                    ("peak_memory_gib", "r_v_memory"), ("mfu", "r_v_mfu"))  # (key, word of report/words.py)
 
 
 def trace_doc(doc: dict[str, Any], lang: str) -> Doc:
@@ -50,9 +50,9 @@ def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
     d = Doc(f"{w('r_validate', lang)}: {doc.get('predicted', 0)} / {doc.get('cases', 0)}", lang)
     all_rows = doc.get("rows") or []
     summary = []
-    charts = [(key, label, [r for r in all_rows if r.get("truth") != "trace"]) for key, label in VALIDATE_METRICS]
+    charts = [(key, w(word, lang), [r for r in all_rows if r.get("truth") != "trace"]) for key, word in VALIDATE_METRICS]
     # traced steps (the source "trace": allocated bytes) get a chart of their own, beside the measured runs'
-    charts.append(("peak_memory_gib", "trace: allocated peak (GiB)",
+    charts.append(("peak_memory_gib", w("r_v_trace", lang),
                    [r for r in all_rows if r.get("truth") == "trace"]))
     for key, label, rows in charts:
         pts = [(r["measured"][key], r["predicted"][key], 1, f"{r['id']}: {r['predicted'][key]:.4g} vs "
@@ -66,14 +66,16 @@ def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
     for metric in ("throughput", "memory", "mfu"):
         m = doc.get(metric) or {}
         if m.get("n"):
-            summary.append(f"{metric}: n = {m['n']}, MAPE {m['mape']:.1%}, max {m['max_ape']:.1%}")
+            summary.append(f"{w('r_m_' + metric, lang)}: n = {m['n']}, MAPE {m['mape']:.1%}, "
+                           f"{w('r_v_max', lang)} {m['max_ape']:.1%}")
     t = (doc.get("trace") or {}).get("memory") or {}
     if t.get("n"):
-        summary.append(f"trace (allocated peak): n = {t['n']}, MAPE {t['mape']:.1%}, max {t['max_ape']:.1%}")
+        summary.append(f"{w('r_m_trace', lang)}: n = {t['n']}, MAPE {t['mape']:.1%}, {w('r_v_max', lang)} "
+                       f"{t['max_ape']:.1%}")
     d.items(summary)
     if doc.get("serving"):
-        d.p(f"serving cases: {len(doc['serving'].get('rows') or [])}")
-    d.items(list(doc.get("notes") or []))
+        d.p(w("r_v_serving", lang, n=len(doc["serving"].get("rows") or [])))
+    d.items([localize(str(n), lang) for n in doc.get("notes") or []])
     return d
 
 
@@ -93,8 +95,8 @@ def serving_doc(doc: dict[str, Any], lang: str) -> Doc:
         d.table([tr("part", lang), "GiB"], [[n, f"{v:.2f}"] for n, (_, v) in zip(names, parts)]
                 + [[tr("sv_kv_tokens", lang), f"{m['kv_cache_tokens']:,}"]])
         d.p(tr("sv_fits", lang) if doc.get("fits") else tr("sv_not_fit", lang), "ok" if doc.get("fits") else "bad")
-        d.items(list(doc.get("warnings") or []))
-        d.h(tr("assumptions", lang)).items([str(a) for a in doc.get("assumptions") or []])
+        d.items([localize(str(x), lang) for x in doc.get("warnings") or []])
+        d.h(tr("assumptions", lang)).items([localize(str(a), lang) for a in doc.get("assumptions") or []])
     rows = doc.get("rows") or doc.get("options") or []
     if rows:
         labels = [f"{r.get('gpu')} · {str(r.get('instance') or '').split('/')[-1].removeprefix('ecs.')}" for r in rows]
@@ -109,5 +111,15 @@ def serving_doc(doc: dict[str, Any], lang: str) -> Doc:
                               [b for _, b in by_cur[cur]], cur, "{:,.2f}"))
         keys = [k for k in ("gpu", "instance", "tp", "fits", "kv_cache_tokens", "output_tokens_per_s", "ttft_ms",
                             "tpot_ms", "cost_per_hour", "cost_per_m_output_tokens", "currency") if k in rows[0]]
-        d.table(keys, [[r.get(k) if r.get(k) is not None else "—" for k in keys] for r in rows])
+        d.table([w("r_sv_col_" + k, lang) for k in keys],
+                [[_cell(r.get(k), lang) for k in keys] for r in rows])
     return d
+
+
+def _cell(value, lang: str):
+    """A value of a serving row as the table shows it: — for none, and in Chinese 是/否 for booleans."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) and lang != "en":
+        return tr("yes", lang) if value else tr("no", lang)
+    return value
