@@ -7,8 +7,9 @@ import pytest
 
 def _plan(run_cli, *argv):
     code, out, err = run_cli("plan", *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+    doc = json.loads(out)
+    assert code == (0 if doc["recommendations"] else 1), err  # exit 1: answered, nothing meets the request
+    return doc
 
 
 def test_acceptance_qwen2_7b_lora_200m_tokens(run_cli):
@@ -53,13 +54,17 @@ def test_acceptance_qwen2_72b_full_multi_node_or_binding(run_cli):
         assert b["relax"]
 
 
-def test_acceptance_impossible_request_exits_0_with_explanation(run_cli):
-    d = _plan(run_cli, "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "10B", "--deadline", "1h",
-              "--budget", "10")
-    assert d["recommendations"] == [] and d["binding_constraint"]["explanation"]
-    code, out, _ = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "10B",
-                           "--deadline", "1h", "--budget", "10")
-    assert code == 0 and "binding" in out
+def test_an_impossible_request_explains_and_exits_1_with_or_without_out(run_cli, tmp_path):
+    """Issue 33: an impossible plan exited 0 without --out and 2 with it; now both print why and exit 1."""
+    argv = ("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "10B", "--deadline", "1h",
+            "--budget", "10")
+    code, out, err = run_cli(*argv, "--json")
+    d = json.loads(out)
+    assert code == 1 and d["recommendations"] == [] and d["binding_constraint"]["explanation"]
+    code, out, err = run_cli(*argv)
+    assert code == 1 and "binding" in out and err.count("\n") == 1 and "no configuration meets" in err
+    code, out, err = run_cli(*argv, "--out", str(tmp_path / "p"))
+    assert code == 1 and "binding" in out and "nothing written" in err and not (tmp_path / "p" / "plan.json").exists()
 
 
 def test_out_writes_plan_json(run_cli, tmp_path):
@@ -70,12 +75,6 @@ def test_out_writes_plan_json(run_cli, tmp_path):
     assert doc["trainfit_plan_version"] == 1
     assert doc["model"]["hf_id"] == "Qwen/Qwen2.5-0.5B" and doc["model"]["hf_config"]["model_type"] == "qwen2"
     assert doc["choice"]["strategy"]["method"] == "lora" and doc["choice"]["instance_type"]
-
-
-def test_out_refuses_when_nothing_fits(run_cli, tmp_path):
-    code, _, err = run_cli("plan", "--model", "qwen2-7b", "--dataset-tokens", "10B", "--deadline", "1h",
-                           "--budget", "10", "--out", str(tmp_path / "p"))
-    assert code == 2 and "nothing to write" in err and not (tmp_path / "p").exists()
 
 
 def test_request_file_yaml_and_toml(run_cli, tmp_path):

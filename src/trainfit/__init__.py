@@ -12,16 +12,16 @@ import types
 
 __version__ = "0.1.0"
 
-__all__ = ["estimate", "compare", "job_fields", "resolve_model", "get_gpu", "__version__"]
+__all__ = ["estimate", "compare", "plan", "job_fields", "resolve_model", "get_gpu", "__version__"]
 
-# `trainfit.estimate` (a subpackage) and `trainfit.compare` (a module) are callable: calling them calls the API
+# `trainfit.estimate` (a subpackage), `trainfit.compare` and `trainfit.plan` (modules) are callable: calling them calls the API
 # function of the same name. Python records an imported submodule as an attribute of its package, so a plain function
 # of that name would be replaced by the module after its first import; a callable module is the same object either
 # way, and `import trainfit.compare as m` / `from trainfit.estimate import core` keep working.
 
 
 def __getattr__(name: str):
-    if name in ("estimate", "compare"):
+    if name in ("estimate", "compare", "plan"):
         return importlib.import_module(f"{__name__}.{name}")
     if name in ("resolve_model", "get_gpu"):
         from . import catalog

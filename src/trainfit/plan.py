@@ -71,6 +71,17 @@ def _dominated_on_its_instance(c: Candidate, others) -> bool:
     return False
 
 
+def undominated(ranked: list[Candidate]) -> list[Candidate]:
+    """The ranked options without those another ranked option beats on both time and cost (slower and dearer than
+    #1 is no recommendation); equal ones are kept."""
+    kept: list[Candidate] = []
+    for c in ranked:
+        if not any(k.hours <= c.hours + 1e-12 and k.cost <= c.cost + 1e-9
+                   and (k.hours < c.hours - 1e-12 or k.cost < c.cost - 1e-9) for k in ranked):
+            kept.append(c)
+    return kept
+
+
 def pareto_front(cands: list[Candidate]) -> list[Candidate]:
     """Candidates no other candidate beats on both cost and hours (sorted by cost)."""
     front: list[Candidate] = []
@@ -80,8 +91,11 @@ def pareto_front(cands: list[Candidate]) -> list[Candidate]:
     return front
 
 
+TOO_LONG_HOURS = 10 * 8766  # ten years: an option that takes longer is no plan, whatever the deadline says
+
+
 def _meets(c: Candidate, req: PlanRequest) -> tuple[bool, bool]:
-    deadline_ok = req.deadline is None or c.hours * 3600 <= req.deadline
+    deadline_ok = (req.deadline is None or c.hours * 3600 <= req.deadline) and c.hours <= TOO_LONG_HOURS
     budget_ok = req.budget is None or c.cost <= req.budget
     return deadline_ok, budget_ok
 
@@ -119,7 +133,7 @@ def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_
         else:
             feasible.append(c)
     ranked = best_per_layout(feasible, req.objective)
-    recs = ranked[:req.top]
+    recs = undominated(ranked)[:req.top]
     layouts = best_per_layout(result.fitting, "cheapest")
     plan = Plan(request=req, model=model, workload=w, result=result, recommendations=recs,
                 pareto=pareto_front(layouts), rejected=rejected, binding=None, excluded={}, why=[],
@@ -146,6 +160,17 @@ def _money(x: float, currency: str) -> str:
     return f"¥{x:,.0f}" if currency == "CNY" else f"${x:,.0f}"
 
 
+# the layout fields a request may pin (spec/job.py: given = kept, absent = searched) and their flags
+_LAYOUT_PINS = {"gpus_per_node": "--gpus", "nodes": "--nodes", "zero_stage": "--zero", "fsdp": "--fsdp",
+                "offload": "--offload", "micro_batch": "--micro-batch", "grad_ckpt": "--grad-ckpt"}
+
+
+def _lighter(req: PlanRequest) -> list[str]:
+    """The lighter training methods than the one asked (none below QLoRA; `auto` already searches them all)."""
+    return {"full": ["--method lora or qlora"], "freeze": ["--method lora or qlora"],
+            "lora": ["--method qlora"]}.get(req.method, [])
+
+
 def binding_constraint(plan: Plan) -> dict[str, Any]:
     """Which constraint binds when nothing satisfies the request, and what would relax it."""
     req, cur = plan.request, plan.currency
@@ -159,7 +184,7 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
                 "explanation": f"options fit by the estimate but each runs out of memory with more than "
                                f"{plan.result.max_oom_risk:.0%} probability; least risky: {risky_text(least)}",
                 "relax": [f"--max-oom-risk {math.ceil(least.risk * 100) / 100:.2f}", "a shorter --seq-len",
-                          "--method qlora", "--provider all for larger GPUs"]}
+                          *_lighter(req), "--provider all for larger GPUs"]}
     if not fitting and plan.result.host_ram_short:
         need, have = _closest_ram(plan.result.host_ram_short.values())
         return {"constraint": "host memory",
@@ -167,23 +192,43 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
                                f"than their instances have (closest: {need / GiB:,.0f} GiB per node needed, {have / GiB:,.0f} "
                                f"GiB available)",
                 "relax": ["more nodes (--max-nodes): ZeRO-3 partitions shrink with the GPU count",
-                          "--method lora or qlora (16-bit weights)", "--provider all for instances with more RAM"]}
+                          *_lighter(req), "--provider all for instances with more RAM"]}
+    pinned = [name for name, _ in req.job if name in _LAYOUT_PINS]
+    if not fitting and pinned and not plan.result.no_fit_by_gpu and not plan.result.host_ram_short:
+        flags = " ".join(_LAYOUT_PINS[name] for name in pinned)
+        return {"constraint": "given layout",
+                "explanation": f"no offered instance runs the layout given ({flags})",
+                "relax": [f"leave out {flags} (the search then chooses)", "other --gpu / --instance filters"]}
     if not fitting:
         need = min((n for n, _ in plan.result.no_fit_by_gpu.values()), default=0.0)
+        if pinned:
+            flags = " ".join(_LAYOUT_PINS[name] for name in pinned)
+            return {"constraint": "memory",
+                    "explanation": f"does not fit on any offered GPU with the layout given ({flags}; smallest need "
+                                   f"{need / GiB:,.1f} GiB per GPU)",
+                    "relax": [f"leave out {flags} (the search then chooses)", *_lighter(req), "a shorter --seq-len"]}
         return {"constraint": "memory",
                 "explanation": f"does not fit on any offered GPU even with ZeRO-3 + CPU offload on up to "
                                f"{req.max_nodes} nodes (smallest need {need / GiB:,.1f} GiB per GPU)",
-                "relax": ["--method lora or qlora", "a shorter --seq-len", "more nodes (--max-nodes)",
-                          "--provider all for larger GPUs"]}
+                "relax": _lighter(req) + ["a shorter --seq-len", "more nodes (--max-nodes)",
+                                          "--provider all for larger GPUs"]}
     fastest = min(fitting, key=lambda c: (c.hours, c.cost))
     cheapest = min(fitting, key=lambda c: (c.cost, c.hours))
+    if fastest.hours > TOO_LONG_HOURS:
+        return {"constraint": "duration",
+                "explanation": f"the fastest option takes {fastest.hours / 8766:,.0f} years ({fastest.hours:,.0f} h), "
+                               f"more than ten: {_describe(fastest, cur)}",
+                "relax": ["fewer --dataset-tokens or --epochs", "more nodes (--max-nodes)", *_lighter(req),
+                          "--provider all"],
+                "fastest": {"description": _describe(fastest, cur), "hours": round(fastest.hours, 2),
+                            "cost": round(fastest.cost, 2)}}
     in_time = [c for c in fitting if _meets(c, req)[0]]
     in_budget = [c for c in fitting if _meets(c, req)[1]]
     if req.deadline is not None and not in_time:
         out = {"constraint": "deadline",
                "explanation": f"no plan finishes within {req.deadline / 3600:,.1f} h; fastest: {_describe(fastest, cur)}",
                "relax": [f"a deadline of at least {fastest.hours:,.1f} h", "more nodes (--max-nodes)",
-                         "--method lora/qlora (less work per token)", "--provider all"]}
+                         *_lighter(req), "--provider all"]}
     elif req.budget is not None and not in_budget:
         out = {"constraint": "budget",
                "explanation": f"no plan costs {_money(req.budget, cur)} or less; cheapest: {_describe(cheapest, cur)}",
@@ -223,6 +268,10 @@ def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
             out[gpu] = (f"loading the model (and CPU offload) needs {short[0] / GiB:,.0f} GiB of host RAM per node, "
                         f"the instance has "
                         f"{short[1] / GiB:,.0f} GiB")
+            continue
+        if not cands and gpu not in plan.result.no_fit_by_gpu and any(n in _LAYOUT_PINS for n, _ in req.job):
+            out[gpu] = "no option with the layout given (" + " ".join(
+                _LAYOUT_PINS[n] for n, _ in req.job if n in _LAYOUT_PINS) + ")"
             continue
         if not cands:
             miss = plan.result.no_fit_by_gpu.get(gpu)
@@ -328,3 +377,21 @@ def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
                                  ("GPU model inferred by third parties", c.offer.instance.gpu_inferred)) if on]
         lines.append("caution: " + ", ".join(flags))
     return lines
+
+
+def plan(model: str, *, max_oom_risk: float | None = None, efficiencies: Efficiencies | None = None,
+         **request: Any) -> Plan:
+    """The Python API of `trainfit plan`: `request` holds the plan request's keys as keywords (dataset_tokens="200M",
+    deadline="48h", budget=3000, gpu="a10", method="lora", and any job field it pins: gpus=4, zero=3, ...), the same
+    names a request file uses."""
+    from .spec.request import request_from_mapping
+    from .uncertainty import DEFAULT_MAX_OOM_RISK
+
+    req = request_from_mapping({"model": model, **request}, where="trainfit.plan")
+    return make_plan(req, efficiencies, max_oom_risk=DEFAULT_MAX_OOM_RISK if max_oom_risk is None else max_oom_risk)
+
+
+# `trainfit.plan(...)` is this module's plan() (trainfit/__init__.py says why the module is callable).
+from . import callable_module  # noqa: E402
+
+callable_module(__name__, lambda: plan)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from .common import (add_workload_flags, job_kwargs, add_efficiency_flags, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
+from .common import (add_workload_flags, add_strategy_flags, add_max_oom_risk_flag, job_kwargs, add_efficiency_flags, add_report_flags, check_reports, write_reports, add_output_flags, add_prices_flag, apply_prices, check_out, console, lang_of,
                      parse_sets, print_json)
 
 HELP = "recommend instance type, GPU count, nodes and settings for a dataset, deadline and budget"
@@ -18,8 +19,8 @@ EXAMPLES = """examples:
 # CLI flag -> request key (None values are "not given" and leave the file's or the default value); the job's own
 # fields (task, seq-len, precision, ...) come from the declaration in spec/job.py (add_workload_flags).
 FLAGS = ("model", "method", "dataset_tokens", "samples", "avg_len", "epochs", "global_batch", "global_batch_tokens",
-         "deadline", "budget", "currency", "usd_cny", "provider", "region", "gpu", "max_nodes", "pricing", "objective",
-         "top")
+         "deadline", "budget", "currency", "usd_cny", "provider", "region", "gpu", "instance", "max_nodes", "pricing",
+         "objective", "top")
 
 
 def add_parser(sub) -> None:
@@ -29,29 +30,33 @@ def add_parser(sub) -> None:
     p.add_argument("--model", "-m", help="preset, config.json / model directory, or Hugging Face id")
     p.add_argument("--method", help="full | lora | qlora | freeze | auto (default auto: let the search choose)")
     g = p.add_argument_group("data")
-    g.add_argument("--dataset-tokens", help="dataset size in tokens (200M, 1.5B)")
-    g.add_argument("--samples", help="number of samples (50k), with --avg-len")
-    g.add_argument("--avg-len", help="average tokens per sample")
+    g.add_argument("--dataset-tokens", help="dataset size in tokens: 200M, 1.5B, 200 million, 2亿, 5000万, 1,000,000 "
+                   "(at most 1e14)")
+    g.add_argument("--samples", help="number of samples (50k, 5万), with --avg-len; not with --dataset-tokens unless "
+                   "they agree")
+    g.add_argument("--avg-len", help="average tokens per sample (900, 1.5k = 1500)")
     g.add_argument("--epochs", help="epochs (default 1)")
     g.add_argument("--global-batch", help="sequences per optimizer step (default 64 for fine-tuning)")
     g.add_argument("--global-batch-tokens", help="tokens per optimizer step (instead of --global-batch)")
     add_workload_flags(p, door="request")
+    add_strategy_flags(p, door="request", title="layout (searched unless given: a flag given here is kept)")
     g = p.add_argument_group("constraints")
-    g.add_argument("--deadline", help="wall-clock limit: 48h, 7d, 90m")
-    g.add_argument("--budget", help="spend limit in --currency")
-    g.add_argument("--currency", help="CNY | USD (default: CNY for Alibaba, USD otherwise)")
+    g.add_argument("--deadline", help="wall-clock limit: 48h, 2d, 2 days, 90m, 1d12h, 48小时, 2天, 1.5周 (a bare number "
+                   "is hours)")
+    g.add_argument("--budget", help="spend limit: 3000, 3000元, ¥3,000, $500, 500 USD, 1万元 (a currency in the value "
+                   "sets --currency or must agree with it)")
+    g.add_argument("--currency", help="CNY | USD, also RMB, 元, $ (default: CNY for Alibaba, USD otherwise)")
     g.add_argument("--usd-cny", help="exchange rate to compare USD and CNY offers (no default: rates change)")
     g.add_argument("--provider", help="alibaba | aws | gcp | azure | all (default alibaba)")
     g.add_argument("--region", help="only prices in this region (e.g. cn-hangzhou)")
     g.add_argument("--gpu", help="only these GPUs, comma-separated (a10,a100-sxm4-80gb)")
+    g.add_argument("--instance", help="only these instance types, comma-separated (ecs.gn7i-4x.16xlarge)")
     g.add_argument("--max-nodes", help="most instances to combine (default 8)")
     g.add_argument("--pricing", help="payg | subscription (monthly where it pays off, else pay-as-you-go) | spot "
                    "(can be reclaimed: priced with an interruption model and a checkpoint interval)")
     g.add_argument("--objective", help="cheapest (meets the deadline) | fastest (within the budget)")
     g.add_argument("--top", help="how many recommendations to show (default 5)")
-    g.add_argument("--max-oom-risk", type=float, default=0.05, metavar="PROBABILITY",
-                   help="accepted probability that an option runs out of memory, from the cross-validated error "
-                        "bands (default 0.05; replaces the flat memory headroom)")
+    add_max_oom_risk_flag(g)
     p.add_argument("--out", help="write DIR/plan.json for `trainfit generate`")
     add_efficiency_flags(p)
     add_prices_flag(p)
@@ -91,11 +96,7 @@ def run(args: argparse.Namespace) -> int:
         raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {args.max_oom_risk}")
     eff = with_framework(load_efficiencies(parse_sets(args.set), args.calibration), req.job_value("framework"))
     plan = make_plan(req, eff, max_oom_risk=args.max_oom_risk)
-    if args.out:
-        if not plan.recommendations:
-            raise SpecError(f"nothing to write to {args.out}: no configuration meets the request "
-                            f"({(plan.binding or {}).get('constraint')})")
-        path = write_plan(plan, args.out)
+    path = write_plan(plan, args.out) if args.out and plan.recommendations else None
     if args.json:
         doc = plan_dict(plan)
         if args.out:
@@ -103,9 +104,18 @@ def run(args: argparse.Namespace) -> int:
         print_json(doc)
     else:
         console().print(render_plan(plan, lang))
-        if args.out:
+        if path:
             console().print(f"plan written to {path}")
     from ..report.html_blocks import plan_doc
 
     write_reports(args, lambda: plan_doc(plan, lang))
+    if not plan.recommendations:  # answered (the reasons are printed), but nothing meets the request: exit 1,
+        from ..i18n import t       # with or without --out (nothing is written), so a script can tell
+
+        from ..report.plan import constraint_text
+
+        print(t("plan_nothing_meets", lang).format(
+            constraint=constraint_text((plan.binding or {}).get("constraint"), lang),
+            out=f" ({t('plan_nothing_written', lang).format(out=args.out)})" if args.out else ""), file=sys.stderr)
+        return 1
     return 0

@@ -70,6 +70,18 @@ def reason_text(r: Rejection, lang: str) -> str:
     return tr("rj_" + r.reason.value, lang).format(**values)
 
 
+def constraint_text(constraint: str | None, lang: str) -> str:
+    """The binding constraint's name (plan.binding_constraint) in words."""
+    key = "bc_" + str(constraint).replace(" ", "_").replace("-", "_")
+    text = tr(key, lang)
+    return str(constraint) if text == key else text
+
+
+def objective_text(objective: str, lang: str) -> str:
+    text = tr("objective_" + objective, lang)
+    return objective if text == "objective_" + objective else text
+
+
 def skipped_text(r: Rejection, lang: str) -> str:
     return tr("rj_skipped", lang).format(reason=reason_text(r, lang))
 
@@ -230,11 +242,12 @@ def render_plan(plan: Plan, lang: str, width: int | None = None):
     from .tables import Col, fit_tables
 
     req, w = plan.request, plan.workload
-    head = (f"{plan.model.name} · {w.task.value} · {w.processed_tokens / 1e9:,.2f}B tokens processed · "
-            f"seq {w.seq_len} · global batch {w.global_batch}"
-            + (f" · deadline {req.deadline / 3600:,.0f} h" if req.deadline else "")
-            + (f" · budget {_money(req.budget, plan.currency)}" if req.budget else "")
-            + f" · objective {req.objective}")
+    head = (f"{plan.model.name} · {w.task.value} · "
+            + tr("plan_head_tokens", lang).format(b=f"{w.processed_tokens / 1e9:,.2f}")
+            + f" · seq {w.seq_len} · " + tr("plan_head_batch", lang).format(n=w.global_batch)
+            + (" · " + tr("plan_head_deadline", lang).format(h=f"{req.deadline / 3600:,.3g}") if req.deadline else "")
+            + (" · " + tr("plan_head_budget", lang).format(b=_money(req.budget, plan.currency)) if req.budget else "")
+            + " · " + tr("plan_head_objective", lang).format(o=objective_text(req.objective, lang)))
     items: list = [Text(head, style="bold")]
     if plan.recommendations:
         rows = []
@@ -261,10 +274,12 @@ def render_plan(plan: Plan, lang: str, width: int | None = None):
                               + "\n".join(f"   - {localize(x, lang)}" for x in lines)))
     else:
         b = plan.binding or {}
-        items.append(Text(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {b.get('constraint')})", style="bold red"))
+        items.append(Text(f"{tr('no_plan', lang)} ({tr('binding', lang)}: {constraint_text(b.get('constraint'), lang)})",
+                          style="bold red"))
         items.append(Text(localize(b.get("explanation", ""), lang), style="red"))
         if b.get("relax"):
-            items.append(Text(tr("relax", lang) + ": " + "; ".join(b["relax"]), style="yellow"))
+            items.append(Text(tr("relax", lang) + ": " + "; ".join(localize(x, lang) for x in b["relax"]),
+                              style="yellow"))
     if plan.pareto:
         rows = [(_where_cell(c), _settings(c), f"{c.hours:,.1f}", _money(c.cost, plan.currency))
                 for c in plan.pareto[:8]]
@@ -275,11 +290,12 @@ def render_plan(plan: Plan, lang: str, width: int | None = None):
         from ..plan import risky_text
 
         items.append(Text(tr("too_risky", lang).format(risk=f"{plan.result.max_oom_risk:.0%}") + ":\n"
-                          + "\n".join(f"   {risky_text(r)}" for r in plan.too_risky), style="yellow"))
+                          + "\n".join(f"   {localize(risky_text(r), lang)}" for r in plan.too_risky), style="yellow"))
     if plan.excluded:
         items.append(Text(tr("excluded", lang) + ":\n" + "\n".join(f"   {g}: {localize(r, lang)}" for g, r in plan.excluded.items()),
                           style="dim"))
-    rej = ", ".join(f"{reason_text(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5))
+    rej = ", ".join([f"{reason_text(k, lang)}: {v:,}" for k, v in plan.rejected.most_common(5)]
+                    + [f"{skipped_text(k, lang)}: {v:,}" for k, v in plan.result.skipped_offers.most_common(3)])
     items.append(Text(tr("searched_line", lang).format(n=f"{plan.result.candidates:,}", s=f"{plan.result.seconds:.2f}",
                                                        reasons=rej), style="dim"))
     items.append(Text(tr("assumptions", lang) + ":\n"

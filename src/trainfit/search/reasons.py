@@ -15,6 +15,8 @@ class Reason(str, Enum):
     # layouts and settings
     MORE_GPUS_THAN_BATCH = "more_gpus_than_batch"
     GPUS_DO_NOT_DIVIDE_BATCH = "gpus_do_not_divide_batch"
+    MICRO_BATCH_DOES_NOT_DIVIDE = "micro_batch_does_not_divide"  # a pinned --micro-batch; values: micro_batch
+    PINNED_LAYOUT = "pinned_layout"  # an instance without the GPUs a pinned --gpus needs; values: gpus
     INCOMPATIBLE = "incompatible"  # values: rule (the spec's own message)
     NO_FIT = "no_fit"
     NO_FIT_HEADROOM = "no_fit_headroom"

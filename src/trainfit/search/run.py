@@ -262,9 +262,18 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
     res.offers = offer_list
     res.skipped_offers = skipped or Counter()
     est = _Estimator(model, efficiencies)
+    pins = dict(w.request.job)  # the layout fields the request gives are kept; the others are searched
+    pin_gpus, pin_nodes, pin_ckpt = pins.get("gpus_per_node"), pins.get("nodes"), pins.get("grad_ckpt")
+    max_nodes = max(w.request.max_nodes, pin_nodes or 1)
+    ckpts = [pin_ckpt] if pin_ckpt is not None else checkpointing(w.request.attention)
     for offer in offer_list:
-        for (gpus, nodes), method, ckpt in product(layouts(offer, w.request.max_nodes), methods(w.request),
-                                                  checkpointing(w.request.attention)):
+        if pin_gpus is not None and offer.gpu_count < pin_gpus:
+            res.candidates += 1
+            res.rejected[Rejection.of(Reason.PINNED_LAYOUT, gpus=pin_gpus)] += 1
+            continue
+        for (gpus, nodes), method, ckpt in product(layouts(offer, max_nodes), methods(w.request), ckpts):
+            if (pin_gpus is not None and gpus != pin_gpus) or (pin_nodes is not None and nodes != pin_nodes):
+                continue
             n = gpus * nodes
             if n > w.global_batch:
                 res.candidates += 1
@@ -276,7 +285,7 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
                 continue
             cluster = est.cluster(offer, gpus, nodes)
             code = w.training(method, ckpt, 1, 1).model_code
-            for s in strategies(gpus, nodes):
+            for s in pinned_strategies(gpus, nodes, pins):
                 refused = stack_refuses(code, method, ckpt, s, efficiencies.framework)
                 if refused:  # the stated stack's own scripts do not run it (plan --framework)
                     res.candidates += 1
@@ -297,7 +306,14 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     per_gpu = math.ceil(w.global_batch / s.gpus)
     gpu = cluster.gpu
     mbs = micro_batches(per_gpu)
-    accumulating = est.memory_model(w, method, ckpt, s, gpu, True) if len(mbs) > 1 else None
+    pinned_mb = w.request.job_value("micro_batch")
+    if pinned_mb is not None:
+        if per_gpu % pinned_mb:
+            res.candidates += 1
+            res.rejected[Rejection.of(Reason.MICRO_BATCH_DOES_NOT_DIVIDE, micro_batch=pinned_mb)] += 1
+            return
+        mbs = (pinned_mb,)
+    accumulating = est.memory_model(w, method, ckpt, s, gpu, True) if any(mb < per_gpu for mb in mbs) else None
     whole = est.memory_model(w, method, ckpt, s, gpu, False)
     for model in (accumulating, whole):
         if isinstance(model, SpecError):
@@ -354,6 +370,21 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
     res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, best_risk, loading))
+
+
+def pinned_strategies(gpus: int, nodes: int, pins: dict) -> tuple[Strategy, ...]:
+    """The sharding strategies searched for a layout, narrowed to what the request pins (zero_stage, fsdp, offload);
+    a pinned combination the search does not try on its own (ZeRO-1 with optimizer offload) is tried as given."""
+    names = [n for n in ("zero_stage", "fsdp", "offload") if pins.get(n) is not None]
+    if not names:
+        return strategies(gpus, nodes)
+    kept = tuple(s for s in strategies(gpus, nodes) if all(getattr(s, n) == pins[n] for n in names))
+    if kept:
+        return kept
+    try:
+        return (Strategy(gpus_per_node=gpus, nodes=nodes, **{n: pins[n] for n in names}),)
+    except SpecError:  # a pinned combination no engine runs: nothing on this layout
+        return ()
 
 
 def _known(efficiencies: Efficiencies) -> bool:

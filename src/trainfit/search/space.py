@@ -41,6 +41,11 @@ def offers(req: PlanRequest, instances: dict[str, InstanceSpec] | None = None,
     """Offers matching the request's providers, GPUs, region and pricing mode; skipped ones counted by reason."""
     skipped: Counter = Counter()
     wanted_gpus = {get_gpu(g).id for g in req.gpu} if req.gpu else None
+    wanted_types = None
+    if req.instance:
+        from ..catalog.instances import get_instance
+
+        wanted_types = {get_instance(name).instance_type for name in req.instance}
     billings = BILLINGS_BY_PRICING[req.pricing]
     out: list[Offer] = []
     for inst in (instances or all_instances()).values():
@@ -50,6 +55,8 @@ def offers(req: PlanRequest, instances: dict[str, InstanceSpec] | None = None,
             skipped[Rejection.of(Reason.NOT_TRAINING_INSTANCE)] += 1
             continue
         if wanted_gpus is not None and inst.gpu not in wanted_gpus:
+            continue
+        if wanted_types is not None and inst.instance_type not in wanted_types:
             continue
         found = [(b, price_lookup(inst, req.region, b, True)) for b in billings]
         found = [(b, ps[0]) for b, ps in found if ps]  # cheapest region in stock (or the requested one)

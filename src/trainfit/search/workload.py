@@ -49,10 +49,10 @@ def _pow2_at_least(x: float) -> int:
 def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
     notes: list[str] = []
     task = Task.parse(req.task or ("classification" if m.is_encoder else "sft"), "task")
-    max_pos = m.max_positions or 0
+    max_pos = m.max_sequence or 0
     if req.seq_len:
         seq = req.seq_len
-    elif task == Task.CLASSIFICATION and req.avg_len:
+    elif task in (Task.CLASSIFICATION, Task.DPO) and req.avg_len:  # samples padded, not packed: to their length
         seq = max(8, _pow2_at_least(req.avg_len))
         notes.append(f"sequences padded to {seq} tokens (next power of two above --avg-len {req.avg_len:g})")
     else:

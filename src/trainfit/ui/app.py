@@ -81,8 +81,9 @@ def _where(form: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 def do_estimate(form: dict[str, Any]) -> dict[str, Any]:
-    from ..advise import alternatives
+    from ..advise import alternatives_within
     from ..api import estimate, load_efficiencies
+    from ..uncertainty import within_policy
     from ..report.document import body_html
     from ..report.estimate import estimate_dict
     from ..report.html_blocks import estimate_doc
@@ -93,7 +94,7 @@ def do_estimate(form: dict[str, Any]) -> dict[str, Any]:
     with model_arg(form) as model:
         est = estimate(model, gpu, instance=inst, gpus=_int(form, "gpus", 1), zero=_int(form, "zero", 0) or None,
                        efficiencies=eff, **workload(form))
-    alts = alternatives(est, eff) if not est.fits else []
+    alts = alternatives_within(est, eff) if not within_policy(est) else []  # the one out-of-memory policy
     return {"result": estimate_dict(est, alts), "html": body_html(estimate_doc(est, alts, lang))}
 
 
@@ -118,13 +119,21 @@ def _plan(form: dict[str, Any], model: str):
     from ..spec.request import request_from_mapping
 
     data: dict[str, Any] = {"model": model, "method": str(form.get("method") or "auto")}
-    for key in ("dataset_tokens", "epochs", "deadline", "budget", "seq_len"):
+    for key in ("dataset_tokens", "epochs", "deadline", "budget", "seq_len", "lora_rank"):
         value = str(form.get(key) or "").strip()
         if value:
             data[key] = value
-    gpu, _ = _where(form)
-    if form.get("plan_gpu_only") and gpu:
+    # what the form says: its GPU (or instance) is the plan's; a layout field moved off its default is kept
+    # (given = pinned), the defaults shown (1 GPU, ZeRO 0, micro-batch 1, no checkpointing) leave the search free
+    gpu, inst = _where(form)
+    if inst:
+        data["instance"] = inst
+    elif gpu:
         data["gpu"] = gpu
+    for key, default in (("gpus", "1"), ("zero", "0"), ("micro_batch", "1"), ("grad_ckpt", "none")):
+        value = str(form.get(key) or "").strip()
+        if value and value != default:
+            data[key] = value
     return make_plan(request_from_mapping(data, where="form"), load_efficiencies())
 
 
