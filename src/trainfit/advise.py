@@ -159,3 +159,13 @@ def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit:
         if len(found) >= limit:
             break
     return found
+
+
+def alternatives_within(est: Estimate, efficiencies: Efficiencies | None = None, max_risk: float | None = None,
+                        limit: int = 4) -> list[Alternative]:
+    """`alternatives` that fit under the one out-of-memory policy (uncertainty.within_policy): what estimate, the web
+    page and compare offer is only what plan would accept."""
+    from .uncertainty import DEFAULT_MAX_OOM_RISK, within_policy
+
+    risk = DEFAULT_MAX_OOM_RISK if max_risk is None else max_risk
+    return [a for a in alternatives(est, efficiencies, limit=limit * 3) if within_policy(a.estimate, risk)][:limit]

@@ -38,13 +38,29 @@ def estimate(model: str | ModelSpec, gpu: str | None = None, *, instance: str | 
         gpu_spec = get_gpu(inst.gpu)
     if gpu_spec is None:
         raise SpecError("give --gpu or --instance")
+    whole = inst is not None and job.get("gpus") is None and (inst.gpu_count or 1) > 1
+    if whole:  # an instance is paid whole: its GPUs all train (data-parallel) unless --gpus says otherwise
+        job = {**job, "gpus": inst.gpu_count}
     t, s, inputs = job_specs(spec, **job)
     if network_gbps is not None:
         check_network_gbps(network_gbps)
     eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), inputs.get("framework"))
     default_net = eff.for_gpu(gpu_spec)("default_inter_node_gbps") if s.nodes > 1 else None
-    cluster = cluster_for(gpu_spec, s.gpus_per_node, s.nodes, inst, network_gbps, default_net)
-    return run_estimate(spec, t, s, cluster, eff)
+    cluster = cluster_for(gpu_spec, s.gpus_per_node, s.nodes, inst, network_gbps, default_net, catalog_network=True)
+    if whole:
+        from dataclasses import replace
+
+        cluster = replace(cluster, assumptions=cluster.assumptions + (
+            f"all {inst.gpu_count} GPUs of {inst.instance_type} used (data-parallel; --gpus N uses fewer)",))
+    est = run_estimate(spec, t, s, cluster, eff)
+    from .validated import note_for
+
+    note = note_for(gpu_spec.id)  # said, not hidden: how far published runs on this GPU check the speed
+    if note:
+        from dataclasses import replace
+
+        est = replace(est, warnings=(*est.warnings, note))
+    return est
 
 
 def job_fields(lang: str = "en") -> list[dict[str, Any]]:

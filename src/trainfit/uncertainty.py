@@ -230,3 +230,31 @@ def estimate_uncertainty(est, framework: str | None = None, bands: Bands | None 
     p = bands.fit_probability(need, mem.usable, method, VERDICT_KIND, known)
     out["fit_probability"] = None if p is None else round(p, 3)
     return out
+
+
+# ---- one out-of-memory policy for estimate, compare, plan, generate and the web page ----------------------------
+DEFAULT_MAX_OOM_RISK = 0.05  # the accepted probability that a configuration runs out of memory (--max-oom-risk)
+
+
+def oom_risk(est) -> float | None:
+    """The probability this configuration runs out of memory (1 - fit probability from the cross-validated bands;
+    None without bands). The same number plan's search uses for each option."""
+    p = (estimate_uncertainty(est) or {}).get("fit_probability")
+    return None if p is None else 1.0 - p
+
+
+def within_policy(est, max_risk: float = DEFAULT_MAX_OOM_RISK) -> bool:
+    """Whether `est` fits the way every command means it: the estimate fits and its out-of-memory risk is at most
+    `max_risk` (by the estimate alone where no bands exist)."""
+    if not est.fits:
+        return False
+    risk = oom_risk(est)
+    return risk is None or risk <= max_risk + 1e-12
+
+
+def check_max_oom_risk(value: float) -> float:
+    from .errors import SpecError
+
+    if not 0 < value < 1:
+        raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {value}")
+    return value

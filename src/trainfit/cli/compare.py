@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, add_prices_flag, apply_prices, console, lang_of, parse_sets,
+from .common import (add_max_oom_risk_flag, add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, add_prices_flag, apply_prices, console, lang_of, parse_sets,
                      print_json, strategy_kwargs, workload_kwargs)
 
 HELP = "A10 vs A100 vs H100 ...: fits, tokens/s, hours and CNY per billion tokens for one workload"
@@ -23,6 +23,7 @@ def add_parser(sub) -> None:
                         "a100-sxm4-80gb,h20,h100-sxm,h200)")
     add_job_flags(p)
     add_prices_flag(p)
+    add_max_oom_risk_flag(p)
     add_report_flags(p)
     p.set_defaults(run=run)
 
@@ -37,8 +38,10 @@ def run(args: argparse.Namespace) -> int:
     apply_prices(args)
     gpus_list = [g.strip() for g in args.gpus_list.split(",") if g.strip()] if args.gpus_list else None
     eff = load_efficiencies(parse_sets(args.set), args.calibration)
-    rows = compare(args.model, gpus_list, efficiencies=eff, **strategy_kwargs(args),
-                   **workload_kwargs(args))
+    from ..uncertainty import check_max_oom_risk
+
+    rows = compare(args.model, gpus_list, efficiencies=eff, max_oom_risk=check_max_oom_risk(args.max_oom_risk),
+                   **strategy_kwargs(args), **workload_kwargs(args))
     if args.json:
         print_json(compare_dict(args.model, rows))
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import (add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
+from .common import (add_max_oom_risk_flag, add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
 
 HELP = "will it fit, how fast: memory breakdown and step time of one training configuration"
@@ -23,13 +23,17 @@ def add_parser(sub) -> None:
     p.add_argument("--instance", default=None, help="cloud instance type: GPU, count and links from the catalog")
     p.add_argument("--network-gbps", type=float, default=None, help="network between nodes, Gbit/s")
     add_job_flags(p)
+    add_max_oom_risk_flag(p)
     add_report_flags(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..advise import alternatives
+    from rich.text import Text
+
+    from ..advise import alternatives_within
     from ..api import estimate, load_efficiencies
+    from ..uncertainty import check_max_oom_risk, oom_risk, within_policy
     from ..report.estimate import estimate_dict, render_estimate
 
     lang = lang_of(args)
@@ -37,11 +41,22 @@ def run(args: argparse.Namespace) -> int:
     eff = load_efficiencies(parse_sets(args.set), args.calibration)
     est = estimate(args.model, args.gpu, instance=args.instance, network_gbps=args.network_gbps,
                    efficiencies=eff, **workload_kwargs(args), **strategy_kwargs(args))
-    alts = alternatives(est, eff) if not est.fits else []
+    max_risk = check_max_oom_risk(args.max_oom_risk)
+    within = within_policy(est, max_risk)  # "fits" as plan and compare mean it (one out-of-memory policy)
+    alts = alternatives_within(est, eff, max_risk) if not within else []
     if args.json:
-        print_json(estimate_dict(est, alts))
+        doc = estimate_dict(est, alts)
+        risk = oom_risk(est)
+        doc["oom_policy"] = {"max_oom_risk": max_risk, "oom_risk": None if risk is None else round(risk, 4),
+                             "within": within}
+        print_json(doc)
     else:
         console().print(render_estimate(est, lang, alts))
+        if est.fits and not within:
+            from ..i18n import t
+
+            console().print(Text(t("oom_policy_over", lang).format(risk=f"{oom_risk(est):.0%}",
+                                                                   limit=f"{max_risk:.0%}"), style="yellow"))
     from ..report.html_blocks import estimate_doc
 
     write_reports(args, lambda: estimate_doc(est, alts, lang))

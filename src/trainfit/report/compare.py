@@ -6,8 +6,15 @@ from typing import Any
 
 from ..catalog.prices import STALE_DAYS
 from ..i18n import t as tr
+from ..i18n.errors import localize_error
+from ..i18n.notes import localize
 
-NOTES = ("cost = hours x pay-as-you-go price of the whole instance: for each GPU, the instance (and the number of its "
+NOTES = ("like for like: the job's method, optimizer, precision, global batch and stack on every GPU; per GPU the "
+         "layout plan would choose (GPU count, ZeRO/FSDP, offload, checkpointing, micro-batch; those given kept), under "
+         "plan's out-of-memory policy (--max-oom-risk)",
+         "rank: the like-for-like rows by cost per billion tokens (Alibaba, CNY) where each has it, else by GPU-hours "
+         "per billion tokens; a row marked ≠ had to change the job's settings to fit and is not ranked",
+         "cost = hours x pay-as-you-go price of the whole instance: for each GPU, the instance (and the number of its "
          "GPUs used, data-parallel) with the lowest cost per token; the same cost function as `plan`",
          f"every price carries its date (price_date, price_age_days); prices older than {STALE_DAYS} days are "
          "marked stale — `trainfit prices refresh` or `--prices FILE`",
@@ -34,15 +41,14 @@ def _money(c: dict[str, Any] | None, key: str) -> str:
 
 
 def render_compare(model: str, rows, lang: str, width: int | None = None):
-    """One table where the terminal is wide enough; at narrower widths (80 columns) the fit/speed columns, the
-    Alibaba offer and the offer elsewhere become three tables, so that no GPU or instance name is ever cut."""
-    import shutil
-
+    """One table where the width allows; narrower, the fit/speed columns, the Alibaba offer and the offer elsewhere
+    become up to three tables, then one block per GPU (report/tables.py Fit), so that no value is ever cut."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
-    width = width or shutil.get_terminal_size((100, 24)).columns
+    from .tables import Fit
+
     speed_cols = ((tr("gpu", lang), "left"), (tr("fits", lang), "right"), ("GiB", "right"), ("tokens/s", "right"),
                   ("MFU", "right"), (tr("hours_per_b", lang), "right"))
     ali_cols = ((tr("alibaba_instance", lang), "left"), ("CNY/GPU-h", "right"), ("CNY/1B", "right"))
@@ -53,7 +59,7 @@ def render_compare(model: str, rows, lang: str, width: int | None = None):
         d = r.to_dict()
         if r.estimate is None:
             speed.append((r.gpu.id, "—", "", "", "", ""))
-            footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: {r.error or ''}")
+            footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: {localize_error(r.error, lang) if r.error else ''}")
             speed[-1] = (f"{r.gpu.id} [{len(footnotes)}]",) + speed[-1][1:]
             ali_rows.append((r.gpu.id, "", "", ""))
             other_rows.append((r.gpu.id, "", "", ""))
@@ -61,11 +67,11 @@ def render_compare(model: str, rows, lang: str, width: int | None = None):
         e = r.estimate
         mark = ""
         if r.changes:
-            footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: " + "; ".join(r.changes))
+            footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: " + "; ".join(localize(c, lang) for c in r.changes))
             mark = f" [{len(footnotes)}]"
         if r.would_fit is not None:
             footnotes.append(f"[{len(footnotes) + 1}] {r.gpu.id}: "
-                             + tr("would_fit_with", lang).format(change=r.would_fit.change))
+                             + tr("would_fit_with", lang).format(change=localize(r.would_fit.change, lang)))
             mark += f" [{len(footnotes)}]"
         ali, other = d["alibaba"], d["cheapest_other"]
         if ali:
@@ -73,32 +79,28 @@ def render_compare(model: str, rows, lang: str, width: int | None = None):
         else:
             where = tr("unpriced_short", lang) if r.alibaba_instances else tr("not_sold_short", lang)
         hours = d["hours_per_billion_tokens"]
-        speed.append((r.gpu.id + mark, tr("yes", lang) if e.fits else tr("no", lang), f"{d['memory_gib_total']:.1f}",
+        label = (f"{r.rank}. " if r.rank else "") + r.gpu.id + ("" if r.like_for_like else " ≠")
+        speed.append((label + mark, tr("yes", lang) if e.fits else tr("no", lang), f"{d['memory_gib_total']:.1f}",
                       f"{e.tokens_per_s:,.0f}" if e.fits else "—", f"{e.mfu:.0%}" if e.fits else "—",
                       f"{hours:,.1f}" if hours else "—"))
         ali_rows.append((r.gpu.id, where, _money(ali, "price_per_gpu_hour"), _money(ali, "cost_per_billion_tokens")))
         other_rows.append((r.gpu.id, _where(other), _money(other, "price_per_gpu_hour"),
                            _money(other, "cost_per_billion_tokens")))
 
-    def table(title, cols, body):
-        out = Table(title=Text(title) if isinstance(title, str) else title, pad_edge=False)  # text, not markup
-        for n, (col, justify) in enumerate(cols):
-            names = n == 0 or col in (tr("alibaba_instance", lang), tr("other_instance", lang))
-            longest = max([len(str(row[n])) for row in body] + [4])
-            out.add_column(col, justify=justify, no_wrap=True, min_width=longest if names else None)
-        for row in body:
-            out.add_row(*[c if isinstance(c, Text) else Text(str(c)) for c in row])
-        return out
-
-    gpu_col = ((tr("gpu", lang), "left"),)
-    whole = [s + a[1:] + o[1:] for s, a, o in zip(speed, ali_rows, other_rows)]
-    needed = sum(max(len(str(row[i])) for row in whole) + 3 for i in range(len(whole[0]))) if whole else 0
-    if needed <= width:
-        parts = [table(model, speed_cols + ali_cols + other_cols, whole)]
-    else:
-        parts = [table(model, speed_cols, speed), table(tr("alibaba_instance", lang), gpu_col + ali_cols, ali_rows),
-                 table(tr("other_instance", lang), gpu_col + other_cols, other_rows)]
-    notes = [tr("compare_note_cost", lang), tr("compare_note_stale", lang).format(days=STALE_DAYS),
+    # one table; Fit lays it out for the width at print time: whole, or split into the speed columns, the Alibaba
+    # offer and the offer elsewhere (each with the GPU), or one block per GPU. Every cell stays whole (no_wrap).
+    cols = speed_cols + ali_cols + other_cols
+    out = Table(title=Text(model), pad_edge=False)  # text, not markup
+    for col, justify in cols:
+        out.add_column(col, justify=justify, no_wrap=True)
+    for s, a, o in zip(speed, ali_rows, other_rows):
+        out.add_row(*[c if isinstance(c, Text) else Text(str(c)) for c in s + a[1:] + o[1:]])
+    n_speed, n_ali = len(speed_cols), len(ali_cols)
+    units = [list(range(1, n_speed)), list(range(n_speed, n_speed + n_ali)),
+             list(range(n_speed + n_ali, len(cols)))]
+    parts = [Fit(out, keys=1, units=units, width=width)]
+    notes = [tr("compare_note_layout", lang), tr("compare_note_rank", lang),
+             tr("compare_note_cost", lang), tr("compare_note_stale", lang).format(days=STALE_DAYS),
              tr("compare_note_hours", lang), tr("flag_note_short", lang), tr("unpriced_note", lang)]
     return Group(*parts, Text("\n".join(footnotes), style="yellow"), Text("\n".join("· " + n for n in notes),
                                                                             style="dim"))

@@ -31,7 +31,11 @@ def nvlink_per_direction(nvlink_gbs: float) -> float:
 
 
 def cluster_for(gpu: GpuSpec, gpus_per_node: int, nodes: int, instance: InstanceSpec | None = None,
-                network_gbps: float | None = None, default_network_gbps: float | None = None) -> Cluster:
+                network_gbps: float | None = None, default_network_gbps: float | None = None,
+                catalog_network: bool = False) -> Cluster:
+    """`catalog_network`: without an instance or --network-gbps, nodes talk over the fastest network the catalog
+    rents with this GPU (what a user's job gets); without it, `default_network_gbps` (a published run's own fabric,
+    as validation models it)."""
     notes: list[str] = []
     if instance is not None:
         link, intra = _instance_link(gpu, instance, gpus_per_node, notes)
@@ -39,7 +43,8 @@ def cluster_for(gpu: GpuSpec, gpus_per_node: int, nodes: int, instance: Instance
         link, intra = _bare_link(gpu, gpus_per_node, notes)
     inter_link, inter = "none", None
     if nodes > 1:
-        inter_link, inter = _inter_node(instance, network_gbps, default_network_gbps, notes)
+        inter_link, inter = _inter_node(instance, network_gbps, default_network_gbps, notes,
+                                        gpu if catalog_network else None)
     return Cluster(gpu=gpu, intra_link=link, intra_bytes_per_s=intra, inter_link=inter_link,
                    inter_bytes_per_s=inter, host_cores=instance.vcpu if instance else None,
                    instance=instance, assumptions=tuple(notes))
@@ -78,7 +83,7 @@ def check_network_gbps(network_gbps: float) -> None:
 
 
 def _inter_node(inst: InstanceSpec | None, network_gbps: float | None, default_gbps: float | None,
-                notes: list[str]) -> tuple[str, float]:
+                notes: list[str], gpu: GpuSpec | None = None) -> tuple[str, float]:
     if network_gbps is not None:
         check_network_gbps(network_gbps)
         return "tcp", network_gbps * GBIT
@@ -88,7 +93,25 @@ def _inter_node(inst: InstanceSpec | None, network_gbps: float | None, default_g
             raise SpecError(f"{inst.instance_type}: network bandwidth unknown; pass --network-gbps")
         rdma = inst.rdma if inst.rdma not in ("none", "unknown") else "tcp"
         return rdma, bw
+    best = _catalog_network(gpu) if gpu is not None else None
+    if best is not None:  # the network a multi-node job of this GPU can rent: the catalog's best, not a default
+        bw = best.inter_node_bytes_per_s
+        rdma = best.rdma if best.rdma not in ("none", "unknown") else "tcp"
+        notes.append(f"no instance or --network-gbps given: between nodes the network of {best.instance_type} "
+                     f"({bw / GBIT:g} Gbit/s {rdma}), the fastest the catalog has for {gpu.id}")
+        return rdma, bw
     if default_gbps:
         notes.append(f"no instance or --network-gbps given: {default_gbps:g} Gbit/s RDMA between nodes assumed")
         return "infiniband", default_gbps * GBIT
     raise SpecError("a multi-node estimate needs --instance or --network-gbps")
+
+
+def _catalog_network(gpu: GpuSpec) -> InstanceSpec | None:
+    """The catalog instance of this GPU with the fastest documented network between instances (Alibaba first on a
+    tie): an A10 cluster is gn7i's TCP, not an InfiniBand the catalog does not sell; None where none is documented."""
+    from ..catalog import instances_for_gpu
+
+    known = [i for i in instances_for_gpu(gpu.id) if i.inter_node_bytes_per_s]
+    if not known:
+        return None
+    return max(known, key=lambda i: (i.inter_node_bytes_per_s, i.provider == "alibaba", i.gpu_count or 0))
