@@ -174,8 +174,12 @@ def _from_path(path: str) -> ModelSpec:
     cfg = local_config(path)
     if cfg is None:
         raise SpecError(f"no config.json at {path!r}")
-    name = os.path.basename(os.path.dirname(os.path.abspath(file))) if os.path.isdir(path) else \
-        os.path.splitext(os.path.basename(file))[0]
+    stem = os.path.splitext(os.path.basename(file))[0]
+    # a model folder, or a file named config.json inside one ("my model/config.json"): the folder names the model
+    name = os.path.basename(os.path.dirname(os.path.abspath(file))) if os.path.isdir(path) or stem == "config" \
+        else stem
+    if not name:
+        name = stem
     return spec_from_config(cfg, name=name, source=file)
 
 

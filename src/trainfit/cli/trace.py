@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from .common import (add_job_flags, add_report_flags, check_reports, write_reports, add_model_flag, console, lang_of, parse_sets, print_json, strategy_kwargs,
                      workload_kwargs)
@@ -31,9 +32,26 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def _quiet_third_parties() -> None:
+    """The trace runs torch, transformers, PEFT and bitsandbytes on fake tensors: their warnings about that (a CPU
+    4-bit kernel not downloaded, module-tracker and backward-hook notices) say nothing about the user's job, so the
+    trace's output is its own. TRAINFIT_DEBUG=1 keeps them."""
+    import logging
+    import warnings
+
+    if os.environ.get("TRAINFIT_DEBUG"):
+        return
+    for text in ("The module hierarchy tracking", "Full backward hook is firing", "torch.utils.checkpoint"):
+        warnings.filterwarnings("ignore", message=text)
+    for name in ("bitsandbytes", "transformers", "peft", "accelerate", "torch.distributed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..api import estimate, load_efficiencies
     from ..trace import compare_with_estimate
+
+    _quiet_third_parties()
 
     lang = lang_of(args)
     check_reports(args)

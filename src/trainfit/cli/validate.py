@@ -20,7 +20,7 @@ EXAMPLES = """examples:
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help=HELP, description=HELP, epilog=EXAMPLES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("cases", nargs="+", metavar="CASES.jsonl", help="validation cases (shared/validation/SCHEMA.md)")
+    p.add_argument("cases", nargs="+", metavar="CASES.jsonl", help="validation cases (the format: data/validation/SCHEMA.md in the repository)")
     p.add_argument("--max-mape-throughput", type=float, default=None, metavar="FRACTION",
                    help="exit 1 when the throughput MAPE exceeds this (0.15 = 15%%)")
     p.add_argument("--max-mape-memory", type=float, default=None, metavar="FRACTION",
@@ -205,7 +205,7 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
         for row in doc["rows"]:
             p, m, e = row["predicted"], row["measured"], row["error"]
             key = metric_key(m, "throughput") or "step_time_s"
-            r.add_row(row["id"][:48], row["gpu"], row["method"],
+            r.add_row(row["id"], row["gpu"], row["method"],
                       f"{p[key]:.4g}" if "throughput" in e else "-",
                       f"{m[key]:.4g}" if "throughput" in e else "-", _pct(e.get("throughput")),
                       f"{p['peak_memory_gib']:.1f}" if "memory" in e else "-",
@@ -257,7 +257,7 @@ def render_serving(doc: dict, rows: bool = False, lang: str = "en") -> None:
         for row in doc["rows"]:
             for key, meas in row["measured"].items():
                 metric = next(m for m, keys in _SERVING_KEYS.items() if key in keys)
-                r.add_row(row["id"][:60], key, f"{row['predicted'][key]:.4g}", f"{meas:.4g}",
+                r.add_row(row["id"], key, f"{row['predicted'][key]:.4g}", f"{meas:.4g}",
                           _pct(row["error"].get(metric)))
         c.print(r)
     for note in doc["notes"]:

@@ -124,8 +124,8 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
                         "use --optimizer adamw with --offload")
     if s.engine == "fsdp" and s.offload == Offload.OPTIMIZER:
         raise SpecError("FSDP offloads parameters and gradients together: use --offload all")
-    if m.position == "learned" and t.seq_len > m.max_positions:
-        raise SpecError(f"{m.name} has learned positions for {m.max_positions} tokens; --seq-len {t.seq_len} "
+    if m.position == "learned" and t.seq_len > m.max_sequence:
+        raise SpecError(f"{m.name} has learned positions for {m.max_sequence} tokens; --seq-len {t.seq_len} "
                         "is longer")
     if m.position == "rope" and m.max_positions and t.seq_len > m.max_positions:
         raise SpecError(f"--seq-len {t.seq_len} is longer than {m.name}'s {m.max_positions} positions "

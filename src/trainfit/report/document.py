@@ -3,6 +3,8 @@ or to Markdown. Nothing here computes: the blocks are built by report/html_block
 
 from __future__ import annotations
 
+import os
+
 import datetime as _dt
 from dataclasses import dataclass, field
 from html import escape
@@ -114,6 +116,8 @@ def write_report(doc: Doc, html_path: str | None, md_path: str | None) -> list[s
         if path:
             from ..safe_write import write_text_atomic
 
+            folder = os.path.dirname(os.path.abspath(path))
+            os.makedirs(folder, exist_ok=True)  # --html newdir/p.html: checked creatable before the work, made now
             write_text_atomic(path, text)  # temp + rename: never half a report, never written through a symlink
             written.append(path)
     return written

@@ -67,6 +67,11 @@ def is_fast_path(cfg: Any) -> bool:
 _DEFAULT_POSITIONS = {"gpt2": 1024, "bert": 512, "roberta": 514}
 
 
+# learned positions offset by the padding index (padding_idx + 1 = 2): RoBERTa and the models built on its embeddings
+_PADDING_OFFSET_TYPES = frozenset({"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "roberta-prelayernorm",
+                                   "data2vec-text", "longformer", "ibert", "luke", "markuplm", "xmod", "mpnet"})
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Architecture of one model. Sizes are per model (not per GPU)."""
@@ -123,6 +128,13 @@ class ModelSpec:
         return cached
 
     # ---- derived sizes -------------------------------------------------------------------------------------
+    @property
+    def max_sequence(self) -> int:
+        """The longest sequence the model takes: its position table, less RoBERTa's offset (its positions start
+        after the padding index: 514 rows, 512 tokens, as transformers' create_position_ids_from_input_ids)."""
+        offset = 2 if self.position == "learned" and self.model_type in _PADDING_OFFSET_TYPES else 0
+        return max(0, self.max_positions - offset)
+
     @property
     def q_dim(self) -> int:
         return self.heads * self.head_dim

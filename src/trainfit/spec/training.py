@@ -295,7 +295,7 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
             raise SpecError(f"--max-len {max_len} and --seq-len {out['seq_len']} name the same length: give one")
         out["seq_len"] = max_len
     if out.get("seq_len") is None:
-        out["seq_len"], note = default_seq_len(model.max_positions if model is not None else None)
+        out["seq_len"], note = default_seq_len(model.max_sequence if model is not None else None)
         if note:
             notes.append(note)
     if out.get("avg_len") is not None or inputs.get("data") is not None:
