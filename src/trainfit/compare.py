@@ -296,11 +296,14 @@ def _layout_changes(t: TrainingSpec, s: Strategy, e: Estimate) -> list[str]:
 
 
 def _rank(rows: list[CompareRow]) -> None:
-    """Rank the like-for-like rows by cost per billion tokens in Alibaba's CNY where every ranked row has it, else
-    by GPU-hours per billion tokens; rows whose settings had to differ get no rank."""
+    """Rank the like-for-like rows by what renting them costs per billion tokens: Alibaba's CNY price where any row
+    has one (the rows without it get no rank), else the cheapest USD offer elsewhere, else GPU-hours. Rows whose
+    settings had to differ get no rank."""
     ranked = [r for r in rows if r.like_for_like and r.estimate is not None and r.estimate.fits]
-    if ranked and all(r.alibaba for r in ranked):
-        key = lambda r: r.alibaba.cost_per_billion  # noqa: E731
+    if any(r.alibaba for r in ranked):
+        ranked, key = [r for r in ranked if r.alibaba], (lambda r: r.alibaba.cost_per_billion)
+    elif any(r.other for r in ranked):
+        ranked, key = [r for r in ranked if r.other], (lambda r: r.other.cost_per_billion)
     else:
         key = lambda r: r.estimate.strategy.gpus * BILLION / r.estimate.tokens_per_s  # noqa: E731
     for n, r in enumerate(sorted(ranked, key=key), 1):

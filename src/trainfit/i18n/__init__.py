@@ -51,11 +51,12 @@ _MESSAGES: dict[str, dict[str, str]] = {
                                   "ZeRO/FSDP, offload, checkpointing, micro-batch; those you give are kept)",
                             "zh": "同等比较：每种 GPU 上使用相同的方法、优化器、精度、全局批量和训练框架；每种 GPU 用 plan "
                                   "会选择的布局（见脚注：GPU 数、ZeRO/FSDP、卸载、检查点、micro-batch；你给出的保持不变）"},
-    "compare_note_rank": {"en": "1., 2., ...: rank among the like-for-like rows by cost per 1B tokens (Alibaba) where "
-                                "each has it, else by GPU-hours per 1B tokens; ≠ = the job's settings had to change to "
-                                "fit on this GPU (see its footnote): not ranked",
-                          "zh": "1.、2.……：同等比较的行按每 1B token 成本（阿里云）排名，若不是每行都有则按每 1B token "
-                                "的 GPU 时；≠ = 必须改变作业设置才能在此 GPU 上放下（见脚注）：不参与排名"},
+    "compare_note_rank": {"en": "1., 2., ...: rank among the like-for-like rows by cost per 1B tokens on Alibaba (rows "
+                                "without an Alibaba price unranked), or elsewhere when no row has an Alibaba price; "
+                                "≠ = the job's settings had to change to fit on this GPU (see its footnote): not ranked",
+                          "zh": "1.、2.……：同等比较的行按阿里云上每 1B token 的成本排名（没有阿里云价格的行不排名）；"
+                                "若没有任何行有阿里云价格则按其他云的成本；≠ = 必须改变作业设置才能在此 GPU 上放下"
+                                "（见脚注）：不参与排名"},
     "rj_gpus_do_not_divide_batch": {"en": "GPU count does not divide the global batch", "zh": "GPU 数不能整除全局批量"},
     "rj_micro_batch_does_not_divide": {"en": "the given --micro-batch {micro_batch} does not divide the sequences each "
                                              "GPU takes per step",

@@ -12,8 +12,9 @@ from ..i18n.notes import localize
 NOTES = ("like for like: the job's method, optimizer, precision, global batch and stack on every GPU; per GPU the "
          "layout plan would choose (GPU count, ZeRO/FSDP, offload, checkpointing, micro-batch; those given kept), under "
          "plan's out-of-memory policy (--max-oom-risk)",
-         "rank: the like-for-like rows by cost per billion tokens (Alibaba, CNY) where each has it, else by GPU-hours "
-         "per billion tokens; a row marked ≠ had to change the job's settings to fit and is not ranked",
+         "rank: the like-for-like rows by cost per billion tokens on Alibaba (CNY; rows without an Alibaba price are "
+         "not ranked), or elsewhere (USD) when no row has an Alibaba price, or by GPU-hours when none is priced; a row "
+         "marked ≠ had to change the job's settings to fit and is not ranked",
          "cost = hours x pay-as-you-go price of the whole instance: for each GPU, the instance (and the number of its "
          "GPUs used, data-parallel) with the lowest cost per token; the same cost function as `plan`",
          f"every price carries its date (price_date, price_age_days); prices older than {STALE_DAYS} days are "
