@@ -44,7 +44,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
                         "zh": "按估算放得下，但显存溢出风险为 {risk}（高于 --max-oom-risk {limit}）：plan 与 compare "
                               "不会选它；在此限度内放得下的调整见上"},
     "plan_nothing_meets": {"en": "trainfit: no configuration meets the request (binding constraint: {constraint}){out}",
-                           "zh": "trainfit：没有满足请求的配置（约束：{constraint}）{out}"},
+                           "zh": "trainfit: 没有满足请求的配置（约束：{constraint}）{out}"},
     "plan_nothing_written": {"en": "nothing written to {out}", "zh": "未写入 {out}"},
     "compare_note_layout": {"en": "like for like: the job's method, optimizer, precision, global batch and stack on "
                                   "every GPU; per GPU the layout plan would choose (the footnote shows it: GPU count, "
