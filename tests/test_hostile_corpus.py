@@ -90,4 +90,5 @@ def test_what_the_answers_say(results):
     dup = json.loads(results["cases-duplicate-ids"]["stdout"])
     assert dup["predicted"] == 1 and dup["throughput"]["n"] == 1, "a duplicate case id counted twice"
     assert math.isfinite(dup["throughput"]["mape"])
-    assert results["opt-gpu-long-list"]["stdout"].count("A10") <= 3
+    one = results["opt-gpu-long-list"]["stdout"]  # one ranked row, whatever tables the width splits it into
+    assert "│1. a10" in one and "│2." not in one, one[:2000]

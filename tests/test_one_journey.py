@@ -86,7 +86,7 @@ def test_estimate_offers_only_changes_within_the_policy(run_cli):
     for a in alts:  # each offered change, estimated again, is within the policy
         flags = a["change"].split()
         kw = {flags[i].lstrip("-").replace("-", "_"): flags[i + 1] for i in range(0, len(flags), 2)}
-        kw = {{"gpus": "gpus", "zero": "zero"}.get(k, k): (int(v) if v.isdigit() else v) for k, v in kw.items()}
+        kw = {k: (int(v) if v.isdigit() else v) for k, v in kw.items()}
         est = api.estimate("qwen2-7b", "a10", seq_len=2048, grad_ckpt=kw.pop("grad_ckpt", "full"),
                            micro_batch=kw.pop("micro_batch", 4), method=kw.pop("method", "lora"), **kw)
         assert est.fits and oom_risk(est) <= 0.05, a

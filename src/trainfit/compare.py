@@ -212,6 +212,10 @@ def compare(model: str, gpus_list: list[str] | None = None, *, overrides: dict |
     return rows
 
 
+# Layouts compare searches span at most this many instances (plan: --max-nodes, default 8): per GPU type the answer
+# is almost always one instance, and each more node multiplies the search (compare took ~2 s for nine GPUs at 2).
+COMPARE_MAX_NODES = 2
+
 # the job fields a comparison keeps on every row, as `plan` request keys (the rest is searched per GPU)
 _LAYOUT_KEYWORDS = ("gpus", "nodes", "zero", "fsdp", "offload", "micro_batch", "grad_ckpt")
 
@@ -222,7 +226,7 @@ def _request_base(model: str, t: TrainingSpec, s: Strategy, job: dict) -> dict[s
     from .spec.job import BY_NAME, REQUEST
 
     base: dict[str, Any] = {"model": model, "method": t.method.value, "dataset_tokens": BILLION, "top": 1,
-                            "max_nodes": 2}
+                            "max_nodes": COMPARE_MAX_NODES}
     by_keyword = {f.keyword: f for f in BY_NAME.values()}
     for key, value in job.items():
         f = by_keyword.get(key)

@@ -42,11 +42,6 @@ def validated_gpus() -> dict[str, dict[str, int]]:
     return json.loads(text)["gpus"]
 
 
-def throughput_unvalidated(gpu_id: str) -> bool:
-    known = validated_gpus()
-    return bool(known) and not known.get(gpu_id, {}).get("throughput")
-
-
 def throughput_mape_by_gpu(lines: list[str], gpus: set[str] | None = None) -> dict[str, dict[str, float | int]]:
     """{gpu: {"n": predicted cases, "mape": throughput MAPE}} of trainfit's estimate on the cases (validate's
     per-GPU table), for the GPUs asked (all when None)."""

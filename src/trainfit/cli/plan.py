@@ -82,8 +82,8 @@ def build_request(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from ..catalog.efficiency import load_efficiencies
     from ..catalog.frameworks import with_framework
-    from ..errors import SpecError
     from ..plan import make_plan
+    from ..uncertainty import check_max_oom_risk
     from ..report.plan import plan_dict, render_plan, write_plan
 
     lang = lang_of(args)
@@ -92,8 +92,7 @@ def run(args: argparse.Namespace) -> int:
         check_out(args.out, "dir")
     apply_prices(args)
     req = build_request(args)
-    if not 0 < args.max_oom_risk < 1:
-        raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {args.max_oom_risk}")
+    check_max_oom_risk(args.max_oom_risk)
     eff = with_framework(load_efficiencies(parse_sets(args.set), args.calibration), req.job_value("framework"))
     plan = make_plan(req, eff, max_oom_risk=args.max_oom_risk)
     path = write_plan(plan, args.out) if args.out and plan.recommendations else None

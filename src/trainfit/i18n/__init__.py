@@ -47,10 +47,11 @@ _MESSAGES: dict[str, dict[str, str]] = {
                            "zh": "trainfit: 没有满足请求的配置（约束：{constraint}）{out}"},
     "plan_nothing_written": {"en": "nothing written to {out}", "zh": "未写入 {out}"},
     "compare_note_layout": {"en": "like for like: the job's method, optimizer, precision, global batch and stack on "
-                                  "every GPU; per GPU the layout plan would choose (the footnote shows it: GPU count, "
-                                  "ZeRO/FSDP, offload, checkpointing, micro-batch; those you give are kept)",
+                                  "every GPU; per GPU the layout plan would choose on up to {nodes} instances (the footnote shows "
+                                  "it: GPU count, ZeRO/FSDP, offload, checkpointing, micro-batch; those you give are "
+                                  "kept)",
                             "zh": "同等比较：每种 GPU 上使用相同的方法、优化器、精度、全局批量和训练框架；每种 GPU 用 plan "
-                                  "会选择的布局（见脚注：GPU 数、ZeRO/FSDP、卸载、检查点、micro-batch；你给出的保持不变）"},
+                                  "在最多 {nodes} 台实例上会选择的布局（见脚注：GPU 数、ZeRO/FSDP、卸载、检查点、micro-batch；你给出的保持不变）"},
     "compare_note_rank": {"en": "1., 2., ...: rank among the like-for-like rows by cost per 1B tokens on Alibaba (rows "
                                 "without an Alibaba price unranked), or elsewhere when no row has an Alibaba price; "
                                 "≠ = the job's settings had to change to fit on this GPU (see its footnote): not ranked",

@@ -9,21 +9,19 @@ from ..i18n import t as tr
 from ..i18n.errors import localize_error
 from ..i18n.notes import localize
 
-NOTES = ("like for like: the job's method, optimizer, precision, global batch and stack on every GPU; per GPU the "
-         "layout plan would choose (GPU count, ZeRO/FSDP, offload, checkpointing, micro-batch; those given kept), under "
-         "plan's out-of-memory policy (--max-oom-risk)",
-         "rank: the like-for-like rows by cost per billion tokens on Alibaba (CNY; rows without an Alibaba price are "
-         "not ranked), or elsewhere (USD) when no row has an Alibaba price, or by GPU-hours when none is priced; a row "
-         "marked ≠ had to change the job's settings to fit and is not ranked",
-         "cost = hours x pay-as-you-go price of the whole instance: for each GPU, the instance (and the number of its "
-         "GPUs used, data-parallel) with the lowest cost per token; the same cost function as `plan`",
-         f"every price carries its date (price_date, price_age_days); prices older than {STALE_DAYS} days are "
-         "marked stale — `trainfit prices refresh` or `--prices FILE`",
-         "hours per billion tokens at the estimated throughput, no start-up or checkpoint time")
+# the notes under the table, one catalog entry each (i18n); --json carries them in English
+NOTE_KEYS = ("compare_note_layout", "compare_note_rank", "compare_note_cost", "compare_note_stale",
+             "compare_note_hours")
+
+
+def notes(lang: str) -> list[str]:
+    from ..compare import COMPARE_MAX_NODES
+
+    return [tr(key, lang).format(days=STALE_DAYS, nodes=COMPARE_MAX_NODES) for key in NOTE_KEYS]
 
 
 def compare_dict(model: str, rows) -> dict[str, Any]:
-    return {"model": model, "rows": [r.to_dict() for r in rows], "notes": list(NOTES)}
+    return {"model": model, "rows": [r.to_dict() for r in rows], "notes": notes("en")}
 
 
 def _where(c: dict[str, Any] | None) -> str:
@@ -100,8 +98,6 @@ def render_compare(model: str, rows, lang: str, width: int | None = None):
     units = [list(range(1, n_speed)), list(range(n_speed, n_speed + n_ali)),
              list(range(n_speed + n_ali, len(cols)))]
     parts = [Fit(out, keys=1, units=units, width=width)]
-    notes = [tr("compare_note_layout", lang), tr("compare_note_rank", lang),
-             tr("compare_note_cost", lang), tr("compare_note_stale", lang).format(days=STALE_DAYS),
-             tr("compare_note_hours", lang), tr("flag_note_short", lang), tr("unpriced_note", lang)]
-    return Group(*parts, Text("\n".join(footnotes), style="yellow"), Text("\n".join("· " + n for n in notes),
+    shown = notes(lang) + [tr("flag_note_short", lang), tr("unpriced_note", lang)]
+    return Group(*parts, Text("\n".join(footnotes), style="yellow"), Text("\n".join("· " + n for n in shown),
                                                                             style="dim"))
