@@ -136,7 +136,10 @@ def test_dpo_uses_the_average_length(run_cli):
         doc = json.loads(out)
         assert code == (0 if doc["recommendations"] else 1), err
         return doc["workload"]
-    assert seq()["seq_len"] == 1024 and seq()["processed_tokens"] == 50_000 * 2 * 1024
+    # padded per micro-batch (the default data layout, tests/test_data_layout.py): at most 1,024 tokens, and the
+    # tokens that count are the samples' own: pairs x 2 sequences x the mean
+    assert seq()["seq_len"] == 1024 and seq()["processed_tokens"] == 50_000 * 2 * 900
+    assert seq("--data-layout", "padded-max")["processed_tokens"] == 50_000 * 2 * 900
     assert seq("--seq-len", "4096")["seq_len"] == 4096
 
 

@@ -66,7 +66,8 @@ def test_lengths_from_a_data_file(tmp_path):
     lengths = read_lengths(str(path), max_len=256)
     assert lengths.lengths == (8, 4, 256) and lengths.longest == 256 and lengths.counted_by == "whitespace"
     est = trainfit.estimate("qwen2-7b", "a10", max_len=2048, data=str(path), **JOB)
-    assert est.training.seq_len == 400 and est.training.avg_len == round((8 + 4 + 400) / 3)  # cut at 2048
+    # the chat sample: 300 words x 4/3 = 400, and its template's tokens: 4 for its one message + 1 (spec/lengths.py)
+    assert est.training.seq_len == 405 and est.training.avg_len == round((8 + 4 + 405) / 3)  # cut at 2048
     assert any("lengths from --data" in a and "whitespace" in a for a in est.assumptions)
 
 

@@ -74,6 +74,11 @@ def read_plan(path: str) -> dict:
     return doc
 
 
+# Job fields added after plan.json version 1 was first written, each with a default that means what a plan.json
+# without it meant: the data layout train.py then took for the task (None).
+ADDED_FIELDS = ("data_layout",)
+
+
 def _check_values(choice: dict, path: str) -> None:
     """The job's values in a plan.json, checked as every other door checks them (spec/job.py): a hand-edited
     micro-batch 0, ZeRO stage 7, 3.5 GPUs per node or an unknown GPU is one clear error, not a broken setup."""
@@ -82,6 +87,8 @@ def _check_values(choice: dict, path: str) -> None:
     from .spec.training import Strategy, TrainingSpec
 
     strategy = choice["strategy"]
+    for name in ADDED_FIELDS:  # a plan.json written before these fields existed: their defaults, what it meant
+        strategy.setdefault(name, BY_NAME[name].to_json(BY_NAME[name].default))
     training, spread = {}, {}
     for f in through(PLAN):
         value = strategy.get(f.name)

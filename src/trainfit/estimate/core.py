@@ -250,7 +250,15 @@ def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[st
 
 def _length_assumption(t: TrainingSpec) -> str:
     if not t.variable_length:
-        return f"sequences packed to exactly {t.seq_len} tokens (no padding)"
+        if t.data_layout in (None, "packed"):
+            return (f"sequences packed to exactly {t.seq_len} tokens (no padding)"
+                    + (f"; {t.lengths_from}" if t.lengths_from else ""))
+        return (f"samples padded ({t.data_layout}), lengths not given: memory and time at the longest, {t.seq_len} "
+                "tokens (time an upper bound; --avg-len or --data gives them)")
+    if t.data_layout == "padded-max" and t.avg_len:
+        return (f"every sample padded to {t.seq_len} tokens (padded-max): memory and time at {t.seq_len} tokens "
+                f"(mean sample {t.avg_len}; {1.0 - t.avg_len / t.seq_len:.0%} padding)"
+                + (f"; lengths from {t.lengths_from}" if t.lengths_from else ""))
     if not t.avg_len:
         return (f"variable-length samples, mean length not given: memory and time at the longest, {t.seq_len} "
                 "tokens (time an upper bound; --avg-len or --data gives it)")

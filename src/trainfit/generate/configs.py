@@ -22,8 +22,11 @@ LORA_ALPHA_PER_RANK = 2
 
 
 def steps_for(setup: Setup) -> int:
-    w = setup.workload
-    per_step = int(setup.strategy["global_batch"]) * int(w["seq_len"]) * (2 if w["task"] == "dpo" else 1)
+    from ..train.runner import tokens_per_step
+
+    w, st = setup.workload, setup.strategy
+    per_step = tokens_per_step({"global_batch": st["global_batch"], "seq_len": w["seq_len"], "task": w["task"],
+                                "data_layout": st.get("data_layout"), "avg_len": st.get("avg_len")})
     tokens = float(w.get("processed_tokens") or 0)
     return max(1, -(-int(tokens) // per_step)) if tokens else 1000
 

@@ -73,6 +73,10 @@ _ZH: list[tuple[str, str]] = [
     (r"(?P<w>[\w-]+) must be a name \(text\), got (?P<v>.+)", "{w} 必须是名称（文本），实际为 {v}"),
     (r"(?P<w>[\w-]+) must be text, got (?P<v>.+)", "{w} 必须是文本，实际为 {v}"),
     (r"zero stage must be 0, 1, 2 or 3, got (?P<v>.+)", "ZeRO 阶段必须是 0、1、2 或 3，实际为 {v}"),
+    (r"data-layout must be one of (?P<c>.+?), got (?P<v>.+)", "data-layout 必须是 {c} 之一，实际为 {v}"),
+    (r"data-layout packed: (?P<t>\w+) samples are not packed \(a DPO pair or a labelled sample is one sequence "
+     r"each\): use padded-batch or padded-max",
+     "data-layout packed：{t} 样本不能打包（一对 DPO 样本或一条带标签样本各自是一条序列）：请用 padded-batch 或 padded-max"),
     (r"unknown job field (?P<v>'.*?')(?P<dym>.*)", "未知的作业字段 {v}{dym}"),
     (r"unknown module to save (?P<v>'.*') \(choose from: (?P<c>.+)\)", "未知的 modules_to_save 模块 {v}（可选：{c}）"),
     (r"--lora-targets is empty", "--lora-targets 为空"),

@@ -83,7 +83,15 @@ _ZH: list[tuple[str, str]] = [
     (r"Megatron-LM shards at most the optimizer states \(its distributed optimizer\), without offload",
      "Megatron-LM 至多切分优化器状态（其分布式优化器），不做卸载"),
     # estimate: assumptions
+    (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\); mean sample (?P<a>{_N}) tokens from "
+     r"(?P<src>.+)", "序列打包为恰好 {n} 个 token（无填充）；样本平均 {a} 个 token，来自 {src}"),
     (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\)", "序列打包为恰好 {n} 个 token（无填充）"),
+    (rf"samples padded \((?P<l>[a-z-]+)\), lengths not given: memory and time at the longest, (?P<n>{_N}) tokens "
+     r"\(time an upper bound; --avg-len or --data gives them\)",
+     "样本补齐（{l}），未给出长度：显存与时间均按最长 {n} 个 token 计（时间为上限；--avg-len 或 --data 可给出）"),
+    (rf"every sample padded to (?P<n>{_N}) tokens \(padded-max\): memory and time at (?P<m>{_N}) tokens \(mean "
+     rf"sample (?P<a>{_N}); (?P<w>{_N})% padding\)(?:; lengths from (?P<src>.+))?",
+     "每条样本补齐到 {n} 个 token（padded-max）：显存与时间按 {m} 个 token 计（样本平均 {a}；填充占 {w}%）"),
     (rf"variable-length samples, mean length not given: memory and time at the longest, (?P<n>{_N}) tokens "
      r"\(time an upper bound; --avg-len or --data gives it\)",
      "变长样本，未给出平均长度：显存与时间均按最长 {n} 个 token 计（时间为上限；--avg-len 或 --data 可给出）"),
@@ -314,8 +322,11 @@ _ZH: list[tuple[str, str]] = [
     (rf"sequences padded to (?P<s>{_N}) tokens \(next power of two above --avg-len (?P<a>{_N})\)",
      "序列填充到 {s} 个 token（大于 --avg-len {a} 的下一个 2 的幂）"),
     (rf"samples longer than (?P<s>{_N}) tokens are truncated", "超过 {s} 个 token 的样本会被截断"),
-    (rf"(?P<n>{_N}) samples x (?P<t>{_N}) tokens \(padded\) x (?P<e>{_N}) epochs",
-     "{n} 个样本 × {t} 个 token（已填充）× {e} 轮"),
+    (rf"(?P<n>{_N}) samples x (?P<t>{_N}) tokens \((?P<l>[a-z-]+): time at the padded length\) x (?P<e>{_N}) "
+     r"epochs", "{n} 个样本 × {t} 个 token（{l}：时间按补齐后的长度计）× {e} 轮"),
+    (rf"(?P<t>{_N}) tokens in (?P<s>{_N})-token sequences \((?P<l>[a-z-]+), sample lengths not given: time as if "
+     rf"every sequence were full\) x (?P<e>{_N}) epochs",
+     "{t} 个 token，{s} token 的序列（{l}，未给出样本长度：时间按每条序列都满计）× {e} 轮"),
     # estimate: where the lengths of variable-length samples come from (spec/lengths.py), inside "lengths from ..."
     (rf"--data (?P<p>.+?): (?P<n>{_N}) samples, longest (?P<l>{_N}) \((?P<how>.+)\)",
      "--data {p}：{n} 个样本，最长 {l}（{how}）"),

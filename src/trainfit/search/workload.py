@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import SpecError
+from ..spec.job import PACKED
 from ..spec.model import ModelSpec
 from ..spec.request import PlanRequest
-from ..spec.training import GradCkpt, Method, Task, TrainingSpec, default_seq_len
+from ..spec.training import GradCkpt, Method, Task, TrainingSpec, data_layout_for, default_seq_len
 
 DEFAULT_GLOBAL_BATCH = 64  # sequences per optimizer step for fine-tuning (sft, dpo, classification)
 DEFAULT_PRETRAIN_BATCH_TOKENS = 2**20  # ~1M tokens per step for pre-training
@@ -23,6 +24,7 @@ class Workload:
     global_batch: int  # sequences (DPO: pairs) per optimizer step
     processed_tokens: float  # tokens the GPUs process over all epochs (padding included)
     assumptions: tuple[str, ...]
+    data_layout: str = PACKED  # spec/job.py data_layout, resolved for the task and the lengths given
 
     def training(self, method: Method, ckpt: GradCkpt, micro_batch: int = 1, grad_accum: int = 1) -> TrainingSpec:
         return _training(self, method, ckpt, micro_batch, grad_accum)
@@ -38,7 +40,9 @@ def _training(w: Workload, method: Method, ckpt: GradCkpt, micro_batch: int, gra
     given = {k: v for k, v in w.request.job if BY_NAME[k].part == "training"}
     inputs = {k: v for k, v in w.request.job if BY_NAME[k].part == "input"}
     given.update(method=method, task=w.task, seq_len=w.seq_len, micro_batch=micro_batch, grad_accum=grad_accum,
-                 grad_ckpt=ckpt)
+                 grad_ckpt=ckpt, data_layout=w.data_layout)
+    if w.data_layout != PACKED and w.request.avg_len:  # padded: time at the padded length, the mean counts
+        given["avg_len"] = max(1, min(w.seq_len, round(w.request.avg_len)))
     return TrainingSpec(**resolve_job_defaults(given, None, inputs)[0])
 
 
@@ -82,12 +86,19 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
         gb = DEFAULT_GLOBAL_BATCH
         notes.append(f"global batch {gb} sequences per optimizer step (fine-tuning default; --global-batch)")
 
+    layout = data_layout_for(task, req.job_value("data_layout"), bool(req.avg_len))
     tokens = req.dataset_tokens if req.dataset_tokens is not None else req.samples * req.avg_len
-    if task in (Task.CLASSIFICATION, Task.DPO) and req.samples is not None:
-        per_sample = seq * (2 if task == Task.DPO else 1)
-        processed = req.samples * per_sample * req.epochs
-        notes.append(f"{req.samples:,.0f} samples x {per_sample} tokens (padded) x {req.epochs:g} epochs")
-    else:
+    if layout == PACKED:
         processed = tokens * req.epochs
         notes.append(f"{tokens:,.0f} tokens packed into {seq}-token sequences x {req.epochs:g} epochs")
-    return Workload(req, task, seq, gb, processed, tuple(notes))
+    elif req.samples is not None and req.avg_len:  # the tokens that count: padding is in the time, not here
+        mean = min(seq, req.avg_len)
+        per_sample = mean * (2 if task == Task.DPO else 1)
+        processed = req.samples * per_sample * req.epochs
+        notes.append(f"{req.samples:,.0f} samples x {per_sample:,.0f} tokens ({layout}: time at the padded length) "
+                     f"x {req.epochs:g} epochs")
+    else:
+        processed = tokens * req.epochs
+        notes.append(f"{tokens:,.0f} tokens in {seq}-token sequences ({layout}, sample lengths not given: time as "
+                     f"if every sequence were full) x {req.epochs:g} epochs")
+    return Workload(req, task, seq, gb, processed, tuple(notes), layout)

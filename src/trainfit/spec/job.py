@@ -207,6 +207,29 @@ def _framework(value: Any) -> str | None:
     return check_framework(value)
 
 
+PACKED, PADDED_BATCH, PADDED_MAX = "packed", "padded-batch", "padded-max"
+DATA_LAYOUTS = (PACKED, PADDED_BATCH, PADDED_MAX)
+_LAYOUT_SPELLINGS = {"pack": PACKED, "packing": PACKED, "padded": PADDED_BATCH, "padded_batch": PADDED_BATCH,
+                     "pad-batch": PADDED_BATCH, "dynamic": PADDED_BATCH, "longest": PADDED_BATCH,
+                     "padded_max": PADDED_MAX, "max_length": PADDED_MAX, "max-length": PADDED_MAX,
+                     "pad-max": PADDED_MAX}
+
+
+def _data_layout(value: Any) -> str | None:
+    """packed | padded-batch | padded-max (also as tokenizers and stacks say it: padding='longest' / 'max_length',
+    packing); None stays None (resolved from the task and the lengths)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SpecError(f"data-layout must be one of {', '.join(DATA_LAYOUTS)}, got {value!r}")
+    key = value.strip().lower()
+    key = _LAYOUT_SPELLINGS.get(key, key)
+    if key not in DATA_LAYOUTS:
+        raise SpecError(f"data-layout must be one of {', '.join(DATA_LAYOUTS)}, got {value!r}"
+                        + did_you_mean(key, DATA_LAYOUTS))
+    return key
+
+
 def _zero(value: Any) -> int:
     if value is None:
         return 0
@@ -340,13 +363,25 @@ FIELDS: tuple[JobField, ...] = (
              "变长数据：每条样本的平均 token 数（900，1.5k = 1500）；时间按补齐到各 micro-batch 最长样本计算，吞吐只计这些 "
              "token、不计填充",
              low=1, high=2_097_152, unit="tokens", optional=True, metavar="TOKENS", relevant=_varlen,
-             doors=frozenset({CLI, API, PLAN})),
+             doors=frozenset({CLI, API, PLAN, CONFIG})),
     JobField("variable_length", _T, bool, False, "samples padded per micro-batch instead of packed (set by "
              "--avg-len / --data)", "样本按 micro-batch 补齐而非打包（由 --avg-len / --data 设定）",
              doors=frozenset({API, PLAN})),
     JobField("padded_len", _T, int, None, "expected length a micro-batch is padded to (from --data, else from "
              "--avg-len)", "micro-batch 补齐后的期望长度（来自 --data，否则由 --avg-len 推出）", low=1,
              high=2_097_152, unit="tokens", optional=True, relevant=_varlen, doors=frozenset({API, PLAN})),
+    # How samples become the sequences a step computes (issue 33: one answer for estimate, plan and train.py):
+    # resolved in spec/training.py resolve_data_layout, run by train.py (train/runner.py build_examples / collate).
+    JobField("data_layout", _T, str, None, "how samples become sequences: packed (concatenated and cut into "
+             "seq-len blocks, no padding), padded-batch (each micro-batch padded to its longest sample: the "
+             "default of TRL, LLaMA-Factory, ms-swift and torchtune) or padded-max (every sample padded to seq-len). "
+             "Default: padded-batch when --avg-len / --data give the lengths or for DPO and classification, else "
+             "packed",
+             "样本如何组成序列：packed（拼接后按 seq-len 切块，无填充）、padded-batch（每个 micro-batch 补齐到其最长"
+             "样本：TRL、LLaMA-Factory、ms-swift、torchtune 的默认）或 padded-max（每条样本补齐到 seq-len）。默认："
+             "给了 --avg-len / --data 或为 DPO、分类任务时为 padded-batch，否则为 packed",
+             choices=DATA_LAYOUTS, optional=True, parse=lambda v: _data_layout(v),
+             doors=frozenset({CLI, API, REQUEST, PLAN, CONFIG})),
     JobField("expandable_segments", _T, bool, False, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: less memory "
              "reserved when shapes vary", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True：形状变化时预留显存更少",
              doors=frozenset({CLI, API, PLAN, REQUEST})),

@@ -20,6 +20,14 @@ from ..errors import SpecError
 # each CJK character as one token (whitespace does not separate Chinese or Japanese words).
 TOKENS_PER_WORD = 4 / 3
 TOKENS_PER_CJK_CHAR = 1.0
+# A chat sample ({"messages": [...]}) is trained on through the model's chat template, which adds tokens around each
+# turn beyond its role name and text: 4 in the common templates (ChatML, Qwen's: <|im_start|> role "\n" ...
+# <|im_end|> "\n"; Llama 3's: <|start_header_id|> role <|end_header_id|> "\n\n" ... <|eot_id|>; Gemma's:
+# <start_of_turn> role "\n" ... <end_of_turn> "\n"), and 1 per sample (a begin-of-text token). A default system
+# prompt that some templates add when a conversation has none (Qwen2.5's, Llama 3.1's date header: 20-30 tokens) is
+# counted only with the model's own tokenizer at hand.
+CHAT_TOKENS_PER_MESSAGE = 4
+CHAT_TOKENS_PER_SAMPLE = 1
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
@@ -59,9 +67,9 @@ LINE_BYTES = 8 * 1024 * 1024  # a longer line is not a training sample
 
 
 def _texts(path: str):
-    """Each sample's text: a JSON object per line (its string values joined, nested lists and objects included) or,
-    for other files, each non-empty line. Read line by line and bounded (READ_BYTES, LINE_BYTES); text must be
-    UTF-8 without NUL bytes."""
+    """Each sample as (its text, its chat messages or None): a JSON object per line (its string values joined,
+    nested lists and objects included) or, for other files, each non-empty line. Read line by line and bounded
+    (READ_BYTES, LINE_BYTES); text must be UTF-8 without NUL bytes."""
     if path.lower().endswith(".json"):
         whole = _whole_json(path)
         if whole is not None:
@@ -88,17 +96,17 @@ def _texts(path: str):
                 continue
             if line[0] in "{[" or json_file:  # in a .json/.jsonl file every line is JSON (`null`, `3` hold no text)
                 try:
-                    yield " ".join(_strings(json.loads(line)))
+                    yield _sample(json.loads(line))
                     continue
                 except (ValueError, RecursionError):
                     pass
-            yield line
+            yield line, None
 
 
 WHOLE_JSON_BYTES = 16 * 1024 * 1024  # a .json file up to this size is parsed whole (its objects: ~10x in memory)
 
 
-def _whole_json(path: str) -> list[str] | None:
+def _whole_json(path: str) -> list[tuple[str, list | None]] | None:
     """The samples of a .json file that holds one JSON document (a list of records: each its text; an object: one
     sample), or None to read it line by line (too large, or not one document: JSON lines under a .json name)."""
     import os
@@ -113,7 +121,14 @@ def _whole_json(path: str) -> list[str] | None:
         doc = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         return None
-    return [" ".join(_strings(item)) for item in doc] if isinstance(doc, list) else [" ".join(_strings(doc))]
+    return [_sample(item) for item in doc] if isinstance(doc, list) else [_sample(doc)]
+
+
+def _sample(record) -> tuple[str, list | None]:
+    """A JSON record's text and, for a chat sample ({"messages": [{"role", "content"}, ...]}), its messages."""
+    messages = record.get("messages") if isinstance(record, dict) else None
+    chat = messages if isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages) else None
+    return " ".join(_strings(record)), chat
 
 
 def _strings(obj) -> list[str]:
@@ -145,11 +160,11 @@ def read_lengths(path: str, max_len: int, tokenizer=None, limit: int = 200_000) 
         raise SpecError(f"--data {path}: no such file")
     count = tokenizer or count_tokens
     out, textless = [], 0
-    for text in _texts(path):
+    for text, chat in _texts(path):
         if not text.strip():  # a JSON value without a string in it ({"a": 1}, [1, 2], null) is not a sample
             textless += 1
             continue
-        out.append(min(max_len, max(1, int(count(text)))))
+        out.append(min(max_len, max(1, int(_chat_count(tokenizer, chat) or count(text) + _template_tokens(chat)))))
         if len(out) >= limit:
             break
     if not out and textless:
@@ -158,6 +173,22 @@ def read_lengths(path: str, max_len: int, tokenizer=None, limit: int = 200_000) 
     if not out:
         raise SpecError(f"--data {path}: no samples (expected JSON lines or one sample per line)")
     return Lengths(tuple(out), "tokenizer" if tokenizer else "whitespace")
+
+
+def _template_tokens(chat: list | None) -> int:
+    """Tokens a chat template adds to a sample's text (CHAT_TOKENS_PER_MESSAGE), 0 for plain text."""
+    return 0 if chat is None else CHAT_TOKENS_PER_MESSAGE * len(chat) + CHAT_TOKENS_PER_SAMPLE
+
+
+def _chat_count(tokenizer, chat: list | None) -> int | None:
+    """A chat sample's tokens through the model's own chat template (the tokenizer's `chat` counter), else None."""
+    counter = getattr(tokenizer, "chat", None)
+    if chat is None or counter is None:
+        return None
+    try:
+        return int(counter(chat))
+    except Exception:  # noqa: BLE001 - a template that refuses these messages: the text count with the constants
+        return None
 
 
 def variable_lengths(seq_len: int, avg_len: int | None, data: str | None, sequences: int, model=None) -> dict:
@@ -197,5 +228,22 @@ def _local_tokenizer(model):
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except Exception:  # noqa: BLE001 - no usable tokenizer: the whitespace count, said so
         return None
-    return lambda text: len(tok(text, add_special_tokens=True)["input_ids"])
+    return _TokenCounter(tok)
+
+
+class _TokenCounter:
+    """text -> tokens with the model's tokenizer; `chat` (messages -> tokens through its chat template) when it has
+    one."""
+
+    def __init__(self, tok):
+        self.tok = tok
+        if getattr(tok, "chat_template", None):
+            self.chat = self._chat
+
+    def __call__(self, text: str) -> int:
+        return len(self.tok(text, add_special_tokens=True)["input_ids"])
+
+    def _chat(self, messages: list) -> int:
+        ids = self.tok.apply_chat_template(messages, tokenize=True)
+        return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
 

@@ -298,12 +298,47 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
         out["seq_len"], note = default_seq_len(model.max_sequence if model is not None else None)
         if note:
             notes.append(note)
-    if out.get("avg_len") is not None or inputs.get("data") is not None:
-        sequences = out.get("micro_batch", 1) * (2 if out["task"] == Task.DPO else 1)
-        lengths = variable_lengths(out["seq_len"], out.pop("avg_len", None), inputs.get("data"), sequences, model)
-        out["seq_len"] = lengths.pop("longest", out["seq_len"])  # --data: memory at the longest sample it holds
-        out.update(lengths)
+    resolve_data_layout(out, inputs.get("data"), model)
     return out, notes
+
+
+def data_layout_for(task: "Task", given: str | None, lengths_given: bool) -> str:
+    """The data layout given, checked against the task, or the default (see resolve_data_layout)."""
+    from .job import PACKED, PADDED_BATCH
+
+    if given == PACKED and task in (Task.DPO, Task.CLASSIFICATION):
+        raise SpecError(f"data-layout packed: {task.value} samples are not packed (a DPO pair or a labelled sample "
+                        "is one sequence each): use padded-batch or padded-max")
+    return given or (PADDED_BATCH if lengths_given or task in (Task.DPO, Task.CLASSIFICATION) else PACKED)
+
+
+def resolve_data_layout(out: dict, data: str | None, model=None) -> None:
+    """The data layout (spec/job.py data_layout) and what it makes of the lengths, in place.
+
+    Not given: padded-batch when the lengths are given (--avg-len / --data: the training stacks pad each micro-batch
+    unless told to pack) and for DPO and classification (pairs and labelled samples are not packed), else packed.
+    packed: the lengths are read for what they say, the sequences are seq-len blocks (no padding, fixed length);
+    padded-batch: each micro-batch at its longest sample (spec/lengths.py), memory at the longest (--data: the
+    longest the file holds); padded-max: every sample at seq-len, the mean counting as the tokens that count."""
+    from .job import PACKED, PADDED_MAX
+    from .lengths import variable_lengths
+
+    task = Task.parse(out["task"], "task")
+    given_lengths = out.get("avg_len") is not None or data is not None
+    out["data_layout"] = layout = data_layout_for(task, out.get("data_layout"), given_lengths)
+    if not given_lengths:
+        return
+    sequences = out.get("micro_batch", 1) * (2 if task == Task.DPO else 1)
+    lengths = variable_lengths(out["seq_len"], out.pop("avg_len", None), data, sequences, model)
+    if layout == PACKED:  # said with the packed sequences (estimate/core.py _length_assumption)
+        out["lengths_from"] = (f"mean sample {lengths['avg_len']} tokens from "
+                               + (lengths["lengths_from"] if data else "--avg-len"))
+        return
+    if layout == PADDED_MAX:
+        lengths.pop("longest", None)
+        lengths["padded_len"] = out["seq_len"]
+    out["seq_len"] = lengths.pop("longest", out["seq_len"])  # --data: memory at the longest sample it holds
+    out.update(lengths)
 
 
 def training_spec(method: Any = None, task: Any = None, *, model: "ModelSpec | None" = None,

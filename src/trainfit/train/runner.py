@@ -9,8 +9,10 @@ plans, deepspeed.
 Engines are PyTorch DDP, PyTorch FSDP2 (`fully_shard`) and DeepSpeed ZeRO, as train_config.json says; the loop
 around them only feeds batches, accumulates gradients, logs tokens/s and peak memory, and checkpoints.
 Data (JSONL or Parquet): `text` (pre-training / SFT on plain text), `messages` (chat SFT: the loss covers the
-assistant turns), `prompt`/`chosen`/`rejected` (DPO), `text`/`label` (classification). Sequences are packed to
-exactly seq_len tokens for causal LM training, padded to seq_len otherwise.
+assistant turns), `prompt`/`chosen`/`rejected` (DPO), `text`/`label` (classification). How samples become
+sequences is train_config.json's data_layout, the one trainfit estimated: packed (causal LM: concatenated and cut into
+seq_len blocks), padded-batch (each micro-batch padded to its longest sample) or padded-max (every sample padded to
+seq_len); samples longer than seq_len are cut.
 """
 
 from __future__ import annotations
@@ -561,6 +563,20 @@ def _assistant_tokens(tok, messages: list[dict]) -> tuple[list[int], list[int]]:
     return ids, labels
 
 
+PACKED, PADDED_BATCH, PADDED_MAX = "packed", "padded-batch", "padded-max"
+
+
+def data_layout(cfg: dict) -> str:
+    """train_config.json's data_layout; a config written before it had one: what this script did then (causal LM
+    packed, DPO and classification padded to seq_len)."""
+    layout = cfg.get("data_layout") or (PACKED if cfg["task"] in ("sft", "pretrain") else PADDED_MAX)
+    if layout not in (PACKED, PADDED_BATCH, PADDED_MAX):
+        raise SetupError(f"data_layout {layout!r}: expected {PACKED}, {PADDED_BATCH} or {PADDED_MAX}")
+    if layout == PACKED and cfg["task"] not in ("sft", "pretrain"):
+        raise SetupError(f"data_layout packed: {cfg['task']} samples are not packed (use {PADDED_BATCH})")
+    return layout
+
+
 def pack(sequences, seq_len: int, pad_id: int) -> list[tuple[list[int], list[int]]]:
     """Concatenate (ids, labels) pairs and cut blocks of exactly seq_len tokens (the tail is padded)."""
     blocks, ids, labels = [], [], []
@@ -575,7 +591,7 @@ def pack(sequences, seq_len: int, pad_id: int) -> list[tuple[list[int], list[int
     return blocks
 
 
-def causal_examples(rows: list[dict], tok, seq_len: int) -> list[tuple[list[int], list[int]]]:
+def causal_examples(rows: list[dict], tok, seq_len: int, layout: str = PACKED) -> list[tuple[list[int], list[int]]]:
     eos = [tok.eos_token_id] if tok.eos_token_id is not None else []
     seqs = []
     for row in rows:
@@ -585,33 +601,39 @@ def causal_examples(rows: list[dict], tok, seq_len: int) -> list[tuple[list[int]
             ids = tok(row["text"], add_special_tokens=True)["input_ids"]
             labels = list(ids)
         seqs.append((ids + eos, labels + eos))
-    return pack(seqs, seq_len, tok.pad_token_id)
+    if layout == PACKED:
+        return pack(seqs, seq_len, tok.pad_token_id)
+    width = seq_len if layout == PADDED_MAX else 0  # padded-batch: collate pads each micro-batch to its longest
+    return [(_pad(ids[:seq_len], width, tok.pad_token_id), _pad(labels[:seq_len], width, -100)) for ids, labels in seqs]
 
 
-def _pad(ids: list[int], seq_len: int, pad_id: int) -> tuple[list[int], list[int]]:
-    ids = ids[:seq_len]
-    return ids + [pad_id] * (seq_len - len(ids)), [1] * len(ids) + [0] * (seq_len - len(ids))
+def _pad(ids: list[int], width: int, value: int) -> list[int]:
+    """`ids` right-padded with `value` to `width` (no-op when already that long)."""
+    return ids + [value] * (width - len(ids))
 
 
-def dpo_examples(rows: list[dict], tok, seq_len: int) -> list[dict]:
+def dpo_examples(rows: list[dict], tok, seq_len: int, layout: str = PADDED_MAX) -> list[dict]:
+    width = seq_len if layout == PADDED_MAX else 0
     out = []
     for row in rows:
         prompt = tok(row["prompt"], add_special_tokens=True)["input_ids"]
         item = {}
         for side in ("chosen", "rejected"):
             answer = tok(row[side], add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-            ids, mask = _pad(prompt + answer, seq_len, tok.pad_token_id)
+            ids = (prompt + answer)[:seq_len]
             loss_mask = ([0] * len(prompt) + [1] * len(answer))[:seq_len]
-            item[side] = (ids, mask, loss_mask + [0] * (seq_len - len(loss_mask)))
+            item[side] = (_pad(ids, width, tok.pad_token_id), _pad([1] * len(ids), width, 0), _pad(loss_mask, width, 0))
         out.append(item)
     return out
 
 
-def classification_examples(rows: list[dict], tok, seq_len: int) -> list[tuple[list[int], list[int], int]]:
+def classification_examples(rows: list[dict], tok, seq_len: int,
+                            layout: str = PADDED_MAX) -> list[tuple[list[int], list[int], int]]:
+    width = seq_len if layout == PADDED_MAX else 0
     out = []
     for row in rows:
-        ids, mask = _pad(tok(row["text"], add_special_tokens=True)["input_ids"], seq_len, tok.pad_token_id)
-        out.append((ids, mask, int(row["label"])))
+        ids = tok(row["text"], add_special_tokens=True)["input_ids"][:seq_len]
+        out.append((_pad(ids, width, tok.pad_token_id), _pad([1] * len(ids), width, 0), int(row["label"])))
     return out
 
 
@@ -635,16 +657,16 @@ def build_examples(cfg: dict, args: argparse.Namespace, needed: int, dist: "Dist
     tok = tok if tok is not None else load_tokenizer(cfg, args, dist)
     rows = read_rows(data_files(args.data or cfg["data"]))
     check_columns(rows, cfg["task"], args.data or cfg["data"])
-    task, seq = cfg["task"], cfg["seq_len"]
+    task, seq, layout = cfg["task"], cfg["seq_len"], data_layout(cfg)
     if task == "dpo":
-        return dpo_examples(rows, tok, seq)
+        return dpo_examples(rows, tok, seq, layout)
     if task == "classification":
-        return classification_examples(rows, tok, seq)
-    return causal_examples(rows, tok, seq)
+        return classification_examples(rows, tok, seq, layout)
+    return causal_examples(rows, tok, seq, layout)
 
 
-def batches(examples: list, dist: Dist, micro_batch: int, seed: int):
-    """Endless shuffled micro-batches of this rank's share of the examples."""
+def batches(examples: list, dist: Dist, micro_batch: int, seed: int, pad_id: int = 0):
+    """Endless shuffled micro-batches of this rank's share of the examples, each padded to its longest sample."""
     import torch
 
     mine = examples[dist.rank::dist.world] or examples
@@ -657,20 +679,29 @@ def batches(examples: list, dist: Dist, micro_batch: int, seed: int):
             chunk = [mine[i % len(mine)] for i in order[start:start + micro_batch]]
             while len(chunk) < micro_batch:
                 chunk.append(mine[len(chunk) % len(mine)])
-            yield collate(chunk, torch), epoch
+            yield collate(chunk, torch, pad_id), epoch
         epoch += 1
 
 
-def collate(chunk: list, torch) -> dict:
+def collate(chunk: list, torch, pad_id: int = 0) -> dict:
+    """A micro-batch as tensors, right-padded to its longest sample (samples of a packed or padded-max layout are
+    all seq_len already); "tokens": the samples' own tokens, padding not counted."""
     first = chunk[0]
+
+    def rows(seqs, value):
+        width = max(len(x) for x in seqs)
+        return torch.tensor([list(x) + [value] * (width - len(x)) for x in seqs])
+
     if isinstance(first, dict):  # DPO: chosen rows then rejected rows
         sides = [c["chosen"] for c in chunk] + [c["rejected"] for c in chunk]
-        return {"input_ids": torch.tensor([s[0] for s in sides]), "attention_mask": torch.tensor([s[1] for s in sides]),
-                "loss_mask": torch.tensor([s[2] for s in sides])}
+        return {"input_ids": rows([s[0] for s in sides], pad_id), "attention_mask": rows([s[1] for s in sides], 0),
+                "loss_mask": rows([s[2] for s in sides], 0), "tokens": sum(sum(s[1]) for s in sides)}
     if len(first) == 3:  # classification
-        return {"input_ids": torch.tensor([c[0] for c in chunk]), "attention_mask": torch.tensor([c[1] for c in chunk]),
-                "labels": torch.tensor([c[2] for c in chunk])}
-    return {"input_ids": torch.tensor([c[0] for c in chunk]), "labels": torch.tensor([c[1] for c in chunk])}
+        return {"input_ids": rows([c[0] for c in chunk], pad_id), "attention_mask": rows([c[1] for c in chunk], 0),
+                "labels": torch.tensor([c[2] for c in chunk]), "tokens": sum(sum(c[1]) for c in chunk)}
+    # causal LM: right padding needs no attention mask (no real token attends to a later one); padded labels -100
+    return {"input_ids": rows([c[0] for c in chunk], pad_id), "labels": rows([c[1] for c in chunk], -100),
+            "tokens": sum(len(c[0]) for c in chunk)}
 
 
 # ---- model ----------------------------------------------------------------------------------------------------
@@ -1226,9 +1257,14 @@ def total_steps(cfg: dict, args: argparse.Namespace) -> int:
         return args.max_steps
     if cfg.get("max_steps"):
         return int(cfg["max_steps"])
-    tokens = cfg["processed_tokens"]
-    per_step = cfg["global_batch"] * cfg["seq_len"] * (2 if cfg["task"] == "dpo" else 1)
-    return max(1, math.ceil(tokens / per_step))
+    return max(1, math.ceil(cfg["processed_tokens"] / tokens_per_step(cfg)))
+
+
+def tokens_per_step(cfg: dict) -> int:
+    """The samples' tokens an optimizer step trains on (processed_tokens count these): padded layouts take the mean
+    sample per sequence (avg_len), packed sequences are full."""
+    per_sequence = cfg["seq_len"] if data_layout(cfg) == PACKED else cfg.get("avg_len") or cfg["seq_len"]
+    return int(cfg["global_batch"]) * int(per_sequence) * (2 if cfg["task"] == "dpo" else 1)
 
 
 def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None) -> dict:
@@ -1265,18 +1301,18 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
     model, optimizer, scheduler, engine = wrap_engine(model, cfg, args, dist, steps)
     start = load_checkpoint(cfg, out_dir, model, optimizer, scheduler, engine, dist) if args.resume else 0
     phase("first step")
-    feed = batches(examples, dist, mb, args.seed + start)
+    feed = batches(examples, dist, mb, args.seed + start, tok.pad_token_id if tok is not None else 0)
     warmup = args.warmup_steps if args.warmup_steps is not None else min(2, max(0, steps - start - 1))
-    seq_tokens = cfg["seq_len"] * mb * (2 if cfg["task"] == "dpo" else 1)
     scaler = grad_scaler(cfg, dist)
     history = []
     save_every = args.save_steps if args.save_steps is not None else cfg.get("save_steps", 0)
     with selective:
         for step in range(start, steps):
             t0 = _sync_time(dist)
-            loss_sum = 0.0
+            loss_sum, seen = 0.0, 0
             for micro in range(ga):
                 batch, epoch = next(feed)
+                seen += batch.pop("tokens")
                 batch = {k: v.to(dist.device) for k, v in batch.items()}
                 with no_sync(model, cfg, micro == ga - 1), autocast(cfg, dist):
                     loss = micro_step_loss(model, batch, cfg, reference)
@@ -1302,7 +1338,7 @@ def train(cfg: dict, args: argparse.Namespace, watchdog: Watchdog | None = None)
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             seconds = _sync_time(dist) - t0
-            tokens = seq_tokens * ga * dist.world
+            tokens = seen * dist.world  # this rank's samples' tokens (padding not counted) x the ranks
             record = {"step": step + 1, "loss": loss_sum / ga, "step_time_s": seconds, "tokens_per_s": tokens / seconds,
                       "tokens_per_s_per_gpu": tokens / seconds / dist.world, "epoch": epoch, **memory_gib(dist)}
             if not math.isfinite(record["loss"]):
