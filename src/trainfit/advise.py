@@ -94,6 +94,8 @@ def _raw_candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpe
         out.append((f"--grad-ckpt full --micro-batch 1 --grad-accum {t.micro_batch * t.grad_accum}",
                     _compatible(ck, micro_batch=1, grad_accum=t.micro_batch * t.grad_accum), s))
     base = _compatible(ck, micro_batch=1, grad_accum=t.micro_batch * t.grad_accum)
+    if s.is_3d:  # a model-parallel layout: the same layout lighter (plan searches other layouts)
+        return out
     if t.method == Method.FULL:
         out += [("--method lora --grad-ckpt full", base.with_(method=Method.LORA), s),
                 ("--method qlora --grad-ckpt full", base.with_(method=Method.QLORA), s)]

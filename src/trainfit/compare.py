@@ -234,7 +234,7 @@ def _request_base(model: str, t: TrainingSpec, s: Strategy, job: dict) -> dict[s
             continue
         base[f.name] = value
     if any(job.get(k) is not None for k in ("micro_batch", "grad_accum", "gpus", "nodes")):
-        base["global_batch"] = t.micro_batch * t.grad_accum * s.gpus
+        base["global_batch"] = t.micro_batch * t.grad_accum * s.dp
     return base
 
 

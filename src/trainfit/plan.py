@@ -333,6 +333,16 @@ def risky_text(r: RiskyOption) -> str:
     return text
 
 
+def _layout_why(e) -> str:
+    """A model-parallel layout in words: what each axis splits, and what the pipeline and the tensor split cost."""
+    s, parts = e.strategy, e.time.parts
+    bubble = parts.get("pipeline/bubble", 0.0) / e.step_time_s
+    tp = parts.get("communication/tp", 0.0) / e.step_time_s
+    return (f"layout: tensor parallel {s.tp} inside a node x {s.pp} pipeline stage(s) x context parallel {s.cp} x "
+            f"{s.dp} data-parallel copies; pipeline bubble {bubble:.0%}, exposed tensor-parallel communication "
+            f"{tp:.0%} of each step")
+
+
 def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
     e, cur = c.estimate, plan.currency
     risk = "" if c.oom_risk is None else f", {c.oom_risk:.0%} out-of-memory risk"
@@ -346,6 +356,8 @@ def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
         lines.append(f"host RAM: {ram['loading']:,.0f} of {ram['instance']:,.0f} GiB per node to load the model"
                      + (f" ({ram['offload']:,.0f} GiB more for CPU offload)" if ram["offload"] else ""))
     comm = sum(v for k, v in e.time.parts.items() if k.startswith("communication"))
+    if e.strategy.is_3d:
+        lines.append(_layout_why(e))
     if e.strategy.nodes > 1:
         lines.append(f"multi-node: {e.strategy.nodes} nodes over {e.cluster.inter_link} "
                      f"({(e.cluster.inter_bytes_per_s or 0) * 8 / 1e9:,.0f} Gbit/s); exposed communication "

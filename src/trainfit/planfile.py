@@ -75,8 +75,8 @@ def read_plan(path: str) -> dict:
 
 
 # Job fields added after plan.json version 1 was first written, each with a default that means what a plan.json
-# without it meant: the data layout train.py then took for the task (None).
-ADDED_FIELDS = ("data_layout",)
+# without it meant: the data layout train.py then took for the task (None), and data parallelism alone.
+ADDED_FIELDS = ("data_layout", "tp", "pp", "vpp", "pp_schedule", "cp", "ep", "sequence_parallel")
 
 
 def _check_values(choice: dict, path: str) -> None:
@@ -129,7 +129,7 @@ def _check_values(choice: dict, path: str) -> None:
     batch = strategy.get("global_batch")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
-    ranks = spread["gpus_per_node"] * spread["nodes"]
+    ranks = Strategy(**spread).dp  # the data-parallel ranks: each takes micro_batch x grad_accum per step
     mb, accum = training.get("micro_batch"), training.get("grad_accum")
     if batch is None and mb and accum:
         strategy["global_batch"] = batch = mb * accum * ranks

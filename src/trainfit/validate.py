@@ -89,6 +89,15 @@ def truth_of(case: dict) -> str:
     return TRACE_SOURCE if source_group(case) == TRACE_SOURCE else "measured"
 
 
+def is_model_parallel_case(case: dict) -> bool:
+    """A case run with tensor, pipeline, context or expert parallelism (its "parallel" object says so)."""
+    par = case.get("parallel") if isinstance(case, dict) else None
+    if not isinstance(par, dict):
+        return False
+    return any(isinstance(par.get(k), int) and not isinstance(par.get(k), bool) and par[k] > 1
+               for k in ("tp", "pp", "cp", "ep"))
+
+
 def load_cases(paths: list[str]) -> list[dict]:
     cases = []
     for path in paths:
@@ -191,7 +200,7 @@ def power_limited(case: dict, est: Estimate) -> str | None:
 
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
 # `_training` takes from it (the schema has no field for them)
-SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload"}, "training": {"lora_dropout"}}
+SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel"}, "training": {"lora_dropout"}}
 
 
 @lru_cache(maxsize=1)
@@ -349,11 +358,8 @@ def _strategy(case: dict) -> Strategy:
     for key, value in _from_source(case, "parallel").items():
         if par.get(key) is None:  # only where the case leaves the field null
             par[key] = value
-    for axis in ("tp", "pp", "cp"):
-        if par.get(axis) is None and axis == "tp" and par.get("dp") is None:
-            raise Skip("parallel layout unknown")
-        if (par.get(axis) or 1) > 1:
-            raise Skip("tensor/pipeline/context parallelism is not modelled")
+    if par.get("tp") is None and par.get("dp") is None:
+        raise Skip("parallel layout unknown")
     gpus = hw.get("num_gpus")
     if not gpus:
         raise Skip("number of GPUs unknown")
@@ -365,9 +371,15 @@ def _strategy(case: dict) -> Strategy:
         fsdp = None
     if fsdp == "hybrid_shard":
         fsdp = "full_shard"
+    layout = {axis: int(par.get(axis) or 1) for axis in ("tp", "pp", "cp", "ep", "vpp")}
+    if layout["vpp"] > 1:
+        layout["pp_schedule"] = "interleaved"
+    if par.get("sequence_parallel") is not None:
+        layout["sequence_parallel"] = bool(par["sequence_parallel"])
     return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,
                     zero_stage=int(par.get("zero_stage") or 0) if not fsdp else 0,
-                    fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"))
+                    fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"),
+                    **layout)
 
 
 def _stage(fn, case: dict, section: str, *args):
@@ -382,6 +394,21 @@ def _stage(fn, case: dict, section: str, *args):
         raise Skip(f"malformed {section} fields") from None
 
 
+# torchtitan under pipeline parallelism splits each rank's local batch into micro-batches of this many sequences
+# (JobConfig parallelism.pipeline_parallel_microbatch_size, default 1): the cases state the local batch.
+TORCHTITAN_PP_MICROBATCH = 1
+
+
+def pipeline_micro_batches(case: dict, t: TrainingSpec, s: Strategy) -> TrainingSpec:
+    """The micro-batches a pipeline runs per step as the case's stack forms them (torchtitan: the local batch in
+    micro-batches of TORCHTITAN_PP_MICROBATCH; Megatron: micro_batch x grad_accum as stated)."""
+    framework = (case.get("training") or {}).get("framework")
+    if s.pp == 1 or framework != "torchtitan" or t.micro_batch <= TORCHTITAN_PP_MICROBATCH:
+        return t
+    local = t.micro_batch * t.grad_accum
+    return t.with_(micro_batch=TORCHTITAN_PP_MICROBATCH, grad_accum=local // TORCHTITAN_PP_MICROBATCH)
+
+
 def predict_case(case: dict, eff: Efficiencies) -> Estimate:
     if not isinstance(case, dict):
         raise Skip("not a JSON object")
@@ -390,6 +417,7 @@ def predict_case(case: dict, eff: Efficiencies) -> Estimate:
         m = replace(m, fused_qkv=True)
     t = _stage(_training, case, "training", m)
     s = _stage(_strategy, case, "parallel/hardware")
+    t = pipeline_micro_batches(case, t, s)
     try:
         gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
     except SpecError:
@@ -511,7 +539,8 @@ def inconsistent_throughput(measured: dict, est: Estimate) -> str | None:
         faster = measured[key] / est.tokens_per_s_per_gpu
     else:
         faster = est.step_time_s / measured[key]
-    needed = est.flops.matmul_floor * est.training.grad_accum / est.step_time_s * faster
+    # a model-parallel layout shares each data-parallel rank's FLOPs among its tp x pp x cp GPUs
+    needed = est.flops.matmul_floor * est.training.grad_accum / est.step_time_s * faster / est.strategy.model_parallel
     if needed <= peak:
         return None
     what = f"{measured[key]:g} tokens/s per GPU" if key == "tokens_per_s_per_gpu" else f"{measured[key]:g} s per step"

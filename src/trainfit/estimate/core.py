@@ -64,8 +64,9 @@ class Estimate:
 
     @property
     def tokens_per_step(self) -> int:
+        """Each data-parallel rank's micro-batches (model-parallel GPUs share theirs)."""
         t = self.training
-        return t.useful_tokens_per_micro_batch * t.grad_accum * self.strategy.gpus
+        return t.useful_tokens_per_micro_batch * t.grad_accum * self.strategy.dp
 
     @property
     def tokens_per_s(self) -> float:
@@ -79,7 +80,7 @@ class Estimate:
     def mfu(self) -> float:
         """Model FLOPs (PaLM convention) per second per GPU over the dense peak of the training dtype."""
         peak = self.gpu.peak(_mfu_dtype(self.training.precision)) or self.gpu.peak("fp32")
-        per_gpu = self.flops.model_flops * self.training.grad_accum / self.step_time_s
+        per_gpu = self.flops.model_flops * self.training.grad_accum / self.step_time_s / self.strategy.model_parallel
         return per_gpu * self.useful_share / peak
 
     @property
@@ -164,6 +165,8 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     """The analytic estimate of one configuration. `view`: reuse one efficiency view per GPU (the search does)."""
     warnings = check_compatibility(m, t, s, cluster)
     eff = view if view is not None else (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
+    if s.is_3d:
+        return _model_parallel_estimate(m, t, s, cluster, eff, warnings)
     split = split_params(m, t, int(eff("freeze_trainable_layers")))
     ran = attention_that_runs(m, t)  # soft-capped attention logits: eager runs where SDPA is asked for
     if ran is not t:
@@ -189,6 +192,20 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
 
 
+def _model_parallel_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+                             warnings) -> Estimate:
+    """tp x pp x cp x ep x dp (estimate/model_parallel.py): the stage's compute from this estimator, the layout's
+    communication, bubble and memory from parallel3d."""
+    from .model_parallel import check_layout, step_time
+
+    layout = check_layout(m, t, s)
+    st, stage = step_time(m, t, s, cluster, eff, layout)
+    split = split_params(m, t, int(eff("freeze_trainable_layers")))
+    flops = step_flops(m, attention_that_runs(m, t).for_time, split)
+    warnings = (*warnings, *stage.warnings, *(m.structure.notes if m.structure is not None else ()))
+    return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(dict.fromkeys(warnings)), eff.eff)
+
+
 def _expert_warning(m: ModelSpec, s: Strategy, cluster: Cluster) -> tuple[str, ...]:
     """Expert parallelism is not modelled: say so when the routed experts alone outgrow what one GPU holds."""
     if not m.is_moe:
@@ -207,6 +224,10 @@ def _expert_warning(m: ModelSpec, s: Strategy, cluster: Cluster) -> tuple[str, .
 def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
               efficiencies: Efficiencies) -> MemoryResult:
     """Memory only (the search's first, cheap test)."""
+    if s.is_3d:
+        from .model_parallel import memory
+
+        return memory(m, t, s, gpu, efficiencies)
     return _memory(m, t.for_memory, s, gpu, split, efficiencies)
 
 

@@ -38,6 +38,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "rj_no_price_sold_out": {"en": " (or sold out)", "zh": "（或已售罄）"},
     "rj_other_currency": {"en": "priced in {currency}; give --usd-cny to compare with {target}",
                           "zh": "以 {currency} 计价；给出 --usd-cny 才能与 {target} 比较"},
+    "rj_layout": {"en": "tensor/pipeline layout: {rule}", "zh": "张量/流水线并行布局：{rule}"},
     "rj_more_gpus_than_batch": {"en": "more GPUs than sequences in the global batch", "zh": "GPU 数多于全局批量的序列数"},
     "oom_policy_over": {"en": "fits by the estimate, but its out-of-memory risk is {risk} (above --max-oom-risk "
                               "{limit}): plan and compare would not choose it; what fits within the limit is above",
@@ -126,6 +127,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "communication": {"en": "communication", "zh": "通信"},
     "offload": {"en": "offload (CPU/PCIe)", "zh": "卸载（CPU/PCIe）"},
     "overhead": {"en": "launch/step overhead", "zh": "调度/每步开销"},
+    "pipeline": {"en": "pipeline bubble", "zh": "流水线气泡"},
     "params": {"en": "parameters", "zh": "参数量"},
     "trainable": {"en": "trainable", "zh": "可训练"},
     "warnings": {"en": "Warnings", "zh": "警告"},

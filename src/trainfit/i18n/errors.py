@@ -200,6 +200,22 @@ _ZH: list[tuple[str, str]] = [
     (r"form: expected a JSON object", "表单：应为 JSON 对象"),
     (r"form: (?P<d>.+)", "表单：{d}"),
     (r"no configuration meets the request \((?P<c>.+)\)", "没有满足请求的配置（约束：{c}）"),
+    # model-parallel layouts (issue 34: spec/training.py Strategy, estimate/model_parallel.py)
+    (r"(?P<n>\d+) GPUs do not divide into tp (?P<t>\d+) x pp (?P<p>\d+) x cp (?P<c>\d+) \(GPUs = tp x pp x cp x "
+     r"data-parallel size\)", "{n} 个 GPU 不能分成 tp {t} x pp {p} x cp {c}（GPU 数 = tp x pp x cp x 数据并行规模）"),
+    (r"tp (?P<t>\d+) must divide the (?P<n>\d+) GPUs of a node \(tensor parallelism stays inside a node\)",
+     "tp {t} 必须整除每个节点的 {n} 个 GPU（张量并行限于节点内）"),
+    (r"vpp (?P<v>\d+) with schedule (?P<s>\S+): the interleaved schedule and vpp > 1 go together, with pp > 1",
+     "vpp {v} 配调度 {s}：interleaved 调度与 vpp > 1 必须同时使用，且 pp > 1"),
+    (r"with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer \(--zero 1\) or FSDP "
+     r"\(--fsdp full_shard\); ZeRO-2/3 and offload are not modelled there",
+     "使用 tp / pp / cp / ep 时，优化器状态由分布式优化器（--zero 1）或 FSDP（--fsdp full_shard）切分；此时不建模 "
+     "ZeRO-2/3 与卸载"),
+    (r"(?P<m>\w+) with tp / pp / cp / ep is not modelled \(Megatron-LM and torchtitan train full models\): use data "
+     r"parallelism \(--zero / --fsdp\) for adapters",
+     "{m} 与 tp / pp / cp / ep 同用不在建模范围内（Megatron-LM 与 torchtitan 训练全量模型）：适配器训练请用数据并行"
+     "（--zero / --fsdp）"),
+    (r"layout (?P<l>.+?): (?P<why>.+)", "并行布局 {l}：{why}"),
     # argparse (cli/main.py _Parser)
     (r"argument (?P<a>\S+): invalid choice: (?P<v>'.*?') \(choose from (?P<c>.+)\) \(see (?P<h>.+)\)",
      "参数 {a}：无效的选项 {v}（可选：{c}）（见 {h}）"),
@@ -262,6 +278,11 @@ def localize_error(message: str, lang: str) -> str:
 
 def _known(text: str) -> str:
     """A message inside another one: in Chinese where a pattern knows it, else as it is (no second lead-in)."""
+    from ..estimate.parallel3d import Reason
+
+    for reason in Reason:  # why a model-parallel layout cannot run: worded in both languages where it is declared
+        if text == reason.text("en"):
+            return reason.text("zh")
     out = localize_error(text, "zh")
     return text if out.startswith(FALLBACK_ZH) else out
 

@@ -83,6 +83,9 @@ _ZH: list[tuple[str, str]] = [
     (r"Megatron-LM shards at most the optimizer states \(its distributed optimizer\), without offload",
      "Megatron-LM 至多切分优化器状态（其分布式优化器），不做卸载"),
     # estimate: assumptions
+    (r"memory of the (?P<s>first|last) pipeline stage of (?P<l>.+?) \(estimate/parallel3d\.py: Korthikanti et al\. "
+     r"2022 activations, Megatron-LM's states\)",
+     "显存按 {l} 的{s}流水线阶段计（estimate/parallel3d.py：激活依 Korthikanti 等 2022，状态依 Megatron-LM）"),
     (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\); mean sample (?P<a>{_N}) tokens from "
      r"(?P<src>.+)", "序列打包为恰好 {n} 个 token（无填充）；样本平均 {a} 个 token，来自 {src}"),
     (rf"sequences packed to exactly (?P<n>{_N}) tokens \(no padding\)", "序列打包为恰好 {n} 个 token（无填充）"),
@@ -180,6 +183,11 @@ _ZH: list[tuple[str, str]] = [
     (r"the job outgrows one machine: it does not fit on a single node of this type",
      "任务超出单机：此类型的单个节点放不下"),
     (rf"one node would take (?P<h>{_N}) h", "单节点需要 {h} 小时"),
+    (rf"layout: tensor parallel (?P<t>{_N}) inside a node x (?P<p>{_N}) pipeline stage\(s\) x context parallel "
+     rf"(?P<c>{_N}) x (?P<d>{_N}) data-parallel copies; pipeline bubble (?P<b>{_N})%, exposed tensor-parallel "
+     rf"communication (?P<x>{_N})% of each step",
+     "并行布局：节点内张量并行 {t} x {p} 个流水线阶段 x 上下文并行 {c} x {d} 份数据并行副本；流水线气泡占每步 {b}%，"
+     "未掩盖的张量并行通信占 {x}%"),
     (rf"monthly subscription: (?P<m>{_N}) month\(s\) cost less than pay-as-you-go for (?P<h>{_N}) h",
      "包月：{m} 个月比按量付费 {h} 小时更便宜"),
     (rf"spot: can be reclaimed; expected (?P<n>{_N}) interruptions \(MTBI (?P<m>{_N}) h\), checkpoint every "
@@ -421,7 +429,8 @@ _ZH: list[tuple[str, str]] = [
     (r"(?P<l>\S+) = (?P<v>\S+) at the fit's (?P<side>low|high) bound", "{l} = {v}，处于拟合范围的{side}"),
 ]
 _COMPILED = [(re.compile(p), z) for p, z in _ZH]
-_WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销"}
+_WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销",
+          "pipeline": "流水线气泡", "optimizer": "优化器", "first": "第一个", "last": "最后一个"}
 _CAUTIONS = {"price unverified": "价格未核实", "GPU model inferred by third parties": "GPU 型号为第三方推断"}
 
 

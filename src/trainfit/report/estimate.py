@@ -22,7 +22,7 @@ def config_dict(est: Estimate) -> dict[str, Any]:
 
     t, s = est.training, est.strategy
     out: dict[str, Any] = {"model": est.model.name, "gpu": est.gpu.id, "gpus": s.gpus,
-                           "global_batch": t.micro_batch * t.grad_accum * s.gpus}
+                           "global_batch": t.micro_batch * t.grad_accum * s.dp}
     out.update(json_values(s, "strategy", API))
     out.update(json_values(t, "training", API))
     out.update({

@@ -67,6 +67,11 @@ def reason_text(r: Rejection, lang: str) -> str:
     values = dict(r.values)
     if r.reason == Reason.INCOMPATIBLE:
         values["rule"] = localize(str(values.get("rule", "")), lang)
+    if r.reason == Reason.LAYOUT:  # parallel3d's typed reason, worded where it is declared
+        from ..estimate.parallel3d import Reason as LayoutReason
+
+        rule = values.get("rule")
+        values["rule"] = LayoutReason(rule).text(lang) if rule in {r.value for r in LayoutReason} else str(rule)
     return tr("rj_" + r.reason.value, lang).format(**values)
 
 

@@ -18,6 +18,7 @@ class Reason(str, Enum):
     MICRO_BATCH_DOES_NOT_DIVIDE = "micro_batch_does_not_divide"  # a pinned --micro-batch; values: micro_batch
     PINNED_LAYOUT = "pinned_layout"  # an instance without the GPUs a pinned --gpus needs; values: gpus
     INCOMPATIBLE = "incompatible"  # values: rule (the spec's own message)
+    LAYOUT = "layout"  # a model-parallel layout that cannot run this model; values: rule (parallel3d.Reason value)
     NO_FIT = "no_fit"
     NO_FIT_HEADROOM = "no_fit_headroom"
     OOM_RISK = "oom_risk"

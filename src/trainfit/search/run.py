@@ -11,6 +11,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import product
 
 from ..catalog import get_gpu
@@ -105,13 +106,17 @@ class _Estimator:
         self.gpu_limits: dict[str, tuple[float, float]] = {}
         self._params: int | None = None
 
-    def loading(self, e: Estimate) -> LoadingRam:
-        """Host RAM per node while the generated train.py loads the model for this estimate's configuration."""
+    @property
+    def params(self) -> int:
         if self._params is None:
             self._params = count_params(self.model)
+        return self._params
+
+    def loading(self, e: Estimate) -> LoadingRam:
+        """Host RAM per node while the generated train.py loads the model for this estimate's configuration."""
         t, s = e.training, e.strategy
-        return loading_ram_of(self._params, t.method.value, t.precision.value, t.param_dtype, s.engine, s.zero_stage,
-                              s.gpus_per_node, s.gpus, self.view(e.gpu))
+        return loading_ram_of(self.params, t.method.value, t.precision.value, t.param_dtype, s.engine, s.zero_stage,
+                              s.gpus_per_node, s.gpus, self.view(e.gpu), s.model_parallel)
 
     def adapted(self, t: TrainingSpec, gpu) -> TrainingSpec:
         """The workload as it must run on this GPU (fp16 where there is no bf16, ...)."""
@@ -146,6 +151,10 @@ class _Estimator:
         check_compatibility(self.model, t, s, Cluster(gpu, "single", 0.0, "none", None))
         split = split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
         return memory_of(self.model, t, s, gpu, split, self.eff)
+
+    def memory_direct(self, t: TrainingSpec, s: Strategy, gpu):
+        """The memory of exactly this workload and layout (model-parallel layouts: memoised in estimate/)."""
+        return self._memory(t, s, gpu)
 
     def memory_model(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu,
                      accumulating: bool) -> AffineMemory | DirectMemory | SpecError:
@@ -274,27 +283,41 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
         for (gpus, nodes), method, ckpt in product(layouts(offer, max_nodes), methods(w.request), ckpts):
             if (pin_gpus is not None and gpus != pin_gpus) or (pin_nodes is not None and nodes != pin_nodes):
                 continue
-            n = gpus * nodes
-            if n > w.global_batch:
-                res.candidates += 1
-                res.rejected[Rejection.of(Reason.MORE_GPUS_THAN_BATCH)] += 1
-                continue
-            if w.global_batch % n:  # the requested global batch is kept exactly: GPUs x micro-batch x accumulation
-                res.candidates += 1
-                res.rejected[Rejection.of(Reason.GPUS_DO_NOT_DIVIDE_BATCH)] += 1
-                continue
-            cluster = est.cluster(offer, gpus, nodes)
-            code = w.training(method, ckpt, 1, 1).model_code
-            for s in pinned_strategies(gpus, nodes, pins):
-                refused = stack_refuses(code, method, ckpt, s, efficiencies.framework)
-                if refused:  # the stated stack's own scripts do not run it (plan --framework)
-                    res.candidates += 1
-                    res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=refused)] += 1
-                    continue
-                _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies)
+            parallel = model_parallel_strategies(est.params, model.layers, gpus, nodes, offer.gpu_count, method,
+                                                 w.seq_len, pins)
+            if not _pinned_model_parallel(pins) and _data_parallel_batch(res, gpus * nodes, w):
+                cluster = est.cluster(offer, gpus, nodes)
+                code = w.training(method, ckpt, 1, 1).model_code
+                for s in pinned_strategies(gpus, nodes, pins):
+                    refused = stack_refuses(code, method, ckpt, s, efficiencies.framework)
+                    if refused:  # the stated stack's own scripts do not run it (plan --framework)
+                        res.candidates += 1
+                        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=refused)] += 1
+                        continue
+                    _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies)
+            if _pinned_model_parallel(pins) and not parallel and method == Method.FULL and gpus == offer.gpu_count:
+                res.candidates += 1  # the pinned tp x pp x cp does not divide these GPUs
+                res.rejected[Rejection.of(Reason.LAYOUT, rule="gpu_count")] += 1
+            for s in parallel:
+                _search_model_parallel(res, est, offer, est.cluster(offer, gpus, nodes), w, method, ckpt, s,
+                                       efficiencies)
     res.estimates = len(est.memo)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _data_parallel_batch(res: SearchResult, n: int, w: Workload) -> bool:
+    """Whether n data-parallel GPUs keep the requested global batch exactly (GPUs x micro-batch x accumulation);
+    counts the reason when not."""
+    if n > w.global_batch:
+        res.candidates += 1
+        res.rejected[Rejection.of(Reason.MORE_GPUS_THAN_BATCH)] += 1
+        return False
+    if w.global_batch % n:
+        res.candidates += 1
+        res.rejected[Rejection.of(Reason.GPUS_DO_NOT_DIVIDE_BATCH)] += 1
+        return False
+    return True
 
 
 _NO_FIT, _NO_FIT_HEADROOM = Rejection.of(Reason.NO_FIT), Rejection.of(Reason.NO_FIT_HEADROOM)
@@ -320,7 +343,6 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
             res.candidates += 1
             res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(model))] += 1
             return
-    view = est.view(gpu)
     usable, limit = est.limits(gpu)
     best = None
     n = s.gpus
@@ -354,7 +376,15 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         return
     # Step time per token never rises with the micro-batch at a fixed global batch (fewer micro-steps, larger
     # GEMMs; tests/test_properties.py checks it), so only the largest micro-batch that fits needs a time estimate.
-    e = est(w.training(method, ckpt, best, math.ceil(per_gpu / best)), s, cluster)
+    _keep(res, est, offer, w.training(method, ckpt, best, math.ceil(per_gpu / best)), s, cluster, w, efficiencies,
+          best_risk)
+
+
+def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: Strategy, cluster: Cluster,
+          w: Workload, efficiencies: Efficiencies, risk: float | None) -> None:
+    """The chosen micro-batch of a layout, timed and priced, kept unless the host's RAM cannot hold it."""
+    gpu, view = cluster.gpu, est.view(cluster.gpu)
+    e = est(t, s, cluster)
     ram = offer.instance.ram_gib
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
         res.rejected[Rejection.of(Reason.OFFLOAD_HOST_RAM)] += 1
@@ -369,7 +399,97 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         return
     train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
-    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, best_risk, loading))
+    res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, risk, loading))
+
+
+# Model parallelism (issue 34) is searched for full training of models this large (below it ZeRO-3 / FSDP data
+# parallelism holds the states and needs no TP / PP), or for sequences this long (context parallelism).
+MODEL_PARALLEL_MIN_PARAMS = 20e9
+CONTEXT_PARALLEL_MIN_SEQ = 32768
+_MP_AXES = ("tp", "pp", "cp", "ep", "vpp", "pp_schedule", "sequence_parallel")
+
+
+def _pinned_model_parallel(pins: dict) -> bool:
+    """The request pins a model-parallel layout (tp, pp, cp or ep above 1): data parallelism alone is not searched."""
+    return any((pins.get(k) or 1) > 1 for k in ("tp", "pp", "cp", "ep"))
+
+
+def model_parallel_strategies(params: int, layers: int, gpus: int, nodes: int, per_instance: int, method: Method,
+                              seq_len: int, pins: dict) -> tuple[Strategy, ...]:
+    """The tp x pp x cp layouts searched on whole instances (Megatron-LM's distributed optimizer, ZeRO-1, unless
+    pinned otherwise): those the request pins, else, for full training of a large model or long sequences, tp among
+    the node's divisors up to 8, pp in powers of two up to 16 and the layers, cp for long sequences."""
+    if method != Method.FULL or gpus != per_instance:
+        return ()
+    given = {k: pins[k] for k in _MP_AXES if pins.get(k) is not None}
+    if not _pinned_model_parallel(pins):
+        if any(k in given for k in ("tp", "pp", "cp", "ep")) or (params < MODEL_PARALLEL_MIN_PARAMS
+                                                                 and seq_len < CONTEXT_PARALLEL_MIN_SEQ):
+            return ()
+    return _layouts(gpus, nodes, layers, seq_len >= CONTEXT_PARALLEL_MIN_SEQ, tuple(sorted(given.items())),
+                    pins.get("zero_stage"), pins.get("fsdp"))
+
+
+@lru_cache(maxsize=4096)
+def _layouts(gpus: int, nodes: int, layers: int, long: bool, given: tuple, zero, fsdp) -> tuple[Strategy, ...]:
+    fixed = dict(given)
+    tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8) if gpus % t == 0]
+    pps = [fixed["pp"]] if "pp" in fixed else [p for p in (1, 2, 4, 8, 16) if p <= layers]
+    cps = [fixed["cp"]] if "cp" in fixed else ([1, 2, 4, 8] if long else [1])
+    rest = {k: v for k, v in fixed.items() if k not in ("tp", "pp", "cp")}
+    sharding = {"zero_stage": 1 if zero is None and fsdp is None else (zero or 0)}
+    if fsdp is not None:
+        sharding["fsdp"] = fsdp
+    out = []
+    for tp, pp, cp in product(tps, pps, cps):
+        if tp * pp * cp == 1 and (rest.get("ep") or 1) == 1 or (gpus * nodes) % (tp * pp * cp):
+            continue
+        try:
+            out.append(Strategy(gpus_per_node=gpus, nodes=nodes, tp=tp, pp=pp, cp=cp, **rest, **sharding))
+        except SpecError:  # a pinned combination no stack runs (ZeRO-3 with tp, ...)
+            continue
+    return tuple(out)
+
+
+def _search_model_parallel(res: SearchResult, est: _Estimator, offer: Offer, cluster: Cluster, w: Workload,
+                           method: Method, ckpt: GradCkpt, s: Strategy, efficiencies: Efficiencies) -> None:
+    """One tp x pp x cp layout: the micro-batches that keep the global batch and fill the pipeline, ascending until
+    one does not fit (memory grows with the micro-batch), the largest that fits timed."""
+    from ..estimate.model_parallel import layout_of
+    from ..estimate.parallel3d import arch_of, layout_problems
+
+    res.candidates += 1
+    problems = layout_problems(arch_of(est.model), layout_of(s), s.gpus_per_node, gpus=s.gpus, seq_len=w.seq_len)
+    if problems:
+        res.rejected[Rejection.of(Reason.LAYOUT, rule=problems[0].value)] += 1
+        return
+    if w.global_batch % s.dp:
+        res.rejected[Rejection.of(Reason.GPUS_DO_NOT_DIVIDE_BATCH)] += 1
+        return
+    per_dp = w.global_batch // s.dp
+    pinned_mb = w.request.job_value("micro_batch")
+    mbs = [mb for mb in micro_batches(per_dp) if per_dp // mb >= s.pp and pinned_mb in (None, mb)]
+    if not mbs:
+        res.rejected[Rejection.of(Reason.LAYOUT, rule="few_micro_batches")] += 1
+        return
+    usable, limit = est.limits(cluster.gpu)
+    known = _known(efficiencies)
+    best = best_risk = None
+    for mb in mbs:
+        t = w.training(method, ckpt, mb, per_dp // mb)
+        try:
+            need = est.memory_direct(t, s, cluster.gpu).device
+        except SpecError as exc:
+            res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(exc))] += 1
+            return
+        risk = (1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)
+                if res.max_oom_risk is not None else None)
+        if need > (usable if risk is not None else limit) or (risk is not None and risk > res.max_oom_risk):
+            res.rejected[_NO_FIT if risk is None else _OOM_RISK] += 1
+            break
+        best, best_risk = t, risk
+    if best is not None:
+        _keep(res, est, offer, best, s, cluster, w, efficiencies, best_risk)
 
 
 def pinned_strategies(gpus: int, nodes: int, pins: dict) -> tuple[Strategy, ...]:

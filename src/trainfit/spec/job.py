@@ -412,6 +412,28 @@ FIELDS: tuple[JobField, ...] = (
              parse=Fsdp.parse, relevant=lambda s: s.fsdp != Fsdp.NONE),
     JobField("offload", _S, Offload, Offload.NONE, "offload to host memory (DeepSpeed ZeRO / FSDP)",
              "卸载到主机内存（DeepSpeed ZeRO / FSDP）", doors=_PINNABLE_SPREAD),
+    # --- model parallelism (issue 34): Megatron-LM / Megatron-Core and torchtitan layouts, estimated by
+    # estimate/parallel3d.py. GPUs = tp x pp x cp x dp; data parallelism is what is left.
+    JobField("tp", _S, int, 1, "tensor parallel size: each layer's matrices split across this many GPUs of one node "
+             "(Megatron-LM --tensor-model-parallel-size, torchtitan tensor_parallel_degree)",
+             "张量并行规模：每层矩阵切分到同一节点的这么多 GPU 上（Megatron-LM --tensor-model-parallel-size，torchtitan "
+             "tensor_parallel_degree）", low=1, high=64, doors=_PINNABLE_SPREAD),
+    JobField("pp", _S, int, 1, "pipeline parallel size: the layers split into this many stages",
+             "流水线并行规模：各层分成这么多个阶段", low=1, high=512, doors=_PINNABLE_SPREAD),
+    JobField("vpp", _S, int, 1, "virtual pipeline stages per GPU (interleaved 1F1B: a smaller bubble, more "
+             "activations in flight)", "每个 GPU 的虚拟流水线阶段数（interleaved 1F1B：气泡更小，在途激活更多）",
+             low=1, high=64, doors=_PINNABLE_SPREAD, relevant=lambda s: s.pp > 1),
+    JobField("pp_schedule", _S, str, "1f1b", "pipeline schedule: 1f1b, interleaved (needs --vpp > 1) or zb (zero "
+             "bubble ZB-H1)", "流水线调度：1f1b、interleaved（需 --vpp > 1）或 zb（零气泡 ZB-H1）",
+             choices=("1f1b", "interleaved", "zb"), doors=_PINNABLE_SPREAD, relevant=lambda s: s.pp > 1),
+    JobField("cp", _S, int, 1, "context parallel size: each sequence split across this many GPUs (ring attention)",
+             "上下文并行规模：每条序列切分到这么多 GPU 上（环形注意力）", low=1, high=64, doors=_PINNABLE_SPREAD),
+    JobField("ep", _S, int, 1, "expert parallel size: an MoE layer's experts spread across this many GPUs",
+             "专家并行规模：MoE 层的专家分布到这么多 GPU 上", low=1, high=1024, doors=_PINNABLE_SPREAD),
+    JobField("sequence_parallel", _S, bool, True, "with tensor parallelism: LayerNorm and dropout activations split "
+             "across the TP group too (Megatron-LM --sequence-parallel; torchtitan's default with TP)",
+             "张量并行时：LayerNorm 与 dropout 的激活也在 TP 组内切分（Megatron-LM --sequence-parallel；torchtitan "
+             "开启 TP 时的默认）", doors=_PINNABLE_SPREAD, relevant=lambda s: s.tp > 1),
 )
 
 BY_NAME = {f.name: f for f in FIELDS}

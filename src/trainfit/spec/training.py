@@ -156,13 +156,46 @@ class _Strategy(_Spec):
         if self.offload == Offload.ALL and not (self.zero_stage == 3 or self.fsdp == Fsdp.FULL_SHARD):
             raise SpecError("--offload all (parameters too) needs --zero 3 or --fsdp full_shard; "
                             "use --offload optimizer with ZeRO-1/2")
+        self._parallel_rules()
+
+    def _parallel_rules(self) -> None:
+        """The layout rules that do not depend on the model (those that do: estimate/parallel3d.layout_problems)."""
+        if self.gpus % self.model_parallel:
+            raise SpecError(f"{self.gpus} GPUs do not divide into tp {self.tp} x pp {self.pp} x cp {self.cp} "
+                            "(GPUs = tp x pp x cp x data-parallel size)")
+        if self.gpus_per_node % self.tp:
+            raise SpecError(f"tp {self.tp} must divide the {self.gpus_per_node} GPUs of a node (tensor parallelism "
+                            "stays inside a node)")
+        if (self.vpp > 1) != (self.pp_schedule == "interleaved") or (self.vpp > 1 and self.pp == 1):
+            raise SpecError(f"vpp {self.vpp} with schedule {self.pp_schedule}: the interleaved schedule and "
+                            "vpp > 1 go together, with pp > 1")
+        if self.is_3d and (self.offload != Offload.NONE or self.zero_stage > 1):
+            raise SpecError("with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer "
+                            "(--zero 1) or FSDP (--fsdp full_shard); ZeRO-2/3 and offload are not modelled there")
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
 
     @property
+    def model_parallel(self) -> int:
+        """GPUs that hold one copy of the model between them: tp x pp x cp."""
+        return self.tp * self.pp * self.cp
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size: the model copies, each fed its own micro-batches."""
+        return self.gpus // self.model_parallel
+
+    @property
+    def is_3d(self) -> bool:
+        """A model-parallel layout (estimate/parallel3d.py), not data parallelism alone."""
+        return self.model_parallel > 1 or self.ep > 1
+
+    @property
     def engine(self) -> str:
+        if self.is_3d:  # the stacks that run these layouts: Megatron-LM (its own optimizer) or torchtitan (FSDP2)
+            return "torchtitan" if self.fsdp != Fsdp.NONE else "megatron"
         if self.fsdp != Fsdp.NONE:
             return "fsdp"
         if self.zero_stage > 0:
@@ -183,6 +216,10 @@ class _Strategy(_Spec):
 
     def label(self) -> str:
         parts = [f"{self.nodes}x{self.gpus_per_node} GPU" if self.nodes > 1 else f"{self.gpus} GPU"]
+        if self.is_3d:
+            parts.append(" ".join(f"{k.upper()} {v}" for k, v in (("tp", self.tp), ("pp", self.pp), ("cp", self.cp),
+                                                                  ("ep", self.ep)) if v > 1)
+                         + (f" (vpp {self.vpp})" if self.vpp > 1 else ""))
         if self.fsdp != Fsdp.NONE:
             parts.append(f"FSDP {self.fsdp.value}")
         elif self.zero_stage:

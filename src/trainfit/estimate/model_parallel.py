@@ -1,0 +1,177 @@
+"""Estimates of model-parallel layouts (tp x pp x cp x ep x dp, issue 34): the data-parallel estimator's own compute
+time for one pipeline stage, composed with parallel3d's communication, bubble and memory terms.
+
+How one step is built (benchmarks/parallel3d.py measured this composition on the published TP / PP / CP runs first):
+1. The stage as a model of its own: ceil(L / pp) blocks at full width, run by the data-parallel estimator on one GPU
+   for one micro-batch (every efficiency, the attention kernel, checkpointing and the stack's defaults as for any
+   estimate). Its forward and backward divided by tp x cp are one GPU's share: TP splits every matmul, CP every
+   token's work. The stage keeps the embedding and the head, so this is the slowest (last) stage's time.
+2. parallel3d.step_time adds per micro-batch the exposed TP collectives, the CP ring beyond what the attention core
+   hides, the expert all-to-all and the pipeline sends; multiplies by the micro-batches plus the schedule's bubble;
+   adds the data-parallel gradient sync (overlapped by efficiency.yaml's comm_overlap), the optimizer step divided
+   by the GPUs that share its states, and the fixed per-step overhead.
+3. Links: the cluster's own (NVLink / NVSwitch / PCIe inside a node, the catalog's network between nodes, one share
+   per GPU), each at its NCCL efficiency (comm_efficiency).
+4. Memory: parallel3d.peak_memory_per_gpu (the first or the last stage, whichever holds more), then the estimator's
+   allocator, CUDA-context and NCCL terms as the stage estimate has them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+from ..catalog.efficiency import Efficiencies, EfficiencyView
+from ..errors import SpecError
+from ..spec.cluster import Cluster
+from ..spec.hardware import GpuSpec
+from ..spec.model import ModelSpec
+from ..spec.training import Attention, Fsdp, GradCkpt, Method, Strategy, TrainingSpec
+from . import parallel3d as p3
+from .memory import MemoryResult, Phase
+from .perf import StepTime
+
+# Overlap of each collective with compute, the same for every layout (parallel3d.Overlap): TP collectives and
+# pipeline sends exposed (Megatron-LM overlaps neither by default), the ring attention's KV exchange hidden behind the
+# attention core (each step sends the next chunk while it computes on this one).
+TP_OVERLAP, P2P_OVERLAP, CP_OVERLAP, EP_OVERLAP = 0.0, 0.0, 1.0, 0.0
+
+
+def layout_of(s: Strategy) -> p3.Layout:
+    return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, dp=s.dp,
+                     sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
+                     distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE)
+
+
+def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
+    """The layout, or a SpecError naming the first rule it breaks (parallel3d.layout_problems)."""
+    if t.method in (Method.LORA, Method.QLORA):
+        raise SpecError(f"{t.method.value} with tp / pp / cp / ep is not modelled (Megatron-LM and torchtitan train "
+                        "full models): use data parallelism (--zero / --fsdp) for adapters")
+    layout = layout_of(s)
+    problems = p3.layout_problems(p3.arch_of(m), layout, s.gpus_per_node, gpus=s.gpus, seq_len=t.seq_len,
+                                  micro_batches=t.grad_accum)
+    if problems:
+        raise SpecError(f"layout {s.label()}: {problems[0].text('en')}")
+    return layout
+
+
+def recompute_of(t: TrainingSpec) -> str:
+    return {GradCkpt.FULL: "full", GradCkpt.SELECTIVE: "selective"}.get(t.grad_ckpt, "none")
+
+
+def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
+    """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept."""
+    return m if s.pp == 1 else replace(m, layers=math.ceil(m.layers / s.pp))
+
+
+def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView):
+    """The data-parallel estimator on one GPU running one micro-batch of the stage."""
+    from ..spec.cluster import cluster_for
+    from .core import run_estimate
+
+    one = Strategy(gpus_per_node=1, nodes=1)
+    return run_estimate(stage_model(m, s), t.with_(grad_accum=1), one, cluster_for(cluster.gpu, 1, 1), view=eff)
+
+
+def links_of(cluster: Cluster, s: Strategy, eff: EfficiencyView) -> p3.Links:
+    intra = cluster.intra_bytes_per_s * eff("comm_efficiency", link=cluster.intra_link)
+    if s.nodes > 1 and cluster.inter_bytes_per_s:
+        inter = cluster.inter_bytes_per_s / s.gpus_per_node * eff("comm_efficiency", link=cluster.inter_link)
+    else:
+        inter = intra
+    return p3.Links(intra=intra, inter=inter, gpus_per_node=s.gpus_per_node)
+
+
+def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+              layout: p3.Layout) -> tuple[StepTime, object]:
+    """The step's time by term (StepTime, bounds by kind) and the stage estimate it was built from."""
+    stage = _stage_estimate(m, t, s, cluster, eff)
+    parts = stage.time.parts
+    share = s.tp * s.cp
+    fwd, bwd = parts.get("compute/forward", 0.0) / share, parts.get("compute/backward", 0.0) / share
+    states = s.tp * (s.dp * s.cp if layout.distributed_optimizer or layout.fsdp else 1)
+    optimizer = sum(v for k, v in parts.items() if k.startswith("optimizer")) / states
+    overhead = sum(v for k, v in parts.items() if k.startswith("overhead"))
+    tt = t.for_time
+    links = links_of(cluster, s, eff)
+    overlap = overlap_of(m, t, s, layout, links, eff, fwd, bwd)
+    terms = p3.step_time(p3.arch_of(m), layout, links, seq_len=tt.seq_len // s.cp * s.cp,
+                         micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum, compute_fwd_s=fwd,
+                         compute_bwd_s=bwd, recompute=recompute_of(t),
+                         attention_share=stage.flops.attention / stage.flops.total if stage.flops.total else 0.0,
+                         optimizer_s=optimizer, overhead_s=overhead, overlap=overlap)
+    st = StepTime()
+    # what limits each term (the bottleneck): the bubble is the pipeline's idle time; the optimizer step streams the
+    # states through memory, as in the data-parallel estimate
+    kinds = {"compute": "compute", "pipeline": "pipeline", "communication": "communication",
+             "optimizer": "memory", "overhead": "overhead"}
+    for key, seconds in terms.parts.items():
+        st.add(key, seconds, kinds.get(key.split("/", 1)[0], "compute"))
+    return st, stage
+
+
+def overlap_of(m: ModelSpec, t: TrainingSpec, s: Strategy, layout: p3.Layout, links: p3.Links, eff: EfficiencyView,
+               fwd: float, bwd: float) -> p3.Overlap:
+    """How much of each collective the stack hides (frameworks.yaml: what its recipes switch on).
+
+    tp_comm_overlap (Transformer Engine's userbuffers; needs sequence parallelism): each GEMM's all-gather /
+    reduce-scatter is pipelined with the GEMM's chunks, hidden up to the micro-batch's compute. overlap_p2p_comm
+    (with virtual stages): the interleaved schedule sends while it computes the next chunk. overlap_grad_reduce /
+    overlap_param_gather (Megatron-Core's distributed data parallel): gradients are reduced bucket by bucket during
+    the last micro-batch's backward and the updated weights gathered during the first forward, so one micro-batch's
+    compute hides them. Else the data-parallel sync overlaps as efficiency.yaml's comm_overlap says, and TP and
+    pipeline sends are exposed (Megatron-LM's defaults)."""
+    from ..catalog.frameworks import framework_defaults
+
+    stack = framework_defaults().get(str(eff.eff.framework or ""), {})
+    arch, tt = p3.arch_of(m), t.for_time
+    per_mb = fwd + bwd
+    tp = p3.stage_layers(arch, layout) * p3.tp_comm_per_layer_s(arch, layout, links, tt.seq_len,
+                                                                 tt.sequences_per_micro_batch)
+    tp_hidden = TP_OVERLAP
+    if stack.get("tp_comm_overlap") and layout.sequence_parallel and tp > 0:
+        tp_hidden = min(tp, per_mb) / tp
+    dp_hidden = eff("comm_overlap")
+    if stack.get("overlap_grad_reduce"):
+        dp = p3.dp_comm_s(arch, layout, links, micro_batches=t.grad_accum)
+        dp_hidden = min(dp, per_mb) / dp if dp > 0 else 1.0
+    p2p = 1.0 if stack.get("overlap_p2p_comm") and s.vpp > 1 else P2P_OVERLAP
+    return p3.Overlap(tp=tp_hidden, cp=CP_OVERLAP, ep=EP_OVERLAP, p2p=p2p, dp=dp_hidden)
+
+
+def memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
+    return _memory(m, t, s, gpu, efficiencies)
+
+
+@lru_cache(maxsize=4096)
+def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
+    """parallel3d's peak bytes per GPU, with the allocator, CUDA context and NCCL of the stage's own memory estimate
+    (one GPU, one micro-batch)."""
+    from .core import memory_of
+    from .trainable import split_params
+
+    layout = layout_of(s)
+    eff = efficiencies.shared_view(gpu)
+    sm, t1 = stage_model(m, s), t.with_(grad_accum=1)
+    stage = memory_of(sm, t1, Strategy(gpus_per_node=1, nodes=1), gpu,
+                      split_params(sm, t1, int(eff("freeze_trainable_layers"))), efficiencies)
+    tt = t.for_memory
+    tokens = tt.sequences_per_micro_batch * tt.seq_len
+    logits_bytes = stage.parts.get("logits", 0.0) / (tokens * m.vocab) or 4.0
+    which, peak = p3.peak_memory_per_gpu(p3.arch_of(m), layout, seq_len=tt.seq_len,
+                                         micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum,
+                                         recompute=recompute_of(t), flash_attention=t.attention != Attention.EAGER,
+                                         logits_bytes=logits_bytes)
+    allocated = peak.total
+    reserved = allocated * (1 + stage.allocator_fraction) + stage.allocator_constant
+    device = reserved + (stage.device - stage.reserved)
+    overheads = (("other/allocator_cache", reserved - allocated), ("other/cuda_context_and_nccl", device - reserved))
+    note = (f"memory of the {which} pipeline stage of {s.label()} (estimate/parallel3d.py: Korthikanti et al. 2022 "
+            "activations, Megatron-LM's states)")
+    # the first stage's peak: the first backward begins with every in-flight micro-batch's activations held (1F1B)
+    return MemoryResult(phases=(Phase("backward_start", (dict(peak.parts),), allocated),), peak_phase="backward_start",
+                        allocated=allocated, reserved=reserved, device=device, usable=stage.usable,
+                        overheads=overheads, regime=stage.regime, notes=(note,),
+                        allocator_fraction=stage.allocator_fraction, allocator_constant=stage.allocator_constant)

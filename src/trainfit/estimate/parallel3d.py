@@ -1,0 +1,679 @@
+"""Tensor x pipeline x context x expert x data parallelism (TP x PP x CP x EP x DP): memory and time per GPU.
+
+Pure Python, no torch, no I/O. Issue 34. Everything here is per GPU of the most loaded pipeline stage, for one
+optimizer step, and is meant to be composed with a per-GPU compute time that the caller supplies (trainfit's
+data-parallel estimator on the rank's shard of the model: `benchmarks/parallel3d.py` shows the composition).
+
+Sources, and where this module follows or departs from them:
+
+* Activations: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models"
+  (arXiv 2205.05198), section 4 and Table 2. Bytes per layer, 16-bit activations, dropout in the block:
+  no parallelism s·b·h·(34 + 5·a·s/h); tensor parallel s·b·h·(10 + 24/t + 5·a·s/(h·t)); with sequence parallelism
+  s·b·h/t·(34 + 5·a·s/h); selective recomputation drops the 5·a·s/h term (34·s·b·h/t with SP); full recomputation
+  keeps the block input only, 2·s·b·h (Table 2's last row; /t with SP, which shards the input).
+  The 10 are the tensors a TP rank keeps whole without SP (two LayerNorm inputs 4, two dropout masks 2, the inputs
+  of the QKV and fc1 GEMMs 2+2); the 24 are the sharded ones (Q and K 4, V 2, the output projection's input 2,
+  GeLU's input 8, fc2's input 8). This module writes the 24 per architecture: Q 2·a·d/h, K and V 4·g·d/h for g
+  key/value heads, projection input 2·a·d/h, MLP 4·f/h (GeLU) or 6·f/h (SwiGLU: fc1's two halves and fc2's input,
+  as Megatron's fused bias_swiglu saves them), which is exactly 24 for GPT (a·d = h, g = a, f = 4h).
+  FlashAttention saves no s² tensor: flash_attention=True drops 5·a·s/h as selective recomputation does.
+* In-flight micro-batches on the first stage: 1F1B holds min(pp, m) micro-batches of L/pp layers (Narayanan et al.
+  2021, arXiv 2104.04473, section 2.2.1); Megatron's interleaved schedule holds L·(1 + (p-1)/(p·v)) layers' worth
+  (`get_pp_rank_microbatches`: rank 0 warms up 2(p-1) + (v-1)·p chunks, plus the one in flight, of L/(p·v) layers
+  each); ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", arXiv 2401.10241, section 2.1) keeps the peak of
+  1F1B.
+* Weights and optimizer states, and the activation total, follow Megatron-LM's own
+  megatron/training/theoretical_memory_usage.py (read at commit d98e8a64). Differences, each on purpose:
+  - CP: Megatron's estimator does not divide activations by cp and shards the distributed optimizer over
+    `data_parallel_size`, which excludes cp; the distributed optimizer actually runs over the dp x cp group
+    (DistributedDataParallel's `intra_dp_cp_group`), and CP splits every sequence activation by cp. Here: both.
+  - Full recomputation: Megatron's estimator falls back to the no-SP selective formula for anything but
+    SP + selective; here the 2·s·b·h row of Table 2 is used, plus one layer's full activations, rematerialised
+    during that layer's backward (the working set Korthikanti's row leaves out).
+  - SwiGLU: Megatron's activation formula keeps 4·f/h for the MLP; here 6·f/h (see above). For GPT both agree.
+  - Position embeddings and biases: Megatron leaves them out (position_table=0, biases=False reproduce it).
+  - Megatron applies the interleaved penalty also to the embedding-stage terms and divides them by t (kept).
+* Time: ring collectives as nccl-tests' bus-bandwidth model: all-reduce 2(n-1)/n · bytes / bw, all-gather and
+  reduce-scatter (n-1)/n · bytes / bw, all-to-all (n-1)/n · bytes / bw, point-to-point bytes / bw. Pipeline bubble
+  (p-1)/(m·v) of the ideal time for 1F1B (v = 1) and interleaved (Narayanan et al. 2021, section 2.2); ZB-H1 cuts
+  the bubble to (p-1)·(T_F + T_B - T_W) with T_W the weight-gradient pass (1/3 of 1F1B's when T_F = T_B = T_W).
+
+Rank order: Megatron-Core's default "tp-cp-ep-dp-pp" (torchtitan's mesh pp, dp, cp, tp is the same from the
+inside out): a group of size n whose members lie `stride` ranks apart stays inside a node when stride·n <= GPUs per
+node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+SCHEDULES = ("1f1b", "interleaved", "zb")
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """The architecture numbers this module needs (field names as trainfit's ModelSpec; `arch_of` converts one).
+
+    intermediate: the dense MLP width f (per expert for MoE); gated_mlp: SwiGLU-style (three matrices)."""
+
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    vocab: int
+    head_dim: int = 0  # 0: hidden // heads
+    gated_mlp: bool = False
+    tie_embeddings: bool = False
+    num_experts: int = 0
+    experts_per_tok: int = 0
+    position_table: int = 0  # rows of a learned position-embedding table (0: rope / alibi)
+    biases: bool = False  # a bias on every Linear
+    layernorm: bool = True  # LayerNorm (weight and bias) rather than RMSNorm (weight only)
+    dropout: bool = True  # dropout after attention and MLP (Korthikanti's masks)
+
+    @property
+    def d(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+def arch_of(m) -> Arch:
+    """An Arch from a trainfit ModelSpec (duck-typed: no import of the spec package)."""
+    return Arch(hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads, intermediate=m.intermediate,
+                vocab=m.vocab, head_dim=m.head_dim, gated_mlp=m.gated_mlp, tie_embeddings=m.tie_embeddings,
+                num_experts=m.num_experts, experts_per_tok=m.experts_per_tok,
+                position_table=m.max_positions if m.position == "learned" else 0,
+                biases=bool(m.qkv_bias or m.mlp_bias), layernorm=m.norm == "layernorm",
+                dropout=bool(m.hidden_dropout or m.attention_dropout))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One layout. gpus = tp·pp·cp·dp; ep and etp (expert TP, 0: = tp) split the MoE layers' experts inside
+    tp·cp·dp (Megatron-Core's "MoE parallel folding"). distributed_optimizer: Megatron's, ZeRO-1 over dp·cp.
+    fsdp: ZeRO-3 / FSDP2 over dp·cp (torchtitan's dp_shard_cp mesh); not one of Megatron's options."""
+
+    tp: int = 1
+    pp: int = 1
+    vpp: int = 1  # virtual stages (model chunks) per rank: 1 = plain 1F1B
+    cp: int = 1
+    ep: int = 1
+    etp: int = 0
+    dp: int = 1
+    sequence_parallel: bool = False
+    distributed_optimizer: bool = False
+    schedule: str = "1f1b"
+    fsdp: bool = False
+
+    def __post_init__(self):
+        for name in ("tp", "pp", "vpp", "cp", "ep", "dp"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        if isinstance(self.etp, bool) or not isinstance(self.etp, int) or self.etp < 0:
+            raise ValueError(f"etp must be a whole number >= 0, got {self.etp!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Megatron-Core: expert_data_parallel_size = world / (etp · ep · pp)."""
+        return max(1, self.tp * self.cp * self.dp // (self.expert_tp * self.ep))
+
+
+# ---- validity ------------------------------------------------------------------------------------------------------
+
+class Reason(str, Enum):
+    """Why a layout cannot run; `text(lang)` words it. Megatron-Core's rule is cited where it has one."""
+
+    HEADS_TP = "heads_tp"
+    KV_HEADS_TP = "kv_heads_tp"
+    LAYERS_STAGES = "layers_stages"
+    EXPERTS_EP = "experts_ep"
+    EP_WITHOUT_EXPERTS = "ep_without_experts"
+    TP_ACROSS_NODES = "tp_across_nodes"
+    GPU_COUNT = "gpu_count"
+    EP_FOLDING = "ep_folding"
+    SEQ_CP = "seq_cp"
+    FEW_MICRO_BATCHES = "few_micro_batches"
+    INTERLEAVED_MICRO_BATCHES = "interleaved_micro_batches"
+    VPP_SCHEDULE = "vpp_schedule"
+    MOE_TP_NEEDS_SP = "moe_tp_needs_sp"
+
+    def text(self, lang: str = "en") -> str:
+        en, zh = _REASON_TEXT[self]
+        return zh if lang == "zh" else en
+
+
+_REASON_TEXT: dict[Reason, tuple[str, str]] = {
+    Reason.HEADS_TP: ("the attention heads do not divide evenly among the tensor-parallel GPUs",
+                      "注意力头数不能被张量并行（TP）GPU 数整除"),
+    Reason.KV_HEADS_TP: ("the key/value heads are neither a multiple nor a divisor of the tensor-parallel size "
+                         "(Megatron-Core replicates them when fewer, else splits them)",
+                         "键值头数既不是张量并行规模的倍数也不是其约数（头数较少时 Megatron-Core 复制，否则切分）"),
+    Reason.LAYERS_STAGES: ("fewer layers than pipeline stages x virtual stages: some stage would hold none",
+                           "层数少于流水线阶段数与虚拟阶段数之积：有的阶段一层也没有"),
+    Reason.EXPERTS_EP: ("the experts do not divide evenly among the expert-parallel GPUs",
+                        "专家数不能被专家并行（EP）GPU 数整除"),
+    Reason.EP_WITHOUT_EXPERTS: ("expert parallelism needs a mixture-of-experts model; this one is dense",
+                                "专家并行需要混合专家（MoE）模型，而此模型是稠密模型"),
+    Reason.TP_ACROSS_NODES: ("a tensor-parallel group must fit inside one node (it talks in every layer)",
+                             "张量并行组必须位于同一节点内（每一层都要通信）"),
+    Reason.GPU_COUNT: ("the GPU count is not the product of the tensor, pipeline, context and data parallel sizes",
+                       "GPU 总数不等于张量、流水线、上下文与数据并行规模的乘积"),
+    Reason.EP_FOLDING: ("expert-parallel size times expert tensor-parallel size does not divide the GPUs of one "
+                        "pipeline stage (Megatron-Core: world size must be divisible by etp x ep x pp)",
+                        "专家并行规模乘以专家张量并行规模不能整除一个流水线阶段的 GPU 数"
+                        "（Megatron-Core 要求总 GPU 数能被三者之积整除）"),
+    Reason.SEQ_CP: ("the sequence length is not a multiple of twice the context-parallel size (load-balanced "
+                    "ring attention splits each sequence into 2 x cp chunks)",
+                    "序列长度不是上下文并行规模两倍的整数倍（负载均衡的环形注意力把每条序列切成 2 x cp 块）"),
+    Reason.FEW_MICRO_BATCHES: ("fewer micro-batches per step than pipeline stages: the pipeline never fills",
+                               "每步的微批次数少于流水线阶段数：流水线始终无法填满"),
+    Reason.INTERLEAVED_MICRO_BATCHES: ("the interleaved schedule needs the micro-batches per step to be a multiple "
+                                       "of the pipeline stages",
+                                       "交错式流水线调度要求每步微批次数是流水线阶段数的整数倍"),
+    Reason.VPP_SCHEDULE: ("virtual stages need the interleaved schedule and more than one pipeline stage, and the "
+                          "interleaved schedule needs virtual stages",
+                          "虚拟阶段需要交错式调度且流水线阶段数大于一，交错式调度也需要虚拟阶段"),
+    Reason.MOE_TP_NEEDS_SP: ("expert parallelism together with tensor parallelism needs sequence parallelism "
+                             "(Megatron-Core refuses it otherwise)",
+                             "专家并行与张量并行同时使用时必须开启序列并行（否则 Megatron-Core 拒绝运行）"),
+}
+
+
+def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int | None = None,
+                    seq_len: int | None = None, micro_batches: int | None = None) -> list[Reason]:
+    """Every reason the layout cannot run (empty: it can). `gpus`, `seq_len`, `micro_batches` (per optimizer step,
+    per data-parallel rank) are checked when given.
+
+    KV heads: Megatron-Core's TransformerConfig accepts num_query_groups that are a multiple *or a divisor* of tp
+    (attention.py replicates one group per rank when there are fewer groups than ranks); older Megatron wanted a
+    multiple. EP: Megatron-Core's parallel_state requires world_size % (etp·ep·pp) == 0, i.e. etp·ep divides
+    tp·cp·dp; with etp = tp that is the older rule "ep divides dp·cp". CP: arguments.py asserts
+    seq_length % (2·cp) == 0."""
+    out: list[Reason] = []
+    t = layout
+    if arch.heads % t.tp:
+        out.append(Reason.HEADS_TP)
+    if arch.kv_heads % t.tp and t.tp % arch.kv_heads:
+        out.append(Reason.KV_HEADS_TP)
+    if arch.layers < t.pp * t.vpp:  # uneven splits run (torchtitan splits unevenly, Megatron-Core with
+        out.append(Reason.LAYERS_STAGES)  # account_for_embedding/loss_in_pipeline_split): the busiest stage is timed
+    if t.ep > 1 and not arch.is_moe:
+        out.append(Reason.EP_WITHOUT_EXPERTS)
+    elif arch.is_moe and arch.num_experts % t.ep:
+        out.append(Reason.EXPERTS_EP)
+    if t.tp > gpus_per_node or gpus_per_node % t.tp:
+        out.append(Reason.TP_ACROSS_NODES)
+    if gpus is not None and gpus != t.gpus:
+        out.append(Reason.GPU_COUNT)
+    if (t.tp * t.cp * t.dp) % (t.expert_tp * t.ep):
+        out.append(Reason.EP_FOLDING)
+    if t.cp > 1 and seq_len is not None and seq_len % (2 * t.cp):
+        out.append(Reason.SEQ_CP)
+    if t.pp > 1 and micro_batches is not None and micro_batches < t.pp:
+        out.append(Reason.FEW_MICRO_BATCHES)
+    if t.vpp > 1 and micro_batches is not None and micro_batches % t.pp:
+        out.append(Reason.INTERLEAVED_MICRO_BATCHES)
+    if (t.vpp > 1) != (t.schedule == "interleaved") or (t.vpp > 1 and t.pp == 1):
+        out.append(Reason.VPP_SCHEDULE)
+    if t.ep > 1 and t.tp > 1 and not t.sequence_parallel:
+        out.append(Reason.MOE_TP_NEEDS_SP)
+    return out
+
+
+# ---- parameters ----------------------------------------------------------------------------------------------------
+
+def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:
+    """Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by (128) x tp."""
+    step = max(1, multiple) * tp
+    return math.ceil(vocab / step) * step
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters held by one GPU of a pipeline stage, by how they are sharded."""
+
+    tp_sharded: float  # attention, dense MLP, word embedding / LM head: already divided by tp
+    replicated: float  # norms, router, position table (and biases of row-parallel Linears)
+    expert: float  # routed experts: already divided by etp·ep
+    layers: int  # blocks on this stage
+
+    @property
+    def dense(self) -> float:
+        return self.tp_sharded + self.replicated
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.expert
+
+
+def layer_params(arch: Arch) -> dict[str, float]:
+    """Parameters of one block by kind (Megatron's theoretical_memory_usage terms; biases when arch.biases)."""
+    h, d = arch.hidden, arch.d
+    q, kv = arch.heads * d, arch.kv_heads * d
+    attention = h * q + 2 * h * kv + q * h + ((q + 2 * kv + h) if arch.biases else 0)
+    mats = 3 if arch.gated_mlp else 2
+    mlp = mats * h * arch.intermediate + ((arch.intermediate * (mats - 1) + h) if arch.biases else 0)
+    norms = 2 * h * (2 if arch.layernorm else 1)
+    if arch.is_moe:
+        return {"attention": attention, "dense_mlp": 0.0, "experts": arch.num_experts * mlp,
+                "replicated": norms + h * arch.num_experts}
+    return {"attention": attention, "dense_mlp": mlp, "experts": 0.0, "replicated": norms}
+
+
+def stage_layers(arch: Arch, layout: Layout) -> int:
+    """Blocks on the busiest stage: ceil(L / pp) (an uneven split puts the remainder on some stages)."""
+    return math.ceil(arch.layers / layout.pp)
+
+
+def stage_params(arch: Arch, layout: Layout, stage: str = "first", vocab_multiple: int = 128) -> StageParams:
+    """Parameters on one GPU of the first or last pipeline stage. The first holds the word embedding (and a learned
+    position table); the last the LM head and the final norm — when tied and pp > 1 the last stage still keeps its
+    own copy of the embedding as the head (Megatron's shared word embedding). One stage holds both when pp = 1,
+    the head once more only when untied."""
+    if stage not in ("first", "last"):
+        raise ValueError("stage must be 'first' or 'last'")
+    lp = layer_params(arch)
+    n = stage_layers(arch, layout)
+    vocab = padded_vocab(arch.vocab, layout.tp, vocab_multiple) * arch.hidden / layout.tp
+    tp_sharded = n * (lp["attention"] + lp["dense_mlp"]) / layout.tp
+    replicated = n * lp["replicated"]
+    expert = n * lp["experts"] / (layout.expert_tp * layout.ep)
+    first, last = stage == "first" or layout.pp == 1, stage == "last" or layout.pp == 1
+    if first:
+        tp_sharded += vocab
+        replicated += arch.position_table * arch.hidden
+    if last:
+        replicated += arch.hidden * (2 if arch.layernorm else 1)
+        if not (first and arch.tie_embeddings):
+            tp_sharded += vocab
+    return StageParams(tp_sharded, replicated, expert, n)
+
+
+# ---- memory --------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes per GPU of one stage at its peak, by part."""
+
+    parts: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+    def part(self, prefix: str) -> float:
+        return sum(v for k, v in self.parts.items() if k.split("/", 1)[0] == prefix)
+
+
+def model_state_bytes(arch: Arch, layout: Layout, stage: str = "first", *, weight_bytes: float = 2,
+                      grad_bytes: float = 4, state_bytes: float = 12, vocab_multiple: int = 128) -> dict[str, float]:
+    """Weights, gradients and optimizer states on one GPU. Megatron mixed precision: 16-bit weights (2), fp32 main
+    gradients (4), fp32 master weights and two Adam moments (12) = 18 bytes per parameter; the distributed optimizer
+    shards the 12 over dp·cp (theoretical_memory_usage.py: 6 + 12/dp), experts' over the expert-data-parallel group.
+    fsdp: gradients and states sharded too ((grad_bytes + state_bytes)/(dp·cp); FSDP2's sharded fp32 parameter is
+    the "master"), plus the gathered 16-bit weights: the whole stage's with pp > 1 (torchtitan does not reshard
+    after forward under PP), else two blocks (the one computing and the one prefetched); with pp > 1 also the
+    stage's unsharded 16-bit gradients, accumulated over the micro-batches (PyTorch's PipelineStage turns FSDP's
+    gradient sync off until the last micro-batch's backward)."""
+    t = layout
+    p = stage_params(arch, t, stage, vocab_multiple)
+    dense_dp, expert_dp = t.dp * t.cp, t.expert_dp
+    if t.fsdp:
+        per_block = (p.total - _embedding_share(arch, t, p)) / max(1, p.layers)
+        gathered = p.total if t.pp > 1 else min(p.total, 2 * per_block + _embedding_share(arch, t, p))
+        out = {"weights/gathered": weight_bytes * gathered,
+               "gradients/sharded": grad_bytes * (p.dense / dense_dp + p.expert / expert_dp),
+               "optimizer/sharded": state_bytes * (p.dense / dense_dp + p.expert / expert_dp)}
+        if t.pp > 1:  # torch.distributed.pipelining defers FSDP's reduce-scatter to the last micro-batch
+            out["gradients/unsharded"] = weight_bytes * p.total  # (set_requires_gradient_sync): 16-bit grads kept
+        return out
+    shard_d, shard_e = (dense_dp, expert_dp) if t.distributed_optimizer else (1, 1)
+    return {"weights/params": weight_bytes * p.total,
+            "gradients/main_grads": grad_bytes * p.total,
+            "optimizer/states": state_bytes * (p.dense / shard_d + p.expert / shard_e)}
+
+
+def _embedding_share(arch: Arch, layout: Layout, p: StageParams) -> float:
+    """The embedding / head parameters of a stage (what is not in its blocks)."""
+    lp = layer_params(arch)
+    blocks = p.layers * ((lp["attention"] + lp["dense_mlp"]) / layout.tp + lp["replicated"]
+                         + lp["experts"] / (layout.expert_tp * layout.ep))
+    return max(0.0, p.total - blocks)
+
+
+def layer_activation_coefficients(arch: Arch, seq_len: int, *, flash_attention: bool = False) -> tuple[float, float,
+                                                                                                     float]:
+    """Korthikanti et al. 2022 Table 2 per layer, as multiples of s·b·h bytes: (kept whole by each TP rank without SP,
+    sharded by TP, the s² part 5·a·s/h). GPT (a·d = h, g = a, f = 4h, GeLU, dropout): (10, 24, 5·a·s/h)."""
+    h, d = arch.hidden, arch.d
+    masks = 2.0 if arch.dropout else 0.0
+    whole = 4.0 + masks + 2.0 + 2.0  # LayerNorm inputs, dropout masks, QKV input, fc1 input
+    q, kv = arch.heads * d / h, arch.kv_heads * d / h
+    mlp = (6.0 if arch.gated_mlp else 4.0) * arch.intermediate / h
+    if arch.is_moe:  # each token's k expert copies: the permuted input (2·k) and the experts' own activations;
+        k = max(1, arch.experts_per_tok)  # fp32 router logits (4·E/h)
+        mlp = k * (mlp + 2.0) + 4.0 * arch.num_experts / h
+    sharded = 2.0 * q + 4.0 * kv + 2.0 * q + mlp
+    s2 = 0.0 if flash_attention else (5.0 if arch.dropout else 4.0) * arch.heads * seq_len / h
+    return whole, sharded, s2
+
+
+def layer_activation_bytes(arch: Arch, layout: Layout, seq_len: int, micro_batch: int, *,
+                           recompute: str = "none", flash_attention: bool = False) -> float:
+    """Bytes one block keeps for backward, one micro-batch, one GPU (Korthikanti Table 2, divided by cp: context
+    parallelism splits every sequence-long tensor). recompute: none | selective (drops the s² part) | full (the
+    block's input only, 2·s·b·h, /t with SP)."""
+    if recompute not in RECOMPUTE:
+        raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}")
+    t = layout
+    sbh = seq_len * micro_batch * arch.hidden / t.cp
+    sp = t.tp if t.sequence_parallel else 1
+    if recompute == "full":
+        return 2.0 * sbh / sp
+    whole, sharded, s2 = layer_activation_coefficients(arch, seq_len, flash_attention=flash_attention)
+    if recompute == "selective":
+        s2 = 0.0
+    return sbh * (whole / sp + sharded / t.tp + s2 / t.tp)
+
+
+def in_flight_layers(arch: Arch, layout: Layout, micro_batches: int, stage: str = "first") -> float:
+    """Layers' worth of one micro-batch's activations a stage holds at its peak. pp = 1: L. 1F1B and ZB-H1, first
+    stage: min(pp, m) micro-batches of L/pp layers (the last stage: 1). Interleaved, first stage: Megatron's
+    L·(1 + (p-1)/(p·v)) (theoretical_memory_usage.py; vp + p - 1 chunks of L/(p·v) layers in flight)."""
+    t, n = layout, stage_layers(arch, layout)
+    if t.pp == 1:
+        return float(arch.layers)
+    if stage == "last":
+        return float(n)
+    if t.schedule == "interleaved":
+        return arch.layers * (1.0 + (t.pp - 1) / (t.pp * t.vpp))
+    return n * min(t.pp, max(1, micro_batches))
+
+
+def in_flight_micro_batches(layout: Layout, micro_batches: int, stage: str = "first") -> float:
+    """Micro-batches whose embedding-stage tensors the first stage holds (Megatron: pp, x the interleaved penalty)."""
+    t = layout
+    if t.pp == 1 or stage == "last":
+        return 1.0
+    if t.schedule == "interleaved":
+        return t.pp * (1.0 + (t.pp - 1) / (t.pp * t.vpp))
+    return float(min(t.pp, max(1, micro_batches)))
+
+
+def activation_bytes(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: int, micro_batches: int,
+                     recompute: str = "selective", flash_attention: bool = False, stage: str = "first",
+                     logits_bytes: float = 4.0, vocab_multiple: int = 128) -> dict[str, float]:
+    """Activations of one stage at its peak, by item. Embedding-stage items as Megatron counts them: token ids
+    (8·s·b) and the embedding dropout mask (s·b·h), per micro-batch in flight, /t like the rest. The loss stage
+    adds the LM head's input and the logits, 4·s·b·h/t + logits_bytes·s·b·V/t with V padded as Megatron pads it
+    (Megatron: 4·s·b·h·(1 + V/h)/t: fp32 logits, vocab-parallel cross entropy). MoE: one layer's token-dispatch
+    buffers (sent and received copies, 2·k·s·b·h·2/cp, /t with SP)."""
+    t = layout
+    tokens = seq_len * micro_batch / t.cp
+    per_layer = layer_activation_bytes(arch, t, seq_len, micro_batch, recompute=recompute,
+                                       flash_attention=flash_attention)
+    out = {"activations/layers": per_layer * in_flight_layers(arch, t, micro_batches, stage)}
+    if recompute == "full":
+        out["activations/recompute_working_set"] = layer_activation_bytes(arch, t, seq_len, micro_batch,
+                                                                          flash_attention=flash_attention)
+    first = stage == "first" or t.pp == 1
+    if first:
+        emb = 8.0 * tokens + (tokens * arch.hidden if arch.dropout else 0.0)
+        out["activations/embedding"] = emb * in_flight_micro_batches(t, micro_batches, stage) / t.tp
+    if stage == "last" or t.pp == 1:
+        vocab = padded_vocab(arch.vocab, t.tp, vocab_multiple)
+        out["logits/head"] = 4.0 * tokens * arch.hidden / t.tp + logits_bytes * tokens * vocab / t.tp
+    if arch.is_moe:
+        sp = t.tp if t.sequence_parallel else 1
+        out["activations/moe_dispatch"] = 2.0 * 2.0 * max(1, arch.experts_per_tok) * tokens * arch.hidden / sp
+    return out
+
+
+def memory_per_gpu(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: int, micro_batches: int,
+                   recompute: str = "selective", flash_attention: bool = False, stage: str = "first",
+                   weight_bytes: float = 2, grad_bytes: float = 4, state_bytes: float = 12,
+                   logits_bytes: float = 4.0, vocab_multiple: int = 128) -> Memory:
+    """Allocated bytes per GPU of one pipeline stage (default: the first, the most loaded one: all the in-flight
+    micro-batches and the embedding). No allocator cache, CUDA context or NCCL buffers: the caller adds those."""
+    parts = model_state_bytes(arch, layout, stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
+                              state_bytes=state_bytes, vocab_multiple=vocab_multiple)
+    parts.update(activation_bytes(arch, layout, seq_len=seq_len, micro_batch=micro_batch,
+                                  micro_batches=micro_batches, recompute=recompute, flash_attention=flash_attention,
+                                  stage=stage, logits_bytes=logits_bytes, vocab_multiple=vocab_multiple))
+    return Memory(parts)
+
+
+def peak_memory_per_gpu(arch: Arch, layout: Layout, **kwargs) -> tuple[str, Memory]:
+    """The larger of the first and the last stage (the last holds the logits; with pp = 1 they are one)."""
+    first = memory_per_gpu(arch, layout, stage="first", **kwargs)
+    if layout.pp == 1:
+        return "first", first
+    last = memory_per_gpu(arch, layout, stage="last", **kwargs)
+    return ("last", last) if last.total > first.total else ("first", first)
+
+
+# ---- time ----------------------------------------------------------------------------------------------------------
+
+def all_reduce_s(nbytes: float, n: int, bw: float) -> float:
+    """Ring all-reduce: 2(n-1)/n · bytes / bus bandwidth (bytes/s)."""
+    return 0.0 if n <= 1 else 2.0 * (n - 1) / n * nbytes / bw
+
+
+def all_gather_s(nbytes: float, n: int, bw: float) -> float:
+    """Ring all-gather or reduce-scatter of a `nbytes` (whole, unsharded) buffer: (n-1)/n · bytes / bw."""
+    return 0.0 if n <= 1 else (n - 1) / n * nbytes / bw
+
+
+reduce_scatter_s = all_gather_s
+all_to_all_s = all_gather_s  # each GPU keeps 1/n of what it holds and sends the rest
+
+
+def group_bandwidth(size: int, stride: int, gpus_per_node: int, intra: float, inter: float) -> float:
+    """Bus bandwidth (bytes/s) of a group of `size` ranks `stride` apart: the intra-node link when the group stays in
+    one node; when every member sits on another node, one NIC per GPU (`inter`, per GPU); a group with several
+    members per node drives that many NICs, but never beyond the intra-node link."""
+    if size <= 1 or stride * size <= gpus_per_node:
+        return intra
+    per_node = max(1, gpus_per_node // stride) if stride < gpus_per_node else 1
+    return min(intra, inter * per_node)
+
+
+@dataclass(frozen=True)
+class Links:
+    """Per-GPU bus bandwidths in bytes/s (efficiency already applied) and the node size."""
+
+    intra: float
+    inter: float
+    gpus_per_node: int
+
+    @classmethod
+    def from_gbs(cls, intra_gbs: float, inter_gbs: float, gpus_per_node: int) -> "Links":
+        return cls(intra_gbs * 1e9, inter_gbs * 1e9, gpus_per_node)
+
+    def of(self, size: int, stride: int) -> float:
+        return group_bandwidth(size, stride, self.gpus_per_node, self.intra, self.inter)
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Fraction of each communication hidden behind compute (0: fully exposed). cp: fraction of the attention
+    core's time the ring's KV exchange can hide behind (ring attention overlaps each step's transfer with the
+    previous chunk's attention)."""
+
+    tp: float = 0.0
+    cp: float = 1.0
+    ep: float = 0.0
+    p2p: float = 0.0
+    dp: float = 0.0
+
+
+@dataclass
+class StepParts:
+    """Seconds per optimizer step by term; `total` sums them."""
+
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def add(self, key: str, seconds: float) -> None:
+        if seconds:
+            self.parts[key] = self.parts.get(key, 0.0) + seconds
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+def tp_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,
+                        recompute: str = "none", act_bytes: float = 2.0) -> float:
+    """One block's TP collectives for one micro-batch, forward + backward (+ the recomputed forward): without SP two
+    all-reduces of s·b·h forward and two backward (Megatron's f and g operators, Shoeybi et al. 2019); with SP each
+    all-reduce becomes an all-gather plus a reduce-scatter, the same bytes. TP's group is innermost (stride 1)."""
+    t = layout
+    if t.tp == 1:
+        return 0.0
+    buf = seq_len * micro_batch * arch.hidden * act_bytes / t.cp
+    bw = links.of(t.tp, 1)
+    one = (all_gather_s(buf, t.tp, bw) + reduce_scatter_s(buf, t.tp, bw)) if t.sequence_parallel else \
+        all_reduce_s(buf, t.tp, bw)
+    passes = 2 + 2 + (2 if recompute == "full" else 0)
+    return passes * one
+
+
+def cp_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,
+                        recompute: str = "none", act_bytes: float = 2.0) -> float:
+    """One block's ring-attention exchange for one micro-batch (Liu et al. 2023 ring attention; Megatron's CP): cp-1
+    point-to-point steps forward, each passing this rank's K and V chunk (2·b·s/cp·g·d/t, g/t at least one head)
+    on; backward passes K, V and their gradients (twice forward); full recomputation runs the forward ring again.
+    CP's group has stride tp."""
+    t = layout
+    if t.cp == 1:
+        return 0.0
+    kv_heads = max(1.0, arch.kv_heads / t.tp)
+    chunk = 2.0 * micro_batch * seq_len / t.cp * kv_heads * arch.d * act_bytes
+    step = chunk / links.of(t.cp, t.tp)
+    return (t.cp - 1) * step * (1 + 2 + (1 if recompute == "full" else 0))
+
+
+def ep_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,
+                        recompute: str = "none", act_bytes: float = 2.0) -> float:
+    """One MoE block's all-to-alls for one micro-batch: dispatch and combine forward, their two backward (+ the
+    recomputed forward's two), each moving the rank's k·tokens·h (tokens s·b/cp, /t with SP) with (ep-1)/ep leaving
+    the GPU. EP's group has stride etp (Megatron-Core's expert grid tp-ep-dp-pp)."""
+    t = layout
+    if t.ep == 1 or not arch.is_moe:
+        return 0.0
+    tokens = seq_len * micro_batch / t.cp / (t.tp if t.sequence_parallel else 1)
+    buf = tokens * max(1, arch.experts_per_tok) * arch.hidden * act_bytes
+    one = all_to_all_s(buf, t.ep, links.of(t.ep, t.expert_tp))
+    return one * (4 + (2 if recompute == "full" else 0))
+
+
+def p2p_per_micro_batch_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,
+                          act_bytes: float = 2.0) -> float:
+    """Pipeline sends of one micro-batch on one rank: an activation forward and its gradient backward per model
+    chunk (2·v), each s·b·h/cp, split across the TP ranks (Megatron's scatter-gather optimisation, Narayanan et
+    al. 2021 section 4.1; with SP the tensor is sharded anyway). PP's group has stride tp·cp·dp."""
+    t = layout
+    if t.pp == 1:
+        return 0.0
+    msg = seq_len * micro_batch * arch.hidden * act_bytes / t.cp / t.tp
+    return 2 * t.vpp * msg / links.of(t.pp, t.tp * t.cp * t.dp)
+
+
+def dp_comm_s(arch: Arch, layout: Layout, links: Links, *, micro_batches: int, grad_bytes: float = 4.0,
+              weight_bytes: float = 2.0, stage: str = "first") -> float:
+    """Gradient synchronisation per optimizer step over dp·cp (CP ranks hold the same weights): all-reduce, or with
+    the distributed optimizer reduce-scatter of gradients + all-gather of updated 16-bit weights; FSDP gathers the
+    weights in forward and backward (once per step under PP, once per micro-batch otherwise) and reduce-scatters the
+    gradients. Experts sync over their own data-parallel group. Stride of the dp·cp group: tp."""
+    t = layout
+    p = stage_params(arch, t, stage)
+    out = 0.0
+    for params, n, stride in ((p.dense, t.dp * t.cp, t.tp), (p.expert, t.expert_dp, t.expert_tp * t.ep)):
+        if n <= 1 or not params:
+            continue
+        bw = links.of(n, stride)
+        if t.fsdp:
+            gathers = 1 if t.pp > 1 else 2 * max(1, micro_batches)
+            reduces = 1 if t.pp > 1 else max(1, micro_batches)
+            out += gathers * all_gather_s(weight_bytes * params, n, bw) + \
+                reduces * reduce_scatter_s(grad_bytes * params, n, bw)
+        elif t.distributed_optimizer:
+            out += reduce_scatter_s(grad_bytes * params, n, bw) + all_gather_s(weight_bytes * params, n, bw)
+        else:
+            out += all_reduce_s(grad_bytes * params, n, bw)
+    return out
+
+
+def bubble_micro_batches(layout: Layout, micro_batches: int, *, wgrad_share: float = 0.5,
+                         fwd_share: float = 1.0 / 3.0) -> float:
+    """The bubble in units of one micro-batch's stage time (forward + backward = 1). 1F1B: p-1 (bubble fraction
+    (p-1)/m); interleaved: (p-1)/v (Narayanan et al. 2021, section 2.2.2); ZB-H1 (Qi et al. 2024, section 2.1):
+    (p-1)·(T_F + T_B - T_W), T_B the input-gradient and T_W the weight-gradient part of the backward. With
+    F = fwd_share and W = wgrad_share·(1 - F): (p-1)·(F + (1 - F - W) - W) = (p-1)·(1 - 2W); equal F, B and W
+    (F = 1/3, W = 1/3) give (p-1)/3, the paper's "one third of 1F1B's bubble"."""
+    t = layout
+    if t.pp == 1:
+        return 0.0
+    if t.schedule == "interleaved":
+        return (t.pp - 1) / t.vpp
+    if t.schedule == "zb":
+        w = wgrad_share * (1.0 - fwd_share)
+        return (t.pp - 1) * max(0.0, 1.0 - 2.0 * w)
+    return float(t.pp - 1)
+
+
+def step_time(arch: Arch, layout: Layout, links: Links, *, seq_len: int, micro_batch: int, micro_batches: int,
+              compute_fwd_s: float, compute_bwd_s: float, recompute: str = "none", attention_share: float = 0.0,
+              optimizer_s: float = 0.0, overhead_s: float = 0.0, overlap: Overlap = Overlap(),
+              act_bytes: float = 2.0, grad_bytes: float = 4.0, wgrad_share: float = 0.5) -> StepParts:
+    """Seconds of one optimizer step on the slowest stage. compute_fwd_s / compute_bwd_s: one micro-batch of the
+    stage on one GPU (its L/pp blocks, sharded by tp and cp; recomputation inside the backward). Per micro-batch the
+    stage takes compute + exposed TP, CP and EP collectives + exposed pipeline sends; the step runs m of them plus
+    the bubble (`bubble_micro_batches`), then the exposed data-parallel sync, the optimizer and fixed overhead.
+    attention_share: the attention core's share of the compute, the window CP's ring hides behind."""
+    t, n = layout, stage_layers(arch, layout)
+    kw = {"recompute": recompute, "act_bytes": act_bytes}
+    per_mb = compute_fwd_s + compute_bwd_s
+    tp = n * tp_comm_per_layer_s(arch, t, links, seq_len, micro_batch, **kw) * (1.0 - overlap.tp)
+    window = overlap.cp * attention_share * per_mb / max(1, n)
+    cp = n * max(0.0, cp_comm_per_layer_s(arch, t, links, seq_len, micro_batch, **kw) - window)
+    ep = n * ep_comm_per_layer_s(arch, t, links, seq_len, micro_batch, **kw) * (1.0 - overlap.ep)
+    p2p = p2p_per_micro_batch_s(arch, t, links, seq_len, micro_batch, act_bytes=act_bytes) * (1.0 - overlap.p2p)
+    fwd_share = compute_fwd_s / per_mb if per_mb else 1.0 / 3.0
+    slots = micro_batches + bubble_micro_batches(t, micro_batches, wgrad_share=wgrad_share, fwd_share=fwd_share)
+    out = StepParts()
+    out.add("compute", micro_batches * per_mb)
+    out.add("pipeline/bubble", (slots - micro_batches) * (per_mb + tp + cp + ep))
+    out.add("communication/tp", micro_batches * tp)
+    out.add("communication/cp", micro_batches * cp)
+    out.add("communication/ep", micro_batches * ep)
+    out.add("communication/pp_p2p", slots * p2p)
+    dp = dp_comm_s(arch, t, links, micro_batches=micro_batches, grad_bytes=grad_bytes, weight_bytes=act_bytes)
+    out.add("communication/dp", dp * (1.0 - overlap.dp))
+    out.add("optimizer", optimizer_s)
+    out.add("overhead", overhead_s)
+    return out
+
+
+def tokens_per_s_per_gpu(layout: Layout, *, seq_len: int, micro_batch: int, micro_batches: int,
+                         step_s: float) -> float:
+    """Tokens one step trains (m·b·s per data-parallel rank, dp ranks) per second per GPU."""
+    return micro_batches * micro_batch * seq_len * layout.dp / step_s / layout.gpus
