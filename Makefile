@@ -59,7 +59,11 @@ $(VENV)/litgpt/.installed: requirements/litgpt.lock | $(BIN)/python
 	$(BIN)/pip install -q --no-deps --target $(VENV)/litgpt -r requirements/litgpt.lock
 	touch $@
 
-test: $(VENV)/.test-installed $(VENV)/sky/.installed $(VENV)/litgpt/.installed browser
+$(VENV)/torchtitan/.installed: requirements/torchtitan.lock | $(BIN)/python
+	$(BIN)/pip install -q --no-deps --target $(VENV)/torchtitan -r requirements/torchtitan.lock
+	touch $@
+
+test: $(VENV)/.test-installed $(VENV)/sky/.installed $(VENV)/litgpt/.installed $(VENV)/torchtitan/.installed browser
 	session=$$($(BIN)/python -c 'import uuid; print(uuid.uuid4().hex)'); \
 	TRAINFIT_TEST_SESSION=$$session $(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
 	$(BIN)/python tests/leftovers.py $$session || status=1; exit $$status
@@ -75,6 +79,7 @@ test-latest: browser
 	$(PY) -m venv $(LATEST)/sky
 	$(LATEST)/sky/bin/pip install -q --upgrade pip skypilot
 	$(LATEST)/bin/pip install -q --no-deps --target $(LATEST)/litgpt -r requirements/litgpt.lock
+	$(LATEST)/bin/pip install -q --no-deps --target $(LATEST)/torchtitan -r requirements/torchtitan.lock
 	$(LATEST)/bin/pip freeze --exclude-editable > $(LATEST)/versions.txt
 	session=$$($(LATEST)/bin/python -c 'import uuid; print(uuid.uuid4().hex)'); \
 	TRAINFIT_TEST_SESSION=$$session TRAINFIT_TEST_LATEST=1 TRAINFIT_TEST_VENV=$(LATEST) \

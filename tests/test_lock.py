@@ -60,6 +60,8 @@ def test_side_locks_are_exact_pins():
     assert sky["skypilot"] == "0.14.1"
     lit = read_lock(ROOT / "requirements" / "litgpt.lock")
     assert lit["litgpt"] == "0.4.13"
+    titan = read_lock(ROOT / "requirements" / "torchtitan.lock")
+    assert titan["torchtitan"] == "0.2.2"  # the last release with a TOML job config (tests/test_generate_3d.py)
 
 
 @pytest.mark.skipif(LATEST, reason="make test-latest runs against the newest releases, not the lock")

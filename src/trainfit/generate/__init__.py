@@ -15,6 +15,7 @@ from .configs import accelerate_fsdp_config, deepspeed_config, model_weights, tr
 from .docs import readme, requirements
 from .launch import launch_script
 from .setup import Setup, load_plan, require_generated_stack, setup_from_estimate
+from .stacks import THREE_D
 from .targets import TARGETS, submit_command, target_files
 
 __all__ = ["TARGETS", "submit_command", "generate", "generate_serving", "load_plan", "setup_from_estimate", "Setup", "render_files", "write_files",
@@ -29,8 +30,12 @@ def runner_source() -> str:
 def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en", target: str = "ecs",
                  image: str | None = None, storage: str | None = None, pvc: str | None = None,
                  model_source: str = "hf", model_path: str | None = None) -> dict[str, str]:
-    """{file name: content} of the setup; launch.sh always, plus the scheduler spec of `target`."""
+    """{file name: content} of the setup; launch.sh always, plus the scheduler spec of `target`. A model-parallel
+    plan (engine megatron / torchtitan) gets that stack's launch instead of train.py (stack_files)."""
     engine = setup.strategy["engine"]
+    if engine in THREE_D:
+        require_generated_stack(setup)  # the stack's numbers, a layout it runs (generate/stacks.py check_3d)
+        return stack_files(setup, data, output_dir, lang, target, image, storage, pvc)
     engine_files: dict[str, str] = {}
     files: dict[str, str] = {}
     if engine == "deepspeed":
@@ -52,6 +57,24 @@ def render_files(setup: Setup, data: str | None, output_dir: str = "output", lan
     return files
 
 
+def stack_files(setup: Setup, data: str | None, output_dir: str, lang: str, target: str, image: str | None,
+                storage: str | None, pvc: str | None) -> dict[str, str]:
+    """Megatron-LM's arguments (megatron_args.sh) or torchtitan's job config (torchtitan.toml), with launch.sh, the
+    target's spec, requirements and README; every node runs the stack's program under torchrun."""
+    from . import megatron, torchtitan
+
+    files: dict[str, str] = {}
+    if setup.strategy["engine"] == "megatron":
+        files["megatron_args.sh"] = megatron.args_file(setup)
+    else:
+        files[torchtitan.CONFIG_FILE] = torchtitan.toml_text(setup)
+    files["launch.sh"] = launch_script(setup, data, output_dir)
+    files["requirements.txt"] = requirements(setup)
+    files.update(target_files(target, setup, data, output_dir, image, storage, pvc))
+    files["README.md"] = readme(setup, lang, target)
+    return files
+
+
 MANIFEST = ".trainfit-manifest.json"  # in --out: the files generate wrote there, with their sha256
 _MANIFEST_FORMAT = 1
 
@@ -68,7 +91,7 @@ def generate(setup: Setup, out_dir: str, data: str | None = None, lang: str = "e
         raise GenerateError("gen_e_target", target=target, targets=", ".join(TARGETS))
     check_out_dir(out_dir, (("--data", data), *inputs))
     require_generated_stack(setup)  # train.py's run, not another stack's (also checked by the CLI before the fit)
-    if data is not None:
+    if data is not None and setup.strategy["engine"] not in THREE_D:  # the stacks' own data formats (README)
         _check_data(data, setup.workload["task"])
     check_not_empty(out_dir, force)
     files = render_files(setup, os.path.abspath(data) if data else None, output_dir, lang, target, image, storage,

@@ -29,10 +29,18 @@ def require_generated_stack(setup: Setup) -> None:
     """generate writes trainfit's train.py, whose run is the reference stacks' (calibrate.REFERENCE_STACKS: its own
     loop, or the Hugging Face Trainer's, over the same Transformers + PEFT code); numbers made for another stack
     (--framework litgpt, megatron, torchtitan, ...) are not that script's, and its layout may be one train.py's
-    engines do not run the same way: refused, with what to do instead."""
+    engines do not run the same way: refused, with what to do instead. A model-parallel plan (engine megatron /
+    torchtitan) is launched with that stack's own program instead, and refused where the stack cannot run it."""
     from ..calibrate import REFERENCE_STACKS
+    from .stacks import STACK_NAMES, check_3d, check_framework, is_3d
 
     framework = setup.choice.get("framework")
+    if is_3d(setup):  # a model-parallel plan: Megatron-LM's or torchtitan's own launch (generate/stacks.py)
+        if not check_framework(setup):
+            raise GenerateError("gen_e_3d_framework", framework=framework,
+                                engine=STACK_NAMES[setup.strategy["engine"]], engine_key=setup.strategy["engine"])
+        check_3d(setup)
+        return
     if framework is not None and str(framework) not in REFERENCE_STACKS:
         raise GenerateError("gen_e_framework", framework=framework)
 

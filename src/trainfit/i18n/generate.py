@@ -131,4 +131,49 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
                                  "keep the changes (or delete it), then run again",
                            "zh": "{out}：{name} 在 trainfit generate 写入后被修改过；如需保留修改请移走或改名"
                                  "（或删除它），然后重新运行"},
+    # errors: model-parallel plans (engine megatron / torchtitan: generate/stacks.py), layouts the stacks do not run
+    "gen_e_3d_method": {
+        "en": "{engine} trains full models: --method {method} is not in it (LoRA / QLoRA are NeMo's or PEFT's); use "
+              "--method full, or a layout without tp / pp / cp / ep (DDP, FSDP2, DeepSpeed) for adapters",
+        "zh": "{engine} 只做全参数训练：它没有 --method {method}（LoRA / QLoRA 属于 NeMo 或 PEFT）；请用 --method full，"
+              "或用不含 tp / pp / cp / ep 的布局（DDP、FSDP2、DeepSpeed）训练适配器"},
+    "gen_e_3d_offload": {
+        "en": "{engine} does not offload to host memory (--offload {offload}): drop --offload for this layout",
+        "zh": "{engine} 不支持卸载到主机内存（--offload {offload}）：此布局请去掉 --offload"},
+    "gen_e_3d_zero": {
+        "en": "{engine} shards at most the optimizer states (--zero 1: the distributed optimizer), not ZeRO-{stage}",
+        "zh": "{engine} 最多只切分优化器状态（--zero 1：分布式优化器），不支持 ZeRO-{stage}"},
+    "gen_e_3d_task": {
+        "en": "{engine}'s launch written here trains next-token loss (pretrain, sft), not --task {task}",
+        "zh": "这里生成的 {engine} 启动只训练下一词损失（pretrain、sft），不支持 --task {task}"},
+    "gen_e_3d_optimizer": {
+        "en": "the {engine} launch written here uses AdamW, not --optimizer {optimizer}",
+        "zh": "这里生成的 {engine} 启动使用 AdamW，不支持 --optimizer {optimizer}"},
+    "gen_e_3d_zb": {
+        "en": "{engine} has no zero-bubble schedule with one stage per GPU (--pp-schedule zb): use 1f1b, or "
+              "interleaved with --vpp > 1",
+        "zh": "{engine} 没有每卡一个阶段的零气泡调度（--pp-schedule zb）：请用 1f1b，或 interleaved 加 --vpp > 1"},
+    "gen_e_3d_split": {
+        "en": "{what} do not divide evenly by {by}: choose sizes that do",
+        "zh": "{what} 不能被 {by} 整除：请选择能整除的规模"},
+    "gen_e_3d_model": {
+        "en": "{engine}: {model} cannot be written for it: {why}",
+        "zh": "{engine}：无法为 {model} 生成配置：{why}"},
+    "gen_e_3d_selective": {
+        "en": "{engine}'s selective checkpointing is {supported}, not --selective-ac {policy}: re-plan with one of "
+              "those, or --grad-ckpt full / none",
+        "zh": "{engine} 的选择性检查点是 {supported}，不是 --selective-ac {policy}：请改用其中之一重新规划，"
+              "或 --grad-ckpt full / none"},
+    "gen_e_3d_precision": {
+        "en": "{engine}'s launch written here trains in {supported}, not --precision {precision}",
+        "zh": "这里生成的 {engine} 启动以 {supported} 训练，不支持 --precision {precision}"},
+    "gen_e_3d_no_sp": {
+        "en": "torchtitan always splits LayerNorm activations across the tensor-parallel group: a plan without "
+              "sequence parallelism is not its run (re-plan with sequence parallelism)",
+        "zh": "torchtitan 在张量并行组内总是切分 LayerNorm 激活：不含序列并行的计划不是它的运行（请开启序列并行重新规划）"},
+    "gen_e_3d_framework": {
+        "en": "the plan's numbers were made for {framework}, but its layout is launched with {engine}: re-plan with "
+              "--framework {engine_key} or without --framework",
+        "zh": "计划的数字是按 {framework} 估算的，但该布局要用 {engine} 启动：请用 --framework {engine_key} 或不加 "
+              "--framework 重新规划"},
 }
