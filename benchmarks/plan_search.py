@@ -24,6 +24,9 @@ SCENARIOS = {
     "llama-2-13b full 1B": ["--model", "llama-2-13b", "--method", "full", "--dataset-tokens", "1B"],
     "qwen2-72b full 10B, 7d": ["--model", "qwen2-72b", "--method", "full", "--dataset-tokens", "10B",
                                "--deadline", "7d"],
+    # issue 34's acceptance run: tensor x pipeline layouts searched beside ZeRO / FSDP (issue 36's 70B scenario)
+    "llama-3-70b full 20B, h100, 7d (aws)": ["--model", "llama-3-70b", "--method", "full", "--dataset-tokens", "20B",
+                                             "--gpu", "h100-sxm", "--deadline", "7d", "--provider", "aws"],
     "all providers, fastest (usd-cny 7.1)": ["--model", "llama-3-8b", "--method", "lora", "--dataset-tokens", "1B",
                                              "--provider", "all", "--usd-cny", "7.1", "--objective", "fastest"],
 }
@@ -44,7 +47,9 @@ def main() -> None:
         doc, wall = run(argv)
         s = doc["search"]
         recs = doc["recommendations"]
-        top = (f"{recs[0]['nodes']} x {recs[0]['instance_type']} ({recs[0]['strategy']['method']}), "
+        st = recs[0]["strategy"] if recs else {}
+        layout = "".join(f" {k.upper()} {st[k]}" for k in ("tp", "pp", "cp") if (st.get(k) or 1) > 1)
+        top = (f"{recs[0]['nodes']} x {recs[0]['instance_type']} ({recs[0]['strategy']['method']}{layout}), "
                f"{recs[0]['hours']:.1f} h, {recs[0]['cost']:,.0f} {recs[0]['currency']}") if recs else \
             f"none: {doc['binding_constraint']['constraint']}"
         print(f"{name:40s} {s['candidates']:>11,d} {s['estimates']:>10,d} {s['seconds']:>9.3f} {wall:>10.2f}  {top}")
