@@ -104,6 +104,21 @@ def run_cli(capsys):
     return _run
 
 
+@pytest.fixture
+def plan_json(run_cli):
+    """`trainfit plan ARGV --json` in-process: its document, after checking the exit code says what it holds
+    (0 with recommendations; 1 when it answered that nothing meets the request)."""
+    import json
+
+    def _plan(*argv: str) -> dict:
+        code, out, err = run_cli("plan", *argv, "--json")
+        doc = json.loads(out)
+        assert code == (0 if doc["recommendations"] else 1), err
+        return doc
+
+    return _plan
+
+
 def python_exe() -> str:
     return sys.executable
 

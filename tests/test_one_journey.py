@@ -128,14 +128,11 @@ def test_a_multi_node_a10_estimate_uses_a_network_the_catalog_rents(run_cli):
     assert rented.inter_link == "tcp" and rented.inter_bytes_per_s < published.inter_bytes_per_s
 
 
-def test_dpo_uses_the_average_length(run_cli):
+def test_dpo_uses_the_average_length(plan_json):
     """DPO padded every pair to 4,096 tokens whatever --avg-len said (2.5x the time); classification did not."""
     def seq(*extra):
-        code, out, err = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--task", "dpo", "--samples",
-                                 "50k", "--avg-len", "900", "--gpu", "a10", "--top", "1", "--json", *extra)
-        doc = json.loads(out)
-        assert code == (0 if doc["recommendations"] else 1), err
-        return doc["workload"]
+        return plan_json("--model", "qwen2-7b", "--method", "lora", "--task", "dpo", "--samples", "50k", "--avg-len",
+                         "900", "--gpu", "a10", "--top", "1", *extra)["workload"]
     # padded per micro-batch (the default data layout, tests/test_data_layout.py): at most 1,024 tokens, and the
     # tokens that count are the samples' own: pairs x 2 sequences x the mean
     assert seq()["seq_len"] == 1024 and seq()["processed_tokens"] == 50_000 * 2 * 900

@@ -5,15 +5,10 @@ import json
 import pytest
 
 
-def _plan(run_cli, *argv):
-    code, out, err = run_cli("plan", *argv, "--json")
-    doc = json.loads(out)
-    assert code == (0 if doc["recommendations"] else 1), err  # exit 1: answered, nothing meets the request
-    return doc
 
 
-def test_acceptance_qwen2_7b_lora_200m_tokens(run_cli):
-    d = _plan(run_cli, "--model", "qwen2-7b", "--task", "sft", "--method", "lora", "--dataset-tokens", "200M",
+def test_acceptance_qwen2_7b_lora_200m_tokens(run_cli, plan_json):
+    d = plan_json("--model", "qwen2-7b", "--task", "sft", "--method", "lora", "--dataset-tokens", "200M",
               "--epochs", "3", "--seq-len", "2048", "--deadline", "48h", "--budget", "3000")
     recs = d["recommendations"]
     assert recs
@@ -29,23 +24,23 @@ def test_acceptance_qwen2_7b_lora_200m_tokens(run_cli):
     assert d["pareto"] and d["rejected"] and d["binding_constraint"] is None
 
 
-def test_acceptance_bert_base_classification_small_gpu(run_cli):
-    d = _plan(run_cli, "--model", "bert-base-uncased", "--task", "classification", "--method", "full", "--samples",
+def test_acceptance_bert_base_classification_small_gpu(run_cli, plan_json):
+    d = plan_json("--model", "bert-base-uncased", "--task", "classification", "--method", "full", "--samples",
               "100k", "--avg-len", "256", "--epochs", "3")
     top = d["recommendations"][0]
     assert top["gpu"] in ("t4", "a10", "a10g", "l4") and top["gpus_per_node"] * top["nodes"] == 1
     assert d["workload"]["seq_len"] == 256
 
 
-def test_acceptance_llama_13b_full_never_a_single_a10(run_cli):
-    d = _plan(run_cli, "--model", "llama-2-13b", "--method", "full", "--dataset-tokens", "1B", "--epochs", "1")
+def test_acceptance_llama_13b_full_never_a_single_a10(run_cli, plan_json):
+    d = plan_json("--model", "llama-2-13b", "--method", "full", "--dataset-tokens", "1B", "--epochs", "1")
     assert d["recommendations"]
     assert not any(r["gpu"] == "a10" and r["gpus_per_node"] * r["nodes"] == 1 for r in d["recommendations"])
     assert not any(p["gpu"] == "a10" and p["gpus_per_node"] * p["nodes"] == 1 for p in d["pareto"])
 
 
-def test_acceptance_qwen2_72b_full_multi_node_or_binding(run_cli):
-    d = _plan(run_cli, "--model", "qwen2-72b", "--method", "full", "--dataset-tokens", "10B", "--deadline", "7d")
+def test_acceptance_qwen2_72b_full_multi_node_or_binding(run_cli, plan_json):
+    d = plan_json("--model", "qwen2-72b", "--method", "full", "--dataset-tokens", "10B", "--deadline", "7d")
     if d["recommendations"]:
         assert all(r["gpus_per_node"] * r["nodes"] > 1 for r in d["recommendations"])
     else:
@@ -67,7 +62,7 @@ def test_an_impossible_request_explains_and_exits_1_with_or_without_out(run_cli,
     assert code == 1 and "binding" in out and "nothing written" in err and not (tmp_path / "p" / "plan.json").exists()
 
 
-def test_out_writes_plan_json(run_cli, tmp_path):
+def test_out_writes_plan_json(run_cli, tmp_path, plan_json):
     code, out, err = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
                              "--out", str(tmp_path / "p"))
     assert code == 0, err
@@ -77,15 +72,15 @@ def test_out_writes_plan_json(run_cli, tmp_path):
     assert doc["choice"]["strategy"]["method"] == "lora" and doc["choice"]["instance_type"]
 
 
-def test_request_file_yaml_and_toml(run_cli, tmp_path):
+def test_request_file_yaml_and_toml(run_cli, tmp_path, plan_json):
     y = tmp_path / "req.yaml"
     y.write_text("model: qwen2.5-0.5b\nmethod: lora\ndataset-tokens: 50M\nepochs: 2\ngpu: [a10]\n")
-    d = _plan(run_cli, str(y))
+    d = plan_json(str(y))
     assert d["recommendations"] and all(r["gpu"] == "a10" for r in d["recommendations"])
     assert d["request"]["epochs"] == 2
     t = tmp_path / "req.toml"
     t.write_text('model = "qwen2.5-0.5b"\nmethod = "lora"\ndataset_tokens = "50M"\n')
-    d = _plan(run_cli, str(t), "--epochs", "3")  # flags override the file
+    d = plan_json(str(t), "--epochs", "3")  # flags override the file
     assert d["request"]["epochs"] == 3
 
 
@@ -116,32 +111,32 @@ def test_bad_plan_flags(run_cli, argv, needle):
     assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_objective_fastest_and_subscription(run_cli):
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--objective",
+def test_objective_fastest_and_subscription(run_cli, plan_json):
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--objective",
               "fastest", "--budget", "500")
     hours = [r["hours"] for r in d["recommendations"]]
     assert hours == sorted(hours) and all(r["cost"] <= 500 for r in d["recommendations"])
     # a subscription pays off only for long jobs: a 1.4-hour job stays pay-as-you-go, a 350-hour one takes the month
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--pricing",
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--pricing",
               "subscription")
     assert all(r["price_billing"] == "payg" for r in d["recommendations"])
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "10B", "--pricing",
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "10B", "--pricing",
               "subscription", "--gpu", "t4")
     best = d["recommendations"][0]
     assert best["price_billing"] == "subscription_month" and best["billed_hours"] == 730 * -(-best["hours"] // 730)
 
 
-def test_other_providers_need_an_exchange_rate(run_cli):
+def test_other_providers_need_an_exchange_rate(run_cli, plan_json):
     """--provider all without a rate is an error (it used to drop AWS/GCP/Azure silently); with one, every provider
     competes in the budget's currency."""
     code, out, err = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
                              "--provider", "all")
     assert code == 2 and "--usd-cny" in err and len(err.strip().splitlines()) == 1
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider", "all",
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider", "all",
               "--usd-cny", "7.1", "--top", "20")
     assert all(r["currency"] == "CNY" for r in d["recommendations"])
     assert {r["provider"] for r in d["recommendations"]} - {"alibaba"}  # others compete, converted at the rate
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider",
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider",
               "aws")
     assert d["recommendations"] and all(r["currency"] == "USD" for r in d["recommendations"])
 
@@ -168,11 +163,11 @@ def test_plan_takes_the_stated_stack_from_flag_or_request_file(run_cli, tmp_path
     assert code == 2 and "did you mean: torchtune" in err
 
 
-def test_litgpt_plans_only_layouts_its_scripts_run(run_cli):
+def test_litgpt_plans_only_layouts_its_scripts_run(run_cli, plan_json):
     """plan --framework litgpt offers what LitGPT's finetune scripts run (litgpt 0.4.13 finetune/*.py): one device
     with no DeepSpeed, FSDP, offload or checkpointing, or FSDP full shard with every block checkpointed; QLoRA on one
     device only. What they do not run is rejected with the reason."""
-    d = _plan(run_cli, "--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M", "--framework",
+    d = plan_json("--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M", "--framework",
               "litgpt", "--gpu", "a100-sxm4-80gb,a10")
     rows = d["recommendations"] + d["pareto"]
     assert rows
@@ -186,15 +181,15 @@ def test_litgpt_plans_only_layouts_its_scripts_run(run_cli):
     reasons = " ".join(d["rejected"])
     assert "LitGPT's finetune scripts refuse --quantize" in reasons and "under FSDP full shard" in reasons
     # without the stack the same search offers DeepSpeed layouts
-    other = _plan(run_cli, "--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M",
+    other = plan_json("--model", "qwen2-7b", "--method", "auto", "--dataset-tokens", "200M",
                   "--gpu", "a100-sxm4-80gb,a10")
     assert "LitGPT" not in " ".join(other["rejected"])
 
 
-def test_megatron_plans_full_training_without_deepspeed_sharding(run_cli):
+def test_megatron_plans_full_training_without_deepspeed_sharding(run_cli, plan_json):
     """plan --framework megatron: full training only, at most the optimizer states sharded (Megatron-LM's
     distributed optimizer, ZeRO-1's layout), no FSDP or offload; LoRA and the rest rejected with the reason."""
-    d = _plan(run_cli, "--model", "llama-2-7b", "--method", "auto", "--dataset-tokens", "1B", "--framework",
+    d = plan_json("--model", "llama-2-7b", "--method", "auto", "--dataset-tokens", "1B", "--framework",
               "megatron", "--gpu", "a100-sxm4-80gb")
     assert d["recommendations"]
     for r in d["recommendations"] + d["pareto"]:

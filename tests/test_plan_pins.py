@@ -11,15 +11,12 @@ import pytest
 BASE = ["plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M", "--json"]
 
 
-def _recs(run_cli, *extra):
-    code, out, err = run_cli(*BASE, *extra)
-    doc = json.loads(out)
-    assert code == (0 if doc["recommendations"] else 1), err
-    return doc
+def _recs(plan_json, *extra):
+    return plan_json(*BASE[1:-1], *extra)  # BASE without "plan" and "--json", which the fixture adds
 
 
-def test_without_pins_the_search_chooses_the_layout(run_cli):
-    doc = _recs(run_cli, "--gpu", "a10", "--top", "10")
+def test_without_pins_the_search_chooses_the_layout(run_cli, plan_json):
+    doc = _recs(plan_json, "--gpu", "a10", "--top", "10")
     layouts = {(r["gpus_per_node"], r["strategy"]["zero_stage"], r["strategy"]["grad_ckpt"])
                for r in doc["recommendations"]}
     assert len(layouts) > 1  # so the pinned tests below can fail
@@ -33,14 +30,14 @@ def test_without_pins_the_search_chooses_the_layout(run_cli):
     (["--gpus", "4", "--zero", "3", "--grad-ckpt", "full"],
      lambda r: (r["gpus_per_node"], r["strategy"]["zero_stage"], r["strategy"]["grad_ckpt"]) == (4, 3, "full")),
 ])
-def test_a_given_layout_field_is_kept_on_every_recommendation(run_cli, flags, check):
-    doc = _recs(run_cli, "--gpu", "a10", "--top", "10", *flags)
+def test_a_given_layout_field_is_kept_on_every_recommendation(run_cli, flags, check, plan_json):
+    doc = _recs(plan_json, "--gpu", "a10", "--top", "10", *flags)
     assert doc["recommendations"], doc.get("binding_constraint")
     assert all(check(r) for r in doc["recommendations"]), [r["strategy"] for r in doc["recommendations"]]
 
 
-def test_instance_narrows_the_offers(run_cli):
-    doc = _recs(run_cli, "--instance", "gn7i-4x.16xlarge", "--top", "10")
+def test_instance_narrows_the_offers(run_cli, plan_json):
+    doc = _recs(plan_json, "--instance", "gn7i-4x.16xlarge", "--top", "10")
     assert doc["recommendations"]
     assert {r["instance_type"] for r in doc["recommendations"]} == {"ecs.gn7i-4x.16xlarge"}
 
@@ -50,15 +47,15 @@ def test_an_unknown_instance_is_one_line(run_cli):
     assert code == 2 and err.count("\n") == 1 and "did you mean" in err
 
 
-def test_a_layout_no_offer_runs_names_the_pin(run_cli):
-    doc = _recs(run_cli, "--instance", "gn7i-4x.16xlarge", "--gpus", "8")
+def test_a_layout_no_offer_runs_names_the_pin(run_cli, plan_json):
+    doc = _recs(plan_json, "--instance", "gn7i-4x.16xlarge", "--gpus", "8")
     assert not doc["recommendations"]
     binding = doc["binding_constraint"]
     assert binding["constraint"] == "given layout" and "--gpus" in binding["explanation"]
 
 
-def test_a_pinned_layout_that_does_not_fit_says_so(run_cli):
-    doc = _recs(run_cli, "--gpu", "a10", "--gpus", "2", "--zero", "2", "--grad-ckpt", "none")
+def test_a_pinned_layout_that_does_not_fit_says_so(run_cli, plan_json):
+    doc = _recs(plan_json, "--gpu", "a10", "--gpus", "2", "--zero", "2", "--grad-ckpt", "none")
     binding = doc["binding_constraint"]
     assert not doc["recommendations"] and binding["constraint"] == "memory"
     assert "layout given" in binding["explanation"]

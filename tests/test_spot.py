@@ -1,6 +1,5 @@
 """Spot pricing in plans: the interruption model (Young's checkpoint interval) and what the plan prints."""
 
-import json
 import math
 
 import pytest
@@ -36,17 +35,12 @@ def spot_quote(tmp_path):
     return str(f)
 
 
-def _plan(run_cli, *argv):
-    code, out, err = run_cli("plan", *argv, "--json")
-    doc = json.loads(out)
-    assert code == (0 if doc["recommendations"] else 1), err  # exit 1: answered, nothing meets the request
-    return doc
 
 
-def test_acceptance_plan_with_spot_prints_overhead_and_interval(run_cli, spot_quote):
+def test_acceptance_plan_with_spot_prints_overhead_and_interval(run_cli, spot_quote, plan_json):
     argv = ("--model", "qwen2.5-0.5b", "--method", "full", "--dataset-tokens", "500M", "--pricing", "spot",
             "--prices", spot_quote)
-    d = _plan(run_cli, *argv)
+    d = plan_json(*argv)
     best = d["recommendations"][0]
     sp = best["spot"]
     assert best["price_billing"] == "spot" and sp["can_be_reclaimed"]
@@ -63,17 +57,17 @@ def test_acceptance_plan_with_spot_prints_overhead_and_interval(run_cli, spot_qu
     assert code == 0 and "抢占式" in out and "检查点" in out
 
 
-def test_a_shorter_mtbi_costs_more(run_cli, spot_quote):
+def test_a_shorter_mtbi_costs_more(run_cli, spot_quote, plan_json):
     argv = ("--model", "qwen2.5-0.5b", "--method", "full", "--dataset-tokens", "500M", "--pricing", "spot",
             "--prices", spot_quote, "--gpu", "a10", "--max-nodes", "1")
-    calm = _plan(run_cli, *argv)["recommendations"][0]
-    flaky = _plan(run_cli, *argv, "--set", "spot_mtbi_hours=1")["recommendations"][0]
+    calm = plan_json(*argv)["recommendations"][0]
+    flaky = plan_json(*argv, "--set", "spot_mtbi_hours=1")["recommendations"][0]
     assert flaky["spot"]["mtbi_hours"] == 1 and flaky["spot"]["expected_interruptions"] > calm["spot"][
         "expected_interruptions"]
     assert flaky["cost"] > calm["cost"]
 
 
-def test_no_spot_price_says_so(run_cli):
-    d = _plan(run_cli, "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "10M", "--pricing", "spot")
+def test_no_spot_price_says_so(run_cli, plan_json):
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "10M", "--pricing", "spot")
     assert not d["recommendations"] and d["binding_constraint"]["constraint"] == "catalog"
     assert any("spot" in k for k in d["rejected"])

@@ -15,11 +15,8 @@ from trainfit.units import DAY, HOUR, parse_count, parse_duration, parse_money, 
 SMALL = ("--model", "qwen2.5-0.5b", "--method", "lora", "--gpu", "a10", "--max-nodes", "1", "--top", "1")
 
 
-def _plan(run_cli, *argv, lang=()):
-    code, out, err = run_cli("plan", *SMALL, *argv, "--json", *lang)
-    doc = json.loads(out)
-    assert code == (0 if doc["recommendations"] else 1), err  # 1: answered, nothing meets the request
-    return doc
+def _plan(plan_json, *argv, lang=()):
+    return plan_json(*SMALL, *argv, *lang)
 
 
 def _refused(run_cli, *argv, needle: str, zh_needle: str):
@@ -50,8 +47,8 @@ def test_bad_durations(text):
 
 
 @pytest.mark.parametrize("text,hours", [("2天", 48), ("48 hours", 48), ("1d12h", 36), ("1.5周", 252)])
-def test_deadline_flag(run_cli, text, hours):
-    assert _plan(run_cli, "--dataset-tokens", "1M", "--deadline", text)["request"]["deadline"] == hours * HOUR
+def test_deadline_flag(run_cli, text, hours, plan_json):
+    assert _plan(plan_json, "--dataset-tokens", "1M", "--deadline", text)["request"]["deadline"] == hours * HOUR
 
 
 def test_request_file_and_bad_deadline(run_cli, tmp_path):
@@ -84,10 +81,10 @@ def test_bad_counts(text):
         parse_count(text)
 
 
-def test_count_flags(run_cli):
-    assert _plan(run_cli, "--dataset-tokens", "2亿")["request"]["dataset_tokens"] == 2e8
-    assert _plan(run_cli, "--dataset-tokens", "1,000,000")["request"]["dataset_tokens"] == 1e6
-    req = _plan(run_cli, "--samples", "5万", "--avg-len", "900")["request"]
+def test_count_flags(run_cli, plan_json):
+    assert _plan(plan_json, "--dataset-tokens", "2亿")["request"]["dataset_tokens"] == 2e8
+    assert _plan(plan_json, "--dataset-tokens", "1,000,000")["request"]["dataset_tokens"] == 1e6
+    req = _plan(plan_json, "--samples", "5万", "--avg-len", "900")["request"]
     assert (req["samples"], req["avg_len"]) == (5e4, 900)
     _refused(run_cli, "plan", *SMALL, "--dataset-tokens", "lots", needle="not a count", zh_needle="不是数量")
 
@@ -109,13 +106,13 @@ def test_bad_money(text):
         parse_money(text)
 
 
-def test_budget_flag_sets_or_checks_the_currency(run_cli):
-    req = _plan(run_cli, "--dataset-tokens", "1M", "--budget", "1万元")["request"]
+def test_budget_flag_sets_or_checks_the_currency(run_cli, plan_json):
+    req = _plan(plan_json, "--dataset-tokens", "1M", "--budget", "1万元")["request"]
     assert (req["budget"], req["currency"]) == (10000, "CNY")
-    req = _plan(run_cli, "--dataset-tokens", "1M", "--budget", "¥3,000", "--currency", "rmb")["request"]
+    req = _plan(plan_json, "--dataset-tokens", "1M", "--budget", "¥3,000", "--currency", "rmb")["request"]
     assert (req["budget"], req["currency"]) == (3000, "CNY")
     # a currency in the value that the provider does not price in: converted with --usd-cny, else refused
-    req = _plan(run_cli, "--dataset-tokens", "1M", "--budget", "$500", "--usd-cny", "7.1")["request"]
+    req = _plan(plan_json, "--dataset-tokens", "1M", "--budget", "$500", "--usd-cny", "7.1")["request"]
     assert (req["budget"], req["currency"]) == (500, "USD")
     _refused(run_cli, "plan", *SMALL, "--dataset-tokens", "1M", "--budget", "$500", needle="alibaba prices in CNY",
              zh_needle="标价")
@@ -133,13 +130,13 @@ def test_seq_len_k_is_1024(text, value):
     assert parse_seq_len(text) == value
 
 
-def test_seq_len_flags(run_cli):
-    assert _plan(run_cli, "--dataset-tokens", "1M", "--seq-len", "4k")["request"]["seq_len"] == 4096
+def test_seq_len_flags(run_cli, plan_json):
+    assert _plan(plan_json, "--dataset-tokens", "1M", "--seq-len", "4k")["request"]["seq_len"] == 4096
     code, out, err = run_cli("estimate", "--model", "qwen2.5-0.5b", "--gpu", "a10", "--method", "lora", "--seq-len",
                              "8k", "--json")
     assert code == 0, err
     assert json.loads(out)["config"]["seq_len"] == 8192
-    req = _plan(run_cli, "--samples", "1000", "--avg-len", "1.5k")["request"]  # a mean length is a count
+    req = _plan(plan_json, "--samples", "1000", "--avg-len", "1.5k")["request"]  # a mean length is a count
     assert req["avg_len"] == 1500
     _refused(run_cli, "estimate", "--model", "qwen2.5-0.5b", "--gpu", "a10", "--seq-len", "4 kilo",
              needle="must be a number of tokens", zh_needle="必须是 token 数")
@@ -149,25 +146,25 @@ def test_seq_len_flags(run_cli):
 
 # ---- 5. one dataset size ---------------------------------------------------------------------------------------
 
-def test_samples_with_dataset_tokens(run_cli):
+def test_samples_with_dataset_tokens(run_cli, plan_json):
     _refused(run_cli, "plan", *SMALL, "--dataset-tokens", "200M", "--samples", "50k", needle="give one",
              zh_needle="请只给一个")
     _refused(run_cli, "plan", *SMALL, "--dataset-tokens", "200M", "--samples", "50k", "--avg-len", "900",
              needle="disagree", zh_needle="不一致")
-    req = _plan(run_cli, "--dataset-tokens", "45M", "--samples", "50k", "--avg-len", "900")["request"]  # they agree
+    req = _plan(plan_json, "--dataset-tokens", "45M", "--samples", "50k", "--avg-len", "900")["request"]  # they agree
     assert (req["dataset_tokens"], req["samples"]) == (4.5e7, 5e4)
 
 
 # ---- 6. more tokens than any published training run -------------------------------------------------------------
 
-def test_tokens_above_any_published_run_are_refused(run_cli):
+def test_tokens_above_any_published_run_are_refused(run_cli, plan_json):
     _refused(run_cli, "plan", *SMALL, "--dataset-tokens", "1e15", needle="more than any published training run",
              zh_needle="超过任何已公开的训练")
     _refused(run_cli, "plan", *SMALL, "--dataset-tokens", "1e13", "--epochs", "20", needle="x --epochs = 2e+14",
              zh_needle="最多 1e+14")
     _refused(run_cli, "plan", *SMALL, "--samples", "1e12", "--avg-len", "1000", needle="--samples x --avg-len",
              zh_needle="最多 1e+14")
-    assert _plan(run_cli, "--dataset-tokens", "36T")["request"]["dataset_tokens"] == 3.6e13  # the largest published
+    assert _plan(plan_json, "--dataset-tokens", "36T")["request"]["dataset_tokens"] == 3.6e13  # the largest published
 
 
 # ---- 7. --lang ---------------------------------------------------------------------------------------------------
