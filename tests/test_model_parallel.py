@@ -171,3 +171,17 @@ def test_the_stacks_overlap_switches_are_what_moves_nvidia_runs():
     assert nemo.time.parts.get("communication/pp_p2p", 0.0) == 0.0 < plain.time.parts["communication/pp_p2p"]
     assert nemo.time.parts.get("communication/tp", 0.0) < plain.time.parts["communication/tp"]
     assert nemo.step_time_s < plain.step_time_s
+
+
+def test_pinned_pipeline_on_one_gpu_instances_and_compare_with_a_layout(run_cli):
+    """Found by a fuzz of the new flags (2026-12-06): a pinned --pp on instances of one GPU (every stage on its own
+    node) asked for the link efficiency of 'single' (exit 70); compare --tp 2 without --gpus refused its own check."""
+    code, _, err = run_cli("plan", "--model", "llama-3-8b", "--method", "full", "--dataset-tokens", "1B", "--gpu",
+                           "h100-sxm", "--provider", "aws", "--pp", "2", "--json")
+    assert code in (0, 1) and "internal error" not in err, err
+    code, out, err = run_cli("compare", "--model", "llama-3-8b", "--method", "full", "--gpu", "h100-sxm", "--tp", "2",
+                             "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
+    assert rows and all(r["config"]["tp"] == 2 for r in rows if r.get("config")), rows

@@ -51,7 +51,8 @@ def _candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, S
 _FLAGS = (("method", "--method"), ("precision", "--precision"), ("optimizer", "--optimizer"),
           ("grad_ckpt", "--grad-ckpt"), ("micro_batch", "--micro-batch"), ("grad_accum", "--grad-accum"))
 _STRATEGY_FLAGS = (("gpus_per_node", "--gpus"), ("nodes", "--nodes"), ("zero_stage", "--zero"), ("fsdp", "--fsdp"),
-                   ("offload", "--offload"))
+                   ("offload", "--offload"), ("tp", "--tp"), ("pp", "--pp"), ("vpp", "--vpp"),
+                   ("pp_schedule", "--pp-schedule"), ("cp", "--cp"), ("ep", "--ep"))
 
 
 def change_flags(t: TrainingSpec, s: Strategy, cand: TrainingSpec, strat: Strategy) -> str:

@@ -190,7 +190,9 @@ def compare(model: str, gpus_list: list[str] | None = None, *, overrides: dict |
     no layout runs the job as asked gets the least change that fits, and is marked (`like_for_like` false) and left
     out of the ranking. `job` holds the declared job fields as keywords (spec/job.py)."""
     spec = resolve_model(model)
-    t, s, inputs = job_specs(spec, **job)
+    # a layout given without a GPU count: the fewest GPUs it runs on, to check it (the search picks the count)
+    least = {"gpus": _layout_gpus(job)} if job.get("gpus") is None and _layout_gpus(job) > 1 else {}
+    t, s, inputs = job_specs(spec, **{**job, **least})
     eff = with_framework(efficiencies or load_efficiencies(overrides, calibration), inputs.get("framework"))
     base = _request_base(model, t, s, job)
     rows, seen = [], set()
@@ -210,6 +212,17 @@ def compare(model: str, gpus_list: list[str] | None = None, *, overrides: dict |
         rows.append(row)
     _rank(rows)
     return rows
+
+
+def _layout_gpus(job: dict) -> int:
+    """tp x pp x cp as given (text or numbers), 1 where absent or not yet a number (job_specs says why)."""
+    out = 1
+    for axis in ("tp", "pp", "cp"):
+        try:
+            out *= max(1, int(job.get(axis) or 1))
+        except (TypeError, ValueError):
+            pass
+    return out
 
 
 # Layouts compare searches span at most this many instances (plan: --max-nodes, default 8): per GPU type the answer

@@ -76,7 +76,9 @@ def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster
 
 
 def links_of(cluster: Cluster, s: Strategy, eff: EfficiencyView) -> p3.Links:
-    intra = cluster.intra_bytes_per_s * eff("comm_efficiency", link=cluster.intra_link)
+    # one GPU per node: no link inside a node is used (every group spans nodes); PCIe's efficiency as perf.py takes it
+    intra = cluster.intra_bytes_per_s * eff("comm_efficiency",
+                                            link=cluster.intra_link if cluster.intra_link != "single" else "pcie")
     if s.nodes > 1 and cluster.inter_bytes_per_s:
         inter = cluster.inter_bytes_per_s / s.gpus_per_node * eff("comm_efficiency", link=cluster.inter_link)
     else:
