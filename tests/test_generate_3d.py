@@ -33,7 +33,7 @@ TARGETS = ("ecs", "dlc", "pytorchjob", "skypilot", "slurm")
 
 def _setup(model, gpus, nodes, engine, tp=1, pp=1, vpp=1, cp=1, ep=1, schedule="1f1b", mb=1, ga=8, ckpt="full",
            selective_ac="attention", zero=None, fsdp=None, method="full", offload="none", precision="bf16",
-           task="sft", sp=True, gpu="h100-sxm", instance="p5.48xlarge", seq=4096, framework=None):
+           task="sft", sp=True, gpu="h100-sxm", instance="p5.48xlarge", seq=4096, framework=None, etp=None):
     from trainfit.catalog import all_models
 
     preset = all_models()[model]
@@ -42,7 +42,7 @@ def _setup(model, gpus, nodes, engine, tp=1, pp=1, vpp=1, cp=1, ep=1, schedule="
                 "zero_stage": zero, "fsdp": fsdp, "offload": offload, "grad_ckpt": ckpt, "selective_ac": selective_ac,
                 "attention": "flash", "seq_len": seq, "micro_batch": mb, "grad_accum": ga, "global_batch": mb * ga * dp,
                 "lora_rank": None, "lora_targets": None, "tp": tp, "pp": pp, "vpp": vpp, "pp_schedule": schedule,
-                "cp": cp, "ep": ep, "sequence_parallel": sp, "engine": engine}
+                "cp": cp, "ep": ep, "etp": etp, "sequence_parallel": sp, "engine": engine}
     choice = {"provider": "aws", "instance_type": instance, "gpu": gpu, "gpus_per_node": gpus, "nodes": nodes,
               "strategy": strategy, "memory_gib": 60.0, "gpu_memory_gib": 74.0, "fits": True, "tokens_per_s": 5e4,
               "step_time_s": 4.0, "hours": 10.0, "cost": 1e4, "currency": "USD", "price_date": "2026-09-01",
@@ -440,3 +440,20 @@ def test_the_old_engines_are_unchanged():
     files = render_files(_setup("llama-3-8b", 8, 1, "fsdp", fsdp="full_shard"), data=None)
     assert "train.py" in files and 'train.py --config train_config.json' in files["launch.sh"]
     assert shlex.split(files["launch.sh"].splitlines()[-1])[0] == "exec"
+
+
+def test_expert_tensor_parallelism_reaches_both_stacks():
+    """--etp (issue 34): Megatron-LM's --expert-tensor-parallel-size when given (its default is the TP size);
+    torchtitan's expert_tensor_parallel_degree, which it runs only as 1 or tp (one line otherwise, en and zh)."""
+    from trainfit.errors import GenerateError
+
+    setup = _setup("qwen3-30b-a3b", 8, 2, "megatron", tp=2, ep=8, etp=1, zero=1)
+    argv = megatron_argv(setup)
+    assert argv[argv.index("--expert-tensor-parallel-size") + 1] == "1"
+    assert "--expert-tensor-parallel-size" not in megatron_argv(MEGATRON["qwen3-30b-a3b-ep8"])
+    titan = _setup("qwen3-30b-a3b", 8, 2, "torchtitan", tp=2, ep=8, etp=2, fsdp="full_shard")
+    assert "expert_tensor_parallel_degree = 2" in render_files(titan, data=None)["torchtitan.toml"]
+    with pytest.raises(GenerateError) as err:
+        render_files(_setup("qwen3-30b-a3b", 8, 2, "torchtitan", tp=4, ep=8, etp=2, fsdp="full_shard"), data=None)
+    assert err.value.key == "gen_e_3d_etp" and "--etp 1" in err.value.message("en")
+    assert "专家张量并行" in err.value.message("zh")

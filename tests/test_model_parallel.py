@@ -141,7 +141,7 @@ def test_small_models_are_not_searched_with_model_parallelism(run_cli):
 def test_published_model_parallel_runs_within_their_error_limit():
     """Accuracy held in CI (issue 34): the published TP / PP / CP / EP runs of the dev data, predicted by validate.
     Measured on 2026-12-06 (benchmarks/parallel3d.py; README "Model parallelism"): throughput MAPE 5.75% over the 14
-    model-parallel Llama / GPT-3 runs of NeMo's and Megatron-Bridge's H100 tables, 13.8% over all 26 runs of
+    model-parallel Llama / GPT-3 runs of NeMo's and Megatron-Bridge's H100 tables, 15.6% over all 28 runs of
     parallel_dev.jsonl that validate compares (with Nemotron's squared-ReLU models, the MoE runs with expert
     parallelism and the data-parallel baselines), 5.8% over the 6 model-parallel Megatron-LM SC21 runs of
     published_dev.jsonl. Nothing is fitted on these runs: the stacks' overlap switches come from their recipes
@@ -151,7 +151,7 @@ def test_published_model_parallel_runs_within_their_error_limit():
 
     cases = load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
     par = validate(cases, Efficiencies.default()).to_dict()
-    assert par["throughput"]["n"] >= 26 and par["throughput"]["mape"] <= 0.14
+    assert par["throughput"]["n"] >= 28 and par["throughput"]["mape"] <= 0.16
     dense = [c for c in cases if is_model_parallel_case(c) and c["model"]["hf_config"]["model_type"] in ("llama", "gpt2")
              and not (c["parallel"].get("ep") or 0) > 1]
     r = validate(dense, Efficiencies.default()).to_dict()

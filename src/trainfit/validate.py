@@ -206,7 +206,8 @@ def power_limited(case: dict, est: Estimate) -> str | None:
 
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
 # `_training` takes from it (the schema has no field for them)
-SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel"}, "training": {"lora_dropout"}}
+SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel", "etp"},
+                     "training": {"lora_dropout"}}
 
 
 @lru_cache(maxsize=1)
@@ -238,6 +239,9 @@ def source_setups(case: dict) -> list[dict]:
         if "method" in when and t.get("method") not in when["method"]:
             continue
         if "multinode" in when and (gpus > per_node) != bool(when["multinode"]):
+            continue
+        if "model_type" in when and ((case.get("model") or {}).get("hf_config") or {}).get("model_type") \
+                not in when["model_type"]:
             continue
         sets = [(section, key) for section in ("training", "parallel") for key in entry.get(section) or {}]
         if any((case.get(section) or {}).get(key) is None for section, key in sets):  # else it changes nothing
@@ -382,6 +386,8 @@ def _strategy(case: dict) -> Strategy:
         layout["pp_schedule"] = "interleaved"
     if par.get("sequence_parallel") is not None:
         layout["sequence_parallel"] = bool(par["sequence_parallel"])
+    if par.get("etp"):
+        layout["etp"] = int(par["etp"])
     return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,
                     zero_stage=int(par.get("zero_stage") or 0) if not fsdp else 0,
                     fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"),

@@ -39,7 +39,9 @@ TP_OVERLAP, P2P_OVERLAP, CP_OVERLAP, EP_OVERLAP = 0.0, 0.0, 1.0, 0.0
 
 
 def layout_of(s: Strategy) -> p3.Layout:
-    return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, dp=s.dp,
+    # expert TP not given: Megatron-Core's default is the TP size (0 here), torchtitan's 1
+    etp = s.etp or (1 if s.engine == "torchtitan" else 0)
+    return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=etp, dp=s.dp,
                      sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
                      distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE)
 

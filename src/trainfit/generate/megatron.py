@@ -90,6 +90,8 @@ def _parallel_args(st: dict) -> list[str]:
     tp, pp, cp, ep, vpp = (int(st.get(k) or 1) for k in ("tp", "pp", "cp", "ep", "vpp"))
     args = ["--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
             "--context-parallel-size", str(cp), "--expert-model-parallel-size", str(ep)]
+    if st.get("etp"):  # Megatron-Core's default is the tensor parallel size
+        args += ["--expert-tensor-parallel-size", str(int(st["etp"]))]
     if tp > 1 and st.get("sequence_parallel", True):
         args.append("--sequence-parallel")
     if int(st.get("zero_stage") or 0) == 1:

@@ -57,7 +57,7 @@ def _parallelism(setup: Setup) -> dict[str, Any]:
         "fsdp_reshard_after_forward": "default" if st.get("fsdp") == "full_shard" else "never",
         "tensor_parallel_degree": tp, "enable_async_tensor_parallel": False,
         "pipeline_parallel_degree": pp, "context_parallel_degree": cp, "expert_parallel_degree": ep,
-        "expert_tensor_parallel_degree": 1}
+        "expert_tensor_parallel_degree": int(st.get("etp") or 1)}  # torchtitan: 1 (its default) or tp
     if pp > 1:  # pp x vpp stages of equal layers, the split the plan priced (embeddings in the first, head in the last)
         out.update(pipeline_parallel_schedule=_SCHEDULE[str(st.get("pp_schedule") or "1f1b")],
                    pipeline_parallel_microbatch_size=int(st["micro_batch"]),
@@ -164,6 +164,9 @@ def check(setup: Setup) -> None:
     experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or 0)
     if ep > 1 and (not experts or experts % ep):
         raise GenerateError("gen_e_3d_split", what=f"{experts} experts", by=f"ep {ep}")
+    etp, tp = int(st.get("etp") or 1), int(st.get("tp") or 1)
+    if etp not in (1, tp):  # torchtitan 0.2.2 (job_config.py): expert TP is either 1 or the TP degree
+        raise GenerateError("gen_e_3d_etp", etp=etp, tp=tp)
     borrowed = setup.world_size // int(st.get("pp") or 1)  # EP borrows from the dp_shard x cp x tp ranks
     if ep > 1 and borrowed % ep:
         raise GenerateError("gen_e_3d_split", what=f"{borrowed} GPUs per pipeline stage", by=f"ep {ep}")

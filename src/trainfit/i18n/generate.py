@@ -153,6 +153,10 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
         "en": "{engine} has no zero-bubble schedule with one stage per GPU (--pp-schedule zb): use 1f1b, or "
               "interleaved with --vpp > 1",
         "zh": "{engine} 没有每卡一个阶段的零气泡调度（--pp-schedule zb）：请用 1f1b，或 interleaved 加 --vpp > 1"},
+    "gen_e_3d_etp": {
+        "en": "torchtitan runs expert tensor parallelism of 1 or the tensor parallel size ({tp}), not {etp}: "
+              "set --etp 1 or --etp {tp}",
+        "zh": "torchtitan 的专家张量并行只能是 1 或张量并行规模（{tp}），不能是 {etp}：请设 --etp 1 或 --etp {tp}"},
     "gen_e_3d_split": {
         "en": "{what} do not divide evenly by {by}: choose sizes that do",
         "zh": "{what} 不能被 {by} 整除：请选择能整除的规模"},

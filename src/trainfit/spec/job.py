@@ -430,6 +430,10 @@ FIELDS: tuple[JobField, ...] = (
              "上下文并行规模：每条序列切分到这么多 GPU 上（环形注意力）", low=1, high=64, doors=_PINNABLE_SPREAD),
     JobField("ep", _S, int, 1, "expert parallel size: an MoE layer's experts spread across this many GPUs",
              "专家并行规模：MoE 层的专家分布到这么多 GPU 上", low=1, high=1024, doors=_PINNABLE_SPREAD),
+    JobField("etp", _S, int, None, "expert tensor parallel size: how the MoE experts' matrices split (Megatron-Core "
+             "--expert-tensor-parallel-size; default: the tensor parallel size)",
+             "专家张量并行规模：MoE 专家矩阵的切分方式（Megatron-Core --expert-tensor-parallel-size；默认：与张量并行规模相同）",
+             low=1, high=64, optional=True, doors=_PINNABLE_SPREAD, relevant=lambda s: s.ep > 1),
     JobField("sequence_parallel", _S, bool, True, "with tensor parallelism: LayerNorm and dropout activations split "
              "across the TP group too (Megatron-LM --sequence-parallel; torchtitan's default with TP)",
              "张量并行时：LayerNorm 与 dropout 的激活也在 TP 组内切分（Megatron-LM --sequence-parallel；torchtitan "
