@@ -50,7 +50,10 @@ def _summary(run_dir):
     return summary
 
 
-@pytest.mark.parametrize("method,data", [("full", "text"), ("lora", "chat")])
+# full fine-tuning only: a one-process LoRA run on chat data is test_lora_with_modules_to_save below (the same
+# generate and train, plus the saved copies, and the same _summary); plain LoRA trains in one process in
+# test_resume_continues_from_the_checkpoint and test_selective_checkpointing_trains[lora]
+@pytest.mark.parametrize("method,data", [("full", "text")])
 def test_single_process(run_cli, tiny_data, tmp_path, method, data):
     _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", method)
     _train(tmp_path / "run", tiny_data / f"{data}.jsonl", tiny_data / "tok")
@@ -136,7 +139,10 @@ def test_train_py_refuses_bad_input_before_training(run_cli, tiny_data, tmp_path
     assert not (tmp_path / "run" / "out" / "metrics.jsonl").exists()
 
 
-@pytest.mark.parametrize("method", ["full", "lora"])
+# LoRA only: full fine-tuning with selective checkpointing runs train.py's training loop in
+# test_checkpointing_recomputes_what_the_estimate_assumes[selective] below (and counts what it recomputes); the
+# generated file as a script is what every other test here runs
+@pytest.mark.parametrize("method", ["lora"])
 def test_selective_checkpointing_trains(run_cli, tiny_data, tmp_path, method):
     """--grad-ckpt selective reaches train.py and trains (the generated file, run as a script)."""
     _generate(run_cli, tmp_path / "run", "tiny-llama", "--method", method, "--grad-ckpt", "selective")
