@@ -298,6 +298,12 @@ def note_features(case: dict) -> tuple[str, ...]:
     notes = case.get("notes")
     if not isinstance(notes, str):
         return ()
+    return _features_of(notes)
+
+
+@lru_cache(maxsize=4096)
+def _features_of(notes: str) -> tuple[str, ...]:
+    """Memoised on the text: calibration validates the same cases thousands of times (its fit's every step)."""
     return tuple(name for name, pattern in NOTE_FEATURES.items() if pattern.search(notes))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 from typing import Any, Callable
 
 from ..errors import SpecError, did_you_mean
@@ -137,10 +138,18 @@ class JobField:
             raise SpecError(f"{what} must be {kind} in [{_num(self.low)}, {_num(self.high)}], got {number!r}")
 
     def check(self, value: Any) -> None:
-        """A value already converted (a constructor argument): its type and range."""
-        what = self.cli_flag.lstrip("-")
+        """A value already converted (a constructor argument): its type and range. Called for every field of every
+        spec made (the search and the calibration make hundreds of thousands): the message is built only to fail."""
         if value is None and self.optional:
             return
+        kind = self.kind
+        if kind is int and not isinstance(value, bool) and isinstance(value, int) and \
+                (self.low is None or value >= self.low) and (self.high is None or value <= self.high):
+            return
+        if (kind is bool and isinstance(value, bool)) or (kind is str and (not self.choices or value in self.choices)) \
+                or (kind not in (int, float, bool, str)):  # Enum and name fields: their parse checked them
+            return
+        what = self.cli_flag.lstrip("-")
         if self.kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise SpecError(f"{what} must be an integer in [{_num(self.low)}, {_num(self.high)}], got {value!r}")
@@ -444,10 +453,12 @@ BY_NAME = {f.name: f for f in FIELDS}
 BY_KEYWORD = {f.keyword: f for f in FIELDS}
 
 
+@lru_cache(maxsize=None)
 def fields_of(part: str, door: str | None = None) -> tuple[JobField, ...]:
     return tuple(f for f in FIELDS if f.part == part and (door is None or door in f.doors))
 
 
+@lru_cache(maxsize=None)
 def through(door: str) -> tuple[JobField, ...]:
     return tuple(f for f in FIELDS if door in f.doors)
 
