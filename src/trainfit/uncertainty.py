@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 LEVEL = 0.8
@@ -48,6 +48,10 @@ class Residuals:
     cell: str
     weights: tuple[float, ...] | None = None
 
+    @cached_property
+    def _pos(self) -> tuple[float, ...]:
+        return tuple(self._positions())
+
     def _positions(self) -> list[float]:
         n = len(self.values)
         w = self.weights or (1.0,) * n
@@ -59,7 +63,7 @@ class Residuals:
 
     def quantile(self, p: float) -> float:
         """The residual below which a share p of the residuals lie (linear between plotting positions)."""
-        v, pos = self.values, self._positions()
+        v, pos = self.values, self._pos
         if p <= pos[0]:
             return v[0]
         if p >= pos[-1]:
@@ -70,7 +74,7 @@ class Residuals:
     def cdf(self, x: float) -> float:
         """Share of residuals at or below x, interpolated; kept inside the first and last plotting positions (n cases
         cannot establish certainty)."""
-        v, pos = self.values, self._positions()
+        v, pos = self.values, self._pos
         if x <= v[0]:
             return pos[0]
         if x >= v[-1]:
@@ -87,6 +91,7 @@ class Bands:
     def __init__(self, residuals: list[dict[str, Any]]):
         self.cells: dict[tuple, list[float]] = {}
         self.groups: dict[tuple, list[str]] = {}
+        self._residuals: dict[tuple, Residuals | None] = {}  # per (metric, method, kind, known): a search asks often
         self.rho = {m: between_source_share([r for r in residuals if r["metric"] == m])
                     for m in {r["metric"] for r in residuals}}
         for r in residuals:
@@ -101,6 +106,12 @@ class Bands:
         """The residuals a prediction's band is made from: a seen stack's from the seen stacks' cells, an unseen
         stack's from every source's (see the module doc)."""
         kind = memory_kind if metric == "memory" else None
+        asked = (metric, method, kind, bool(known))
+        if asked not in self._residuals:
+            self._residuals[asked] = self._find(metric, method, kind, known)
+        return self._residuals[asked]
+
+    def _find(self, metric: str, method: str, kind: str | None, known: bool) -> Residuals | None:
         keys = _keys(metric, method, kind, True if known else None)
         for key in keys:
             vals, groups = self.cells.get(key, []), self.groups.get(key, [])

@@ -18,7 +18,7 @@ from ..spec.training import (Attention, Fsdp, Method, Offload, Optimizer, Precis
 from ..units import GiB
 from .activations import SOFTCAP_SDPA_NOTE, attention_that_runs
 from .flops import StepFlops, step_flops
-from .memory import MemoryResult, estimate_memory, host_offload_bytes
+from .memory import MemoryResult, Phased, estimate_memory, finish_memory, host_offload_bytes, memory_phases
 from .perf import StepTime, comm_time, compute_time, offload_time, optimizer_time
 from .trainable import ParamSplit, split_params
 
@@ -234,8 +234,37 @@ def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: P
 @lru_cache(maxsize=65536)
 def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
             efficiencies: Efficiencies) -> MemoryResult:
-    """Memory depends on the GPU model and the GPU count, not on the instance: memoised for the search."""
-    return estimate_memory(m, t, s, gpu, split, efficiencies.shared_view(gpu))
+    """Memory depends on the GPU model and the GPU count, not on the instance: memoised for the search. The phases
+    depend on the GPU only through the efficiency values they read, so a GPU whose values agree with those an earlier
+    GPU's phases were built from takes them as they are (issue 36: a plan asks the same job on ten GPUs); only the
+    allocator, context and usable memory are the GPU's own."""
+    view = efficiencies.shared_view(gpu)
+    key = (m, t, s, split, efficiencies)
+    for asked, phased in _PHASES.get(key, ()):
+        if all(view(name, link=link) == value for (name, link), value in asked):
+            return finish_memory(phased, gpu, view, s)
+    recorder = _Recorder(view)
+    phased = memory_phases(m, t, s, split, recorder)
+    if len(_PHASES) >= 65536:
+        _PHASES.clear()
+    _PHASES.setdefault(key, []).append((tuple(recorder.asked.items()), phased))
+    return finish_memory(phased, gpu, view, s)
+
+
+_PHASES: dict[tuple, list[tuple[tuple, Phased]]] = {}
+
+
+class _Recorder:
+    """An efficiency view that remembers each value it gave (name, link) -> value. It has no `gpu`: the phases may
+    not read the GPU but through the values (what makes sharing them exact)."""
+
+    def __init__(self, view: EfficiencyView) -> None:
+        self.view, self.asked, self.eff = view, {}, view.eff
+
+    def __call__(self, name: str, link: str | None = None) -> float:
+        value = self.view(name, link=link)
+        self.asked[(name, link)] = value
+        return value
 
 
 def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[str]:

@@ -616,6 +616,28 @@ def optimizer_step_transient(m: ModelSpec, t: TrainingSpec, split: ParamSplit, w
 
 def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
                     eff: EfficiencyView) -> MemoryResult:
+    return finish_memory(memory_phases(m, t, s, split, eff), gpu, eff, s)
+
+
+@dataclass(frozen=True)
+class Phased:
+    """What the GPU does not change: the step's moments (phases) and what they were built with."""
+
+    phases: tuple[Phase, ...]
+    regime: Regime
+    notes: tuple[str, ...]
+    paged: float
+    training: TrainingSpec
+
+
+def finish_memory(p: Phased, gpu: GpuSpec, eff: EfficiencyView, s: Strategy) -> MemoryResult:
+    """The peak of the phases, with this GPU's allocator, CUDA context, NCCL buffers and usable memory."""
+    return _finish(p.phases, gpu, eff, s, p.regime, list(p.notes), p.paged, p.training)
+
+
+def memory_phases(m: ModelSpec, t: TrainingSpec, s: Strategy, split: ParamSplit, eff: EfficiencyView) -> Phased:
+    """The allocated bytes of each moment of the step. Reads the GPU only through `eff` (the efficiencies' values),
+    so two GPUs whose values agree share the phases (core._memory)."""
     t = attention_that_runs(m, t)
     n = s.gpus
     r = regime_for(t, s)
@@ -868,7 +890,7 @@ def estimate_memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, sp
         _phase("optimizer", (states, other) if t.optimizer_in_backward else (states, other, grads, step_buffers),
                totals),
     )
-    return _finish(phases, gpu, eff, s, r, notes, paged, t)
+    return Phased(phases, r, tuple(notes), paged, t)
 
 
 # Saved activations that belong to no block (the head side, checkpointing's boundary tensors) or are weights

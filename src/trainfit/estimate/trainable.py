@@ -97,6 +97,15 @@ class ParamSplit:
     def all_params(self) -> int:
         return self.total + self.adapters + self.saved
 
+    def __hash__(self) -> int:  # a memo key of every estimate, with a long tuple of tensors: hashed once
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.total, self.trainable, self.frozen, self.adapters, self.quantized,
+                           self.trainable_blocks, self.lowest_trainable_block, self.trainable_tensors,
+                           self.block_trainable, self.saved))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
 
 def generic_lora(m: ModelSpec, targets: tuple[str, ...], rank: int) -> tuple[float, float, frozenset[str]]:
     """LoRA on a read structure, as PEFT 0.21 applies it to the transformers 5 module tree: (adapter parameters per

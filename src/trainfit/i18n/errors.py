@@ -224,7 +224,7 @@ _ZH: list[tuple[str, str]] = [
     (r"argument (?P<a>\S+): expected one argument \(see (?P<h>.+)\)", "参数 {a}：需要一个值（见 {h}）"),
     (r"internal error, please report it: (?P<rest>.+)", "内部错误，请报告：{rest}"),
 ]
-_COMPILED = [(re.compile(p), z) for p, z in _ZH]
+_COMPILED = _ZH  # compiled on first use (notes.first_match)
 FALLBACK_ZH = "输入有误："
 _WORDS = {"GPU": "GPU", "model": "模型", "instance type": "实例类型", "region": "地域", "efficiency": "效率参数",
           "provider": "云厂商"}

@@ -428,15 +428,26 @@ _ZH: list[tuple[str, str]] = [
     (r"by_architecture\[arch\] \(calibrated or efficiency\.yaml\)", "by_architecture[arch]（校准值或 efficiency.yaml）"),
     (r"(?P<l>\S+) = (?P<v>\S+) at the fit's (?P<side>low|high) bound", "{l} = {v}，处于拟合范围的{side}"),
 ]
-_COMPILED = [(re.compile(p), z) for p, z in _ZH]
+_COMPILED = _ZH  # compiled on first use (first_match): an English run never pays for the Chinese patterns
 _WORDS = {"compute": "算力", "memory": "显存带宽", "communication": "通信", "offload": "卸载", "overhead": "开销",
           "pipeline": "流水线气泡", "optimizer": "优化器", "first": "第一个", "last": "最后一个"}
 _CAUTIONS = {"price unverified": "价格未核实", "GPU model inferred by third parties": "GPU 型号为第三方推断"}
 
 
-def first_match(compiled: list, text: str):
-    """(pattern, Chinese template, match) of the first pattern that matches all of `text`, or None."""
-    for pattern, template in compiled:
+_COMPILED_BY_ID: dict[int, tuple] = {}
+
+
+def _compiled(pairs: list) -> tuple:
+    """The module-level list of (regex, template) pairs, compiled once."""
+    if id(pairs) not in _COMPILED_BY_ID:
+        _COMPILED_BY_ID[id(pairs)] = tuple((re.compile(p), z) for p, z in pairs)
+    return _COMPILED_BY_ID[id(pairs)]
+
+
+def first_match(pairs: list, text: str):
+    """(pattern, Chinese template, match) of the first of (regex, template) `pairs` that matches all of `text`, or
+    None. The patterns are compiled once, when a Chinese text is first asked for."""
+    for pattern, template in _compiled(pairs):
         m = pattern.fullmatch(text)
         if m:
             return pattern, template, m

@@ -104,6 +104,7 @@ class _Estimator:
         self.adaptations: dict[tuple, TrainingSpec] = {}
         self.memory: dict[tuple, AffineMemory | SpecError] = {}
         self.gpu_limits: dict[str, tuple[float, float]] = {}
+        self.scans: dict[tuple, list | SpecError] = {}  # _scan_micro_batches by memory key and batch
         self._params: int | None = None
 
     @property
@@ -336,34 +337,26 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
             res.rejected[Rejection.of(Reason.MICRO_BATCH_DOES_NOT_DIVIDE, micro_batch=pinned_mb)] += 1
             return
         mbs = (pinned_mb,)
-    accumulating = est.memory_model(w, method, ckpt, s, gpu, True) if any(mb < per_gpu for mb in mbs) else None
-    whole = est.memory_model(w, method, ckpt, s, gpu, False)
-    for model in (accumulating, whole):
-        if isinstance(model, SpecError):
-            res.candidates += 1
-            res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(model))] += 1
-            return
-    usable, limit = est.limits(gpu)
-    best = None
     n = s.gpus
+    scan = est.scans.get((method, ckpt, s.zero_stage, s.fsdp, s.offload, n, gpu.id, per_gpu, mbs))
+    if scan is None:
+        scan = _scan_micro_batches(est, w, method, ckpt, s, gpu, per_gpu, mbs, res.max_oom_risk, efficiencies)
+        est.scans[(method, ckpt, s.zero_stage, s.fsdp, s.offload, n, gpu.id, per_gpu, mbs)] = scan
+    if isinstance(scan, SpecError):
+        res.candidates += 1
+        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(scan))] += 1
+        return
+    usable = est.limits(gpu)[0]
+    known = _known(efficiencies) if res.max_oom_risk is not None else False
+    best, best_risk = None, None
     rejected = res.rejected
-    risk_of, known = None, False
-    if res.max_oom_risk is not None:
-        limit = usable
-        known = _known(efficiencies)
-
-        def risk_of(need: float) -> float:
-            return 1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)
-    best_risk = None
-    for mb in mbs:
-        need = (whole if mb == per_gpu else accumulating).device(mb, n)
-        if need > limit:
-            rejected[_NO_FIT if risk_of else _NO_FIT_HEADROOM] += 1
+    for mb, need, risk in scan:
+        if risk is _TOO_BIG:
+            rejected[_NO_FIT if res.max_oom_risk is not None else _NO_FIT_HEADROOM] += 1
             prev = res.no_fit_by_gpu.get(gpu.id)
             if prev is None or need < prev[0]:
                 res.no_fit_by_gpu[gpu.id] = (need, usable)
             continue
-        risk = risk_of(need) if risk_of else None
         if risk is not None and risk > res.max_oom_risk:
             rejected[_OOM_RISK] += 1
             _note_risky(res, gpu.id, s, method, mb, need, usable, risk, known)
@@ -378,6 +371,37 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
     # GEMMs; tests/test_properties.py checks it), so only the largest micro-batch that fits needs a time estimate.
     _keep(res, est, offer, w.training(method, ckpt, best, math.ceil(per_gpu / best)), s, cluster, w, efficiencies,
           best_risk)
+
+
+_TOO_BIG = object()  # a micro-batch whose predicted peak is over the limit (a scan's risk slot)
+
+
+def _scan_micro_batches(est: _Estimator, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu,
+                        per_gpu: int, mbs: tuple[int, ...], max_oom_risk: float | None,
+                        efficiencies: Efficiencies) -> list | SpecError:
+    """(micro-batch, predicted peak, risk of running out of memory or None, or _TOO_BIG over the limit) for each
+    micro-batch of a layout on a GPU, or the SpecError that refuses the layout. What it depends on is the memory key
+    (method, checkpointing, engine, GPUs, GPU model) and the batch: every instance of that GPU with that many GPUs
+    shares it (issue 36: instance types differ in CPU, RAM and price, not in the GPU's memory)."""
+    accumulating = est.memory_model(w, method, ckpt, s, gpu, True) if any(mb < per_gpu for mb in mbs) else None
+    whole = est.memory_model(w, method, ckpt, s, gpu, False)
+    for model in (accumulating, whole):
+        if isinstance(model, SpecError):
+            return model
+    usable, limit = est.limits(gpu)
+    risk_of = None
+    if max_oom_risk is not None:
+        limit = usable
+        known = _known(efficiencies)
+
+        def risk_of(need: float) -> float:
+            return 1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)
+    out = []
+    n = s.gpus
+    for mb in mbs:
+        need = (whole if mb == per_gpu else accumulating).device(mb, n)
+        out.append((mb, need, _TOO_BIG if need > limit else (risk_of(need) if risk_of else None)))
+    return out
 
 
 def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: Strategy, cluster: Cluster,

@@ -41,6 +41,7 @@ def _declared(base: type, part: str) -> type:
     for name, value in getattr(base, "_EXTRA", {}).items():
         ns["__annotations__"][name] = "object"
         ns[name] = value
+    ns["__hash__"] = base.__hash__  # kept by dataclass (it adds its own only to a class without one): cached
     cls = type(name, (base,), ns)
     return dataclass(frozen=True, eq=True)(cls)
 

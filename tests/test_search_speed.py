@@ -1,0 +1,130 @@
+"""Issue 36: what the plan search shares between candidates must not change a single number.
+
+- core._memory takes a GPU's phases from another GPU whose efficiency values agree: the result must equal a fresh
+  estimate_memory on that GPU, whatever GPU came first (hypothesis draws the jobs and the GPU order).
+- The search scans the micro-batches of a (method, checkpointing, engine, GPUs, GPU) once for every instance with
+  that GPU: the plan with the memo must equal the plan without it.
+- Specs hash once (their hash is cached) and equal specs hash equal.
+"""
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trainfit.catalog import get_gpu, resolve_model
+from trainfit.catalog.efficiency import Efficiencies, EfficiencyView
+from trainfit.estimate import core
+from trainfit.estimate.memory import estimate_memory
+from trainfit.estimate.trainable import split_params
+from trainfit.spec.cluster import cluster_for
+from trainfit.spec.training import GradCkpt, Method, Strategy, TrainingSpec
+
+GPUS = ("a10", "a100-sxm4-80gb", "h100-sxm", "l20", "t4", "v100-sxm2-32gb", "h20")
+
+
+def _fresh(m, t, s, gpu, eff):
+    split = split_params(m, t, int(eff.shared_view(gpu)("freeze_trainable_layers")))
+    return estimate_memory(m, t.for_memory, s, gpu, split, EfficiencyView(eff, gpu))
+
+
+def _cached(m, t, s, gpu, eff):
+    split = split_params(m, t, int(eff.shared_view(gpu)("freeze_trainable_layers")))
+    return core.memory_of(m, t, s, gpu, split, eff)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(["qwen2-7b", "llama-3-8b", "bert-base-uncased", "qwen2.5-0.5b"]),
+       method=st.sampled_from([Method.FULL, Method.LORA, Method.QLORA]),
+       ckpt=st.sampled_from([GradCkpt.NONE, GradCkpt.FULL]),
+       mb=st.sampled_from([1, 2, 8]), gpus=st.sampled_from([1, 4]), zero=st.sampled_from([0, 2, 3]),
+       order=st.permutations(GPUS))
+def test_phases_shared_between_gpus_equal_a_fresh_estimate(model, method, ckpt, mb, gpus, zero, order):
+    m = resolve_model(model)
+    eff = Efficiencies.default()
+    core._memory.cache_clear()
+    core._PHASES.clear()
+    task = "classification" if model.startswith("bert") else "sft"
+    for gpu_id in order[:3]:
+        gpu = get_gpu(gpu_id)
+        precision = "bf16" if gpu.bf16_supported else "fp16"
+        t = TrainingSpec(method=method, task=task, seq_len=512, micro_batch=mb, grad_accum=2, grad_ckpt=ckpt,
+                         precision=precision, attention="sdpa")
+        s = Strategy(gpus_per_node=gpus, nodes=1, zero_stage=zero if gpus > 1 else 0)
+        got, want = _cached(m, t, s, gpu, eff), _fresh(m, t, s, gpu, eff)
+        assert got.device == want.device and got.reserved == want.reserved and got.allocated == want.allocated
+        assert [p.items for p in got.phases] == [p.items for p in want.phases]
+        assert got.usable == want.usable and got.notes == want.notes
+
+
+def test_phases_are_shared_only_when_the_values_agree():
+    """A recorded value that the next GPU's view does not give: the cache must not hand those phases over."""
+    m = resolve_model("qwen2-7b")
+    eff = Efficiencies.default()
+    t = TrainingSpec(method=Method.LORA, task="sft", seq_len=1024, micro_batch=2, grad_accum=1)
+    s = Strategy()
+    core._memory.cache_clear()
+    core._PHASES.clear()
+    a100, h100 = get_gpu("a100-sxm4-80gb"), get_gpu("h100-sxm")
+    _cached(m, t, s, a100, eff)
+    key = next(iter(core._PHASES))
+    asked, phased = core._PHASES[key][0]
+    assert asked, "the phases read efficiency values"
+    bogus = tuple(((n, link), v * 2 + 1.0) for (n, link), v in asked)
+    core._PHASES[key] = [(bogus, replace(phased, phases=()))]  # phases no GPU could use
+    got = _cached(m, t, s, h100, eff)
+    assert got.phases and got.device == _fresh(m, t, s, h100, eff).device
+    assert len(core._PHASES[key]) == 2
+
+
+def test_plan_is_the_same_with_and_without_the_micro_batch_memo(monkeypatch):
+    from trainfit.plan import make_plan
+    from trainfit.search import run as search_run
+    from trainfit.spec.request import request_from_mapping
+
+    def plan():
+        req = request_from_mapping({"model": "qwen2-7b", "method": "lora", "dataset_tokens": "50M",
+                                    "budget": 3000, "deadline": "48h"})
+        p = make_plan(req, Efficiencies.default(), max_oom_risk=0.05)
+        return ([(c.offer.instance.instance_type, c.estimate.training.micro_batch, c.hours, c.oom_risk)
+                 for c in p.recommendations], dict(p.rejected), p.result.candidates,
+                [(r.gpu, r.micro_batch, r.need, r.risk) for r in p.too_risky], dict(p.result.no_fit_by_gpu))
+
+    with_memo = plan()
+
+    class NoMemo(dict):
+        def get(self, key, default=None):
+            return default
+
+    original = search_run._Estimator.__init__
+
+    def init(self, *a, **k):
+        original(self, *a, **k)
+        self.scans = NoMemo()
+
+    monkeypatch.setattr(search_run._Estimator, "__init__", init)
+    assert plan() == with_memo
+
+
+def test_specs_hash_once_and_agree():
+    a = TrainingSpec(method=Method.LORA, seq_len=2048, micro_batch=2)
+    b = TrainingSpec(method=Method.LORA, seq_len=2048, micro_batch=2)
+    assert a == b and hash(a) == hash(b) and a is not b
+    assert "_hash" in a.__dict__  # cached on the instance
+    assert hash(a.with_(micro_batch=4)) != hash(a) or a.with_(micro_batch=4) != a
+    s = Strategy(gpus_per_node=4, zero_stage=2)
+    assert hash(s) == hash(Strategy(gpus_per_node=4, zero_stage=2)) and "_hash" in s.__dict__
+    c = cluster_for(get_gpu("a10"), 1, 1)
+    assert c.gpu.id == "a10"
+
+
+def test_gpus_of_one_kind_do_share_phases():
+    """The speed-up is real: bf16 GPUs whose memory efficiencies agree build the phases once."""
+    m = resolve_model("qwen2-7b")
+    eff = Efficiencies.default()
+    t = TrainingSpec(method=Method.LORA, task="sft", seq_len=1024, micro_batch=2, grad_accum=1)
+    core._memory.cache_clear()
+    core._PHASES.clear()
+    for gpu_id in ("a10", "a100-sxm4-80gb", "l20", "h20"):
+        _cached(m, t, Strategy(), get_gpu(gpu_id), eff)
+    assert sum(len(v) for v in core._PHASES.values()) < 4
