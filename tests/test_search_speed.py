@@ -100,7 +100,7 @@ def test_plan_is_the_same_with_and_without_the_micro_batch_memo(monkeypatch):
 
     def init(self, *a, **k):
         original(self, *a, **k)
-        self.scans = NoMemo()
+        self.scans, self.shapes = NoMemo(), NoMemo()
 
     monkeypatch.setattr(search_run._Estimator, "__init__", init)
     assert plan() == with_memo
@@ -128,3 +128,37 @@ def test_gpus_of_one_kind_do_share_phases():
     for gpu_id in ("a10", "a100-sxm4-80gb", "l20", "h20"):
         _cached(m, t, Strategy(), get_gpu(gpu_id), eff)
     assert sum(len(v) for v in core._PHASES.values()) < 4
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(["qwen2-7b", "bert-base-uncased", "llama-3-8b"]),
+       method=st.sampled_from([Method.FULL, Method.LORA, Method.QLORA]),
+       ckpt=st.sampled_from([GradCkpt.NONE, GradCkpt.FULL]), zero=st.sampled_from([0, 2, 3]),
+       accumulating=st.booleans(), order=st.permutations(GPUS))
+def test_a_memory_fit_shared_between_gpus_equals_each_gpus_own(model, method, ckpt, zero, accumulating, order):
+    """The search's memory model of a GPU taken from another GPU's fit gives the device bytes of that GPU's own fit
+    (a fresh search state per GPU) at every micro-batch and GPU count."""
+    from trainfit.search.run import _Estimator
+    from trainfit.search.workload import resolve_workload
+    from trainfit.spec.request import request_from_mapping
+
+    m = resolve_model(model)
+    eff = Efficiencies.default()
+    task = "classification" if model.startswith("bert") else "sft"
+    req = request_from_mapping({"model": model, "method": method.value, "task": task, "dataset_tokens": "10M",
+                                "seq_len": 512})
+    w = resolve_workload(req, m)
+    s = Strategy(gpus_per_node=4, nodes=1, zero_stage=zero)
+    shared = _Estimator(m, eff)
+    for gpu_id in order:
+        gpu = get_gpu(gpu_id)
+        got = shared.memory_model(w, method, ckpt, s, gpu, accumulating)
+        want = _Estimator(m, eff).memory_model(w, method, ckpt, s, gpu, accumulating)
+        assert type(got) is type(want)
+        if isinstance(want, Exception):
+            assert str(got) == str(want)
+            continue
+        for mb in (1, 3, 16, 64):
+            for n in (2, 4, 8):
+                assert got.device(mb, n) == want.device(mb, n)
+    assert shared.shapes, "some GPUs share a fit"

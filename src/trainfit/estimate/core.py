@@ -241,17 +241,32 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: Par
     view = efficiencies.shared_view(gpu)
     key = (m, t, s, split, efficiencies)
     for asked, phased in _PHASES.get(key, ()):
-        if all(view(name, link=link) == value for (name, link), value in asked):
+        if view_agrees(view, asked):
             return finish_memory(phased, gpu, view, s)
     recorder = _Recorder(view)
     phased = memory_phases(m, t, s, split, recorder)
     if len(_PHASES) >= 65536:
         _PHASES.clear()
-    _PHASES.setdefault(key, []).append((tuple(recorder.asked.items()), phased))
+        _ASKED.clear()
+    asked = tuple(recorder.asked.items())
+    _PHASES.setdefault(key, []).append((asked, phased))
+    _ASKED[id(phased.phases)] = asked
     return finish_memory(phased, gpu, view, s)
 
 
 _PHASES: dict[tuple, list[tuple[tuple, Phased]]] = {}
+_ASKED: dict[int, tuple] = {}  # id(Phased.phases) -> the values they were built from (the Phased lives in _PHASES)
+
+
+def phases_asked(result: MemoryResult) -> tuple | None:
+    """((name, link), value) of every efficiency value a memory result's phases were built from, or None when not
+    known (a model-parallel estimate, or the record was cleared): `view_agrees` then says nothing."""
+    return _ASKED.get(id(result.phases))
+
+
+def view_agrees(view: EfficiencyView, asked: tuple) -> bool:
+    """Whether this GPU's view gives every one of these values (so phases built from them are this GPU's too)."""
+    return all(view(name, link=link) == value for (name, link), value in asked)
 
 
 class _Recorder:

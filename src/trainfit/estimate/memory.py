@@ -54,8 +54,8 @@ class Phase:
     components: tuple[dict[str, float], ...]
     total: float
 
-    @property
-    def items(self) -> dict[str, float]:
+    @cached_property
+    def items(self) -> dict[str, float]:  # read by every GPU's finish (the phases are shared): merged once
         out: dict[str, float] = {}
         for component in self.components:
             for key, value in component.items():
@@ -94,7 +94,7 @@ class MemoryResult:
     def detail(self) -> dict[str, float]:
         """Every item of the peak phase ("part/detail" -> bytes), overheads included; sums to `device`."""
         peak = next(p for p in self.phases if p.name == self.peak_phase)
-        out = peak.items
+        out = dict(peak.items)  # the phase's own dict is shared (cached)
         out.update(self.overheads)
         return out
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import product
 
 from ..catalog import get_gpu
 from ..catalog.efficiency import Efficiencies, EfficiencyView
 from ..errors import SpecError
-from ..estimate.core import Estimate, adapt_to_gpu, check_compatibility, memory_of, run_estimate
+from ..estimate.core import (Estimate, adapt_to_gpu, check_compatibility, memory_of, phases_asked, run_estimate,
+                             view_agrees)
 from ..estimate.hostram import LoadingRam, loading_ram_of
 from ..estimate.memory import AffineMemory, usable_bytes
 from ..estimate.params import count_params
@@ -104,7 +105,8 @@ class _Estimator:
         self.adaptations: dict[tuple, TrainingSpec] = {}
         self.memory: dict[tuple, AffineMemory | SpecError] = {}
         self.gpu_limits: dict[str, tuple[float, float]] = {}
-        self.scans: dict[tuple, list | SpecError] = {}  # _scan_micro_batches by memory key and batch
+        self.scans: dict[tuple, list | SpecError] = {}
+        self.shapes: dict[tuple, tuple] = {}  # memory fits shared by GPUs whose phases agree (_memory_model)  # _scan_micro_batches by memory key and batch
         self._params: int | None = None
 
     @property
@@ -164,27 +166,47 @@ class _Estimator:
         key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, many, gpu.id, accumulating)
         hit = self.memory.get(key)
         if hit is None:
-            ga = 2 if accumulating else 1
-            n, n2 = (2, 4) if many else (1, 1)
-
-            def at(mb: int, gpus: int):
-                return self._memory(w.training(method, ckpt, mb, ga), s.with_(gpus_per_node=gpus, nodes=1), gpu)
-
             try:
-                if w.training(method, ckpt, 1, ga).model_code == "litgpt":
-                    hit = DirectMemory(at, {(1, n): at(1, n).device})  # at(1, n) raises for a refused layout
-                else:
-                    hit = AffineMemory.fit(at(1, n), at(2, n), at(1, n2) if many else None, 1, n, 2, n2)
-                    # each moment is affine in the micro-batch, so the peak (their maximum) is convex in it: a fit
-                    # that also holds at CHECK_MICRO_BATCH holds at every micro-batch up to it. Where the largest
-                    # moment of a phase changes between micro-batches 1 and 2 (BERT-base full on 2 GPUs), it does
-                    # not, and the search estimates directly.
-                    if not _agrees(hit.device(CHECK_MICRO_BATCH, n), lambda: at(CHECK_MICRO_BATCH, n).device):
-                        hit = DirectMemory(at, {(1, n): at(1, n).device})
+                hit = self._memory_model(w, method, ckpt, s, gpu, accumulating, many)
             except SpecError as exc:
                 hit = exc
             self.memory[key] = hit
         return hit
+
+    def _memory_model(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu, accumulating: bool,
+                      many: bool) -> AffineMemory | DirectMemory:
+        ga = 2 if accumulating else 1
+        n, n2 = (2, 4) if many else (1, 1)
+
+        def at(mb: int, gpus: int):
+            return self._memory(w.training(method, ckpt, mb, ga), s.with_(gpus_per_node=gpus, nodes=1), gpu)
+
+        base = at(1, n)  # raises for a refused layout
+        if w.training(method, ckpt, 1, ga).model_code == "litgpt":
+            return DirectMemory(at, {(1, n): base.device})
+        # A GPU whose phases at (1, n) are another GPU's (estimate/core.py shares them where the efficiency values
+        # agree) takes that GPU's fit when its values agree at the fit's other points too: only the allocator,
+        # context and NCCL terms (base) are its own (issue 36: one fit per kind of GPU, not per GPU)
+        shape_key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, many, accumulating, id(base.phases))
+        shape = self.shapes.get(shape_key)
+        if shape is not None and shape[0] is base.phases and view_agrees(self.view(gpu), shape[1]):
+            hit = replace(shape[2], overhead_fraction=base.allocator_fraction,
+                          constant=base.device - base.reserved + base.allocator_constant)
+            asked = None
+        else:
+            more_b, more_n = at(2, n), at(1, n2) if many else None
+            hit = AffineMemory.fit(base, more_b, more_n, 1, n, 2, n2)
+            asked = [phases_asked(r) for r in (base, more_b, more_n) if r is not None]
+        # each moment is affine in the micro-batch, so the peak (their maximum) is convex in it: a fit that also holds
+        # at CHECK_MICRO_BATCH holds at every micro-batch up to it. Where the largest moment of a phase changes
+        # between micro-batches 1 and 2 (BERT-base full on 2 GPUs), it does not, and the search estimates directly.
+        # Checked on every GPU: the allocator's terms for varying shapes and paged states are the GPU's own.
+        check = _direct_or_refused(lambda: at(CHECK_MICRO_BATCH, n))
+        agrees = check is None or abs(hit.device(CHECK_MICRO_BATCH, n) - check.device) <= \
+            1e-9 * max(abs(check.device), 1.0)
+        if asked is not None and all(a is not None for a in asked):
+            self.shapes[shape_key] = (base.phases, tuple(dict.fromkeys(x for a in asked for x in a)), hit)
+        return hit if agrees else DirectMemory(at, {(1, n): base.device})
 
     def __call__(self, t: TrainingSpec, s: Strategy, cluster: Cluster) -> Estimate | SpecError:
         t = self.adapted(t, cluster.gpu)
@@ -206,14 +228,12 @@ class _Estimator:
 CHECK_MICRO_BATCH = 64  # the affine memory fit is checked here (exact up to it: the peak is convex in the micro-batch)
 
 
-def _agrees(fitted: float, direct) -> bool:
-    """Whether the affine fit equals the direct estimate (to rounding); a direct estimate the layout refuses there
-    says nothing about smaller micro-batches."""
+def _direct_or_refused(direct):
+    """A direct estimate, or None where the layout refuses it (which says nothing about smaller micro-batches)."""
     try:
-        value = direct()
+        return direct()
     except SpecError:
-        return True
-    return abs(fitted - value) <= 1e-9 * max(abs(value), 1.0)
+        return None
 
 
 class DirectMemory:

@@ -174,11 +174,11 @@ class _Strategy(_Spec):
             raise SpecError("with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer "
                             "(--zero 1) or FSDP (--fsdp full_shard); ZeRO-2/3 and offload are not modelled there")
 
-    @property
+    @cached_property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
 
-    @property
+    @cached_property
     def model_parallel(self) -> int:
         """GPUs that hold one copy of the model between them: tp x pp x cp."""
         return self.tp * self.pp * self.cp
@@ -188,12 +188,12 @@ class _Strategy(_Spec):
         """Data-parallel size: the model copies, each fed its own micro-batches."""
         return self.gpus // self.model_parallel
 
-    @property
+    @cached_property
     def is_3d(self) -> bool:
         """A model-parallel layout (estimate/parallel3d.py), not data parallelism alone."""
         return self.model_parallel > 1 or self.ep > 1
 
-    @property
+    @cached_property
     def engine(self) -> str:
         if self.is_3d:  # the stacks that run these layouts: Megatron-LM (its own optimizer) or torchtitan (FSDP2)
             return "torchtitan" if self.fsdp != Fsdp.NONE else "megatron"
