@@ -38,6 +38,7 @@ from .perf import StepTime
 TP_OVERLAP, P2P_OVERLAP, CP_OVERLAP, EP_OVERLAP = 0.0, 0.0, 1.0, 0.0
 
 
+@lru_cache(maxsize=65536)
 def layout_of(s: Strategy) -> p3.Layout:
     # expert TP not given: Megatron-Core's default is the TP size (0 here), torchtitan's 1
     etp = s.etp or (1 if s.engine == "torchtitan" else 0)
@@ -65,7 +66,12 @@ def recompute_of(t: TrainingSpec) -> str:
 
 def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
     """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept."""
-    return m if s.pp == 1 else replace(m, layers=math.ceil(m.layers / s.pp))
+    return m if s.pp == 1 else _stage_of(m, math.ceil(m.layers / s.pp))
+
+
+@lru_cache(maxsize=4096)
+def _stage_of(m: ModelSpec, layers: int) -> ModelSpec:
+    return replace(m, layers=layers)  # one object per stage size: its hash is computed once
 
 
 def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView):
@@ -74,7 +80,7 @@ def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster
     from .core import run_estimate
 
     one = Strategy(gpus_per_node=1, nodes=1)
-    return run_estimate(stage_model(m, s), t.with_(grad_accum=1), one, cluster_for(cluster.gpu, 1, 1), view=eff)
+    return run_estimate(stage_model(m, s), t.per_micro_batch, one, cluster_for(cluster.gpu, 1, 1), view=eff)
 
 
 def links_of(cluster: Cluster, s: Strategy, eff: EfficiencyView) -> p3.Links:
@@ -158,7 +164,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
 
     layout = layout_of(s)
     eff = efficiencies.shared_view(gpu)
-    sm, t1 = stage_model(m, s), t.with_(grad_accum=1)
+    sm, t1 = stage_model(m, s), t.per_micro_batch
     stage = memory_of(sm, t1, Strategy(gpus_per_node=1, nodes=1), gpu,
                       split_params(sm, t1, int(eff("freeze_trainable_layers"))), efficiencies)
     tt = t.for_memory

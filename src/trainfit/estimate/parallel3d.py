@@ -48,6 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 
 SCHEDULES = ("1f1b", "interleaved", "zb")
 RECOMPUTE = ("none", "selective", "full")
@@ -84,8 +85,9 @@ class Arch:
         return self.num_experts > 0
 
 
+@lru_cache(maxsize=1024)
 def arch_of(m) -> Arch:
-    """An Arch from a trainfit ModelSpec (duck-typed: no import of the spec package)."""
+    """An Arch from a trainfit ModelSpec (duck-typed: no import of the spec package; memoised: a search asks often)."""
     return Arch(hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads, intermediate=m.intermediate,
                 vocab=m.vocab, head_dim=m.head_dim, gated_mlp=m.gated_mlp, tie_embeddings=m.tie_embeddings,
                 num_experts=m.num_experts, experts_per_tok=m.experts_per_tok,
@@ -462,7 +464,14 @@ def memory_per_gpu(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: int
 
 
 def peak_memory_per_gpu(arch: Arch, layout: Layout, **kwargs) -> tuple[str, Memory]:
-    """The larger of the first and the last stage (the last holds the logits; with pp = 1 they are one)."""
+    """The larger of the first and the last stage (the last holds the logits; with pp = 1 they are one). Memoised:
+    it does not depend on the GPU, which a plan search varies most (a Memory's parts are not to be changed)."""
+    return _peak_memory_per_gpu(arch, layout, tuple(sorted(kwargs.items())))
+
+
+@lru_cache(maxsize=16384)
+def _peak_memory_per_gpu(arch: Arch, layout: Layout, given: tuple) -> tuple[str, Memory]:
+    kwargs = dict(given)
     first = memory_per_gpu(arch, layout, stage="first", **kwargs)
     if layout.pp == 1:
         return "first", first

@@ -516,24 +516,45 @@ def _search_model_parallel(res: SearchResult, est: _Estimator, offer: Offer, clu
     if not mbs:
         res.rejected[Rejection.of(Reason.LAYOUT, rule="few_micro_batches")] += 1
         return
-    usable, limit = est.limits(cluster.gpu)
-    known = _known(efficiencies)
+    key = (method, ckpt, s, cluster.gpu.id, per_dp, tuple(mbs))
+    scan = est.scans.get(key)
+    if scan is None:
+        scan = est.scans[key] = _scan_model_parallel(est, w, method, ckpt, s, cluster.gpu, per_dp, mbs,
+                                                     res.max_oom_risk, efficiencies)
     best = best_risk = None
-    for mb in mbs:
-        t = w.training(method, ckpt, mb, per_dp // mb)
-        try:
-            need = est.memory_direct(t, s, cluster.gpu).device
-        except SpecError as exc:
-            res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(exc))] += 1
+    for t, outcome, risk in scan:
+        if isinstance(outcome, SpecError):
+            res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(outcome))] += 1
             return
-        risk = (1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)
-                if res.max_oom_risk is not None else None)
-        if need > (usable if risk is not None else limit) or (risk is not None and risk > res.max_oom_risk):
+        if outcome is _TOO_BIG:
             res.rejected[_NO_FIT if risk is None else _OOM_RISK] += 1
             break
         best, best_risk = t, risk
     if best is not None:
         _keep(res, est, offer, best, s, cluster, w, efficiencies, best_risk)
+
+
+def _scan_model_parallel(est: _Estimator, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu, per_dp: int,
+                         mbs: list[int], max_oom_risk: float | None, efficiencies: Efficiencies) -> list[tuple]:
+    """(training, predicted peak | _TOO_BIG | the SpecError, risk) for the micro-batches of a model-parallel layout
+    on a GPU, ascending until one does not fit or is refused: what every instance of that GPU and layout shares."""
+    usable, limit = est.limits(gpu)
+    known = _known(efficiencies)
+    out: list[tuple] = []
+    for mb in mbs:
+        t = w.training(method, ckpt, mb, per_dp // mb)
+        try:
+            need = est.memory_direct(t, s, gpu).device
+        except SpecError as exc:
+            out.append((t, exc, None))
+            break
+        risk = (1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)
+                if max_oom_risk is not None else None)
+        if need > (usable if risk is not None else limit) or (risk is not None and risk > max_oom_risk):
+            out.append((t, _TOO_BIG, risk))
+            break
+        out.append((t, need, risk))
+    return out
 
 
 def pinned_strategies(gpus: int, nodes: int, pins: dict) -> tuple[Strategy, ...]:
