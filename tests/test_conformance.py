@@ -278,7 +278,7 @@ def _ci_rows(traces) -> tuple[dict, str]:
     not held to the limits; at most two may be."""
     from trainfit.estimate import core
 
-    core._memory.cache_clear()  # memory estimates are memoised (core._memory): estimate afresh
+    core.clear_memos()  # memory estimates are memoised (core._memory): estimate afresh
     open_draws = {conformance.Draw(**{**BASE, **case}) for case in OPEN.values()}
     rows = [conformance.row_of(d, traced, conformance.estimate_draw(d), seconds) for d, traced, seconds in traces]
     report = conformance.table(rows)
@@ -322,6 +322,6 @@ def test_ci_sample_catches_a_broken_term(ci_traces, monkeypatch, name):
             patch.setattr(memory, name, lambda *args, **kwargs: 0.0)
             broken, report = _ci_rows(ci_traces)
     finally:
-        core._memory.cache_clear()  # no memoised mutant estimate outlives the test
+        core.clear_memos()  # no memoised mutant estimate outlives the test
     assert broken != intact, f"{name} -> 0 changed no estimate of the sample\n{report}"
     assert not _within(broken), f"{name} -> 0 and the sample still passes: {broken}\n{report}"

@@ -42,8 +42,7 @@ def _cached(m, t, s, gpu, eff):
 def test_phases_shared_between_gpus_equal_a_fresh_estimate(model, method, ckpt, mb, gpus, zero, order):
     m = resolve_model(model)
     eff = Efficiencies.default()
-    core._memory.cache_clear()
-    core._PHASES.clear()
+    core.clear_memos()
     task = "classification" if model.startswith("bert") else "sft"
     for gpu_id in order[:3]:
         gpu = get_gpu(gpu_id)
@@ -63,8 +62,7 @@ def test_phases_are_shared_only_when_the_values_agree():
     eff = Efficiencies.default()
     t = TrainingSpec(method=Method.LORA, task="sft", seq_len=1024, micro_batch=2, grad_accum=1)
     s = Strategy()
-    core._memory.cache_clear()
-    core._PHASES.clear()
+    core.clear_memos()
     a100, h100 = get_gpu("a100-sxm4-80gb"), get_gpu("h100-sxm")
     _cached(m, t, s, a100, eff)
     key = next(iter(core._PHASES))
@@ -123,8 +121,7 @@ def test_gpus_of_one_kind_do_share_phases():
     m = resolve_model("qwen2-7b")
     eff = Efficiencies.default()
     t = TrainingSpec(method=Method.LORA, task="sft", seq_len=1024, micro_batch=2, grad_accum=1)
-    core._memory.cache_clear()
-    core._PHASES.clear()
+    core.clear_memos()
     for gpu_id in ("a10", "a100-sxm4-80gb", "l20", "h20"):
         _cached(m, t, Strategy(), get_gpu(gpu_id), eff)
     assert sum(len(v) for v in core._PHASES.values()) < 4

@@ -258,6 +258,14 @@ _PHASES: dict[tuple, list[tuple[tuple, Phased]]] = {}
 _ASKED: dict[int, tuple] = {}  # id(Phased.phases) -> the values they were built from (the Phased lives in _PHASES)
 
 
+def clear_memos() -> None:
+    """Forget every memoised memory estimate and the phases shared between GPUs (a test that changes a term of the
+    memory model must estimate afresh, not reuse phases built before the change)."""
+    _memory.cache_clear()
+    _PHASES.clear()
+    _ASKED.clear()
+
+
 def phases_asked(result: MemoryResult) -> tuple | None:
     """((name, link), value) of every efficiency value a memory result's phases were built from, or None when not
     known (a model-parallel estimate, or the record was cleared): `view_agrees` then says nothing."""
