@@ -138,20 +138,80 @@ def test_small_models_are_not_searched_with_model_parallelism(run_cli):
     assert all(not (r["strategy"]["tp"] > 1 or r["strategy"]["pp"] > 1) for r in json.loads(out)["recommendations"])
 
 
+def _moe_case_model(case_id: str):
+    from trainfit.validate import _model, load_cases
+
+    case = next(c for c in load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")]) if c["id"] == case_id)
+    return _model(case)
+
+
+def test_structure_blocks_are_the_range_of_the_pattern():
+    """Structure.blocks(start, stop): the groups counted over that range of the block pattern (DeepSeek-V3's three
+    dense first layers are in the first stage only); without a pattern, pro rata with the total kept."""
+    from dataclasses import replace
+
+    from trainfit.spec.structure import BlockGroup, Structure
+
+    dense, moe = BlockGroup(3, (), (), "mla"), BlockGroup(58, (), (), "mla", moe=True)
+    full = Structure((dense, moe), (), "h", "M", pattern=(0,) * 3 + (1,) * 58)
+    last, first = full.blocks(53, 61), full.blocks(0, 8)
+    assert [(g.moe, g.count) for g in last.groups] == [(True, 8)] and last.pattern == (0,) * 8
+    assert [(g.moe, g.count) for g in first.groups] == [(False, 3), (True, 5)] and first.layers == 8
+    assert full.blocks(0, 61) is full
+    loose = replace(full, pattern=()).blocks(0, 8)
+    assert [(g.moe, g.count) for g in loose.groups] == [(True, 8)]
+    assert loose.layers == 8 and loose.pattern == ()  # 3 x 8 / 61 = 0.39 rounds away; 58 x 8 / 61 = 7.6 -> 8
+    with pytest.raises(ValueError):
+        full.blocks(5, 70)
+
+
+def test_a_stage_of_a_model_read_from_its_code_has_its_own_blocks():
+    """Regression (2026-12-06): the stage model kept the whole model's structure while its `layers` was the stage's,
+    so per-block FLOPs and parameters of a model read by the generic reader came out L / (L / pp) times too large
+    (Qwen3-235B under PP 8: 7.8x the attention FLOPs). A stage's per-block FLOPs now equal the model's (a uniform
+    stack), and its parameters are its blocks' share."""
+    from trainfit.estimate.flops import attention_flops_per_token, block_linear_flops_per_token
+    from trainfit.estimate.params import layer_params
+
+    m = _moe_case_model("mbridge-260401-h100-qwen3-235b-a22b-g256-gbs8192")
+    assert m.structure is not None and m.layers == 94
+    sm = stage_model(m, Strategy(gpus_per_node=8, nodes=32, tp=2, pp=8, vpp=4, pp_schedule="interleaved", ep=32,
+                                 zero_stage=1))
+    assert sm.layers == sm.structure.layers == 12
+    assert attention_flops_per_token(sm, 4096) == pytest.approx(attention_flops_per_token(m, 4096), rel=1e-12)
+    assert block_linear_flops_per_token(sm) == pytest.approx(block_linear_flops_per_token(m), rel=1e-12)
+    assert layer_params(sm) == pytest.approx(layer_params(m), rel=1e-12)
+    v3 = _moe_case_model("mbridge-2509-h100-deepseek-v3-g1024-dropless")
+    top = stage_model(v3, Strategy(gpus_per_node=8, nodes=128, tp=2, pp=8, vpp=4, pp_schedule="interleaved", ep=64,
+                                   zero_stage=1))
+    assert top.layers == 8 and all(g.moe for g in top.structure.groups)  # the last stage: MoE blocks only
+    assert block_linear_flops_per_token(top) > block_linear_flops_per_token(v3)  # no dense first layers to average in
+
+
+def _is_moe_case(c: dict) -> bool:
+    hf = c["model"]["hf_config"]
+    return bool(hf.get("num_experts") or hf.get("num_local_experts") or hf.get("n_routed_experts"))
+
+
 def test_published_model_parallel_runs_within_their_error_limit():
     """Accuracy held in CI (issue 34): the published TP / PP / CP / EP runs of the dev data, predicted by validate.
-    Measured on 2026-12-06 (benchmarks/parallel3d.py; README "Model parallelism"): throughput MAPE 5.75% over the 14
-    model-parallel Llama / GPT-3 runs of NeMo's and Megatron-Bridge's H100 tables, 15.6% over all 28 runs of
-    parallel_dev.jsonl that validate compares (with Nemotron's squared-ReLU models, the MoE runs with expert
-    parallelism and the data-parallel baselines), 5.8% over the 6 model-parallel Megatron-LM SC21 runs of
-    published_dev.jsonl. Nothing is fitted on these runs: the stacks' overlap switches come from their recipes
-    (frameworks.yaml). A model change that moves them past these limits fails here."""
+    Measured on 2026-12-06 (benchmarks/parallel3d.py; README "Model parallelism"), after a stage of a model read from
+    its code got its own blocks (it had kept the whole model's, test above): throughput MAPE 5.74% over the 14
+    model-parallel Llama / GPT-3 runs of NeMo's and Megatron-Bridge's H100 tables, 6.9% over the 21 dense runs of
+    parallel_dev.jsonl that validate compares (with Nemotron's squared-ReLU models and the data-parallel
+    baselines), 6.2% over the 6 model-parallel Megatron-LM SC21 runs of published_dev.jsonl. The 7 MoE runs with
+    expert parallelism: 43.4% (every run but DeepSeek-V3 predicted too fast: the MoE layer's costs beyond its
+    GEMMs and all-to-alls are not modelled yet, an open part of issue 34); that bound only keeps it from getting
+    worse. Nothing is fitted on these runs: the stacks' overlap switches come from their recipes (frameworks.yaml).
+    A model change that moves them past these limits fails here."""
     from trainfit.catalog.efficiency import Efficiencies
     from trainfit.validate import is_model_parallel_case, load_cases, validate
 
     cases = load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
-    par = validate(cases, Efficiencies.default()).to_dict()
-    assert par["throughput"]["n"] >= 28 and par["throughput"]["mape"] <= 0.16
+    rest = validate([c for c in cases if not _is_moe_case(c)], Efficiencies.default()).to_dict()
+    assert rest["throughput"]["n"] >= 21 and rest["throughput"]["mape"] <= 0.075
+    moe = validate([c for c in cases if _is_moe_case(c)], Efficiencies.default()).to_dict()
+    assert moe["throughput"]["n"] == 7 and moe["throughput"]["mape"] <= 0.44
     dense = [c for c in cases if is_model_parallel_case(c) and c["model"]["hf_config"]["model_type"] in ("llama", "gpt2")
              and not (c["parallel"].get("ep") or 0) > 1]
     r = validate(dense, Efficiencies.default()).to_dict()

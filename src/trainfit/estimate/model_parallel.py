@@ -65,13 +65,17 @@ def recompute_of(t: TrainingSpec) -> str:
 
 
 def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
-    """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept."""
+    """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
+    read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
+    dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own."""
     return m if s.pp == 1 else _stage_of(m, math.ceil(m.layers / s.pp))
 
 
 @lru_cache(maxsize=4096)
 def _stage_of(m: ModelSpec, layers: int) -> ModelSpec:
-    return replace(m, layers=layers)  # one object per stage size: its hash is computed once
+    # one object per stage size: its hash is computed once
+    structure = m.structure.blocks(m.layers - layers, m.layers) if m.structure is not None else None
+    return replace(m, layers=layers, structure=structure)
 
 
 def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView):

@@ -108,6 +108,30 @@ class Structure:
     def mean_linears(self) -> tuple[Linear, ...]:
         return tuple(_shared(x, g.count / self.layers) for g in self.groups for x in g.linears)
 
+    def blocks(self, start: int, stop: int) -> "Structure":
+        """The structure of blocks start..stop-1 alone (a pipeline stage), globals kept: each group counted over
+        that range of `pattern` (bottom to top). Without a pattern the groups are taken pro rata (each at least
+        the blocks it can have: a rounded share, the total kept)."""
+        from dataclasses import replace
+
+        n = stop - start
+        if not 0 <= start < stop <= self.layers:
+            raise ValueError(f"blocks {start}..{stop} of a {self.layers}-block structure")
+        if n == self.layers:
+            return self
+        if len(self.pattern) == self.layers:
+            part = self.pattern[start:stop]
+            kept = [i for i in range(len(self.groups)) if i in part]
+            index = {old: new for new, old in enumerate(kept)}
+            groups = tuple(replace(self.groups[i], count=part.count(i)) for i in kept)
+            return replace(self, groups=groups, pattern=tuple(index[i] for i in part))
+        counts = [g.count * n // self.layers for g in self.groups]
+        rest = sorted(range(len(counts)), key=lambda i: -(self.groups[i].count * n % self.layers))
+        for i in rest[:n - sum(counts)]:
+            counts[i] += 1
+        groups = tuple(replace(g, count=c) for g, c in zip(self.groups, counts) if c)
+        return replace(self, groups=groups, pattern=())
+
     def mixers(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for g in self.groups:
