@@ -245,3 +245,15 @@ def test_pinned_pipeline_on_one_gpu_instances_and_compare_with_a_layout(run_cli)
     rows = json.loads(out)
     rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
     assert rows and all(r["config"]["tp"] == 2 for r in rows if r.get("config")), rows
+
+
+@pytest.mark.parametrize("method, says, zh", [("full", "--ep", "专家并行（--ep"), ("lora", "full training only", "仅对全参训练")])
+def test_experts_too_big_for_one_gpu_say_what_spreads_them(method, says, zh):
+    """Qwen3-30B-A3B's routed experts (54 GiB in 16 bit) on one A10: the warning names expert parallelism where it
+    is modelled (full training) and ZeRO-3 / FSDP otherwise, in both languages."""
+    from trainfit.i18n.notes import localize
+
+    e = trainfit.estimate("qwen3-30b-a3b", "a10", method=method, seq_len=512)
+    [w] = [w for w in e.warnings if "routed experts alone" in w]
+    assert says in w and "not modelled" not in w
+    assert zh in localize(w, "zh")

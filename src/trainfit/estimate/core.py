@@ -188,7 +188,7 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     refused = stack_refuses(t.model_code, t.method, t.grad_ckpt, s, framework) if framework else None
     if refused:  # the layout the stated stack's own scripts do not run: plan --framework leaves it out
         warnings = (*warnings, f"{refused}: `plan --framework {framework}` does not offer this layout")
-    warnings = (*warnings, *_expert_warning(m, s, cluster), *(m.structure.notes if m.structure is not None else ()))
+    warnings = (*warnings, *_expert_warning(m, t, s, cluster), *(m.structure.notes if m.structure is not None else ()))
     return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
 
 
@@ -206,8 +206,9 @@ def _model_parallel_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster
     return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(dict.fromkeys(warnings)), eff.eff)
 
 
-def _expert_warning(m: ModelSpec, s: Strategy, cluster: Cluster) -> tuple[str, ...]:
-    """Expert parallelism is not modelled: say so when the routed experts alone outgrow what one GPU holds."""
+def _expert_warning(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster) -> tuple[str, ...]:
+    """Under data parallelism alone: say so when the routed experts alone outgrow what one GPU holds, and what
+    spreads them (expert parallelism, a model-parallel layout of its own, or ZeRO-3 / FSDP)."""
     if not m.is_moe:
         return ()
     from .params import layer_tensors
@@ -216,9 +217,12 @@ def _expert_warning(m: ModelSpec, s: Strategy, cluster: Cluster) -> tuple[str, .
     per_gpu = 2.0 * experts / (s.gpus if s.shards_params else 1)  # 16-bit weights
     if per_gpu <= cluster.gpu.memory_bytes:
         return ()
-    return (f"the routed experts alone take {per_gpu / GiB:,.0f} GiB per GPU in 16 bit, more than a "
-            f"{cluster.gpu.memory_gb:g} GB GPU: expert parallelism (each GPU holding a share of the experts) is not "
-            "modelled; trainfit shards experts only with ZeRO-3 / FSDP",)
+    head = (f"the routed experts alone take {per_gpu / GiB:,.0f} GiB per GPU in 16 bit, more than a "
+            f"{cluster.gpu.memory_gb:g} GB GPU: ")
+    if t.method == Method.FULL:
+        return (head + "spread them with expert parallelism (--ep: each GPU holds a share of the experts, "
+                "Megatron-Core) or shard them with ZeRO-3 / FSDP",)
+    return (head + "shard them with ZeRO-3 / FSDP (expert parallelism is modelled for full training only)",)
 
 
 def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,

@@ -141,9 +141,12 @@ _ZH: list[tuple[str, str]] = [
     (r"optimizer_impl forloop: torch (?P<o>\w+) run as a loop over tensors.+",
      "optimizer_impl forloop：torch {o} 逐张量循环运行：更新时多占最大张量的中间结果"),
     (r"pure bf16: weights, gradients and AdamW states in bf16", "纯 bf16：权重、梯度和 AdamW 状态均为 bf16"),
+    (rf"the routed experts alone take (?P<g>{_N}) GiB per GPU in 16 bit, more than a (?P<m>{_N}) GB GPU: spread them "
+     r"with expert parallelism.+",
+     "仅路由专家权重就需每张 GPU {g} GiB（16 位），超过 {m} GB 的 GPU：请用专家并行（--ep：每张 GPU 持有部分专家，"
+     "Megatron-Core）分布专家，或用 ZeRO-3 / FSDP 切分"),
     (rf"the routed experts alone take (?P<g>{_N}) GiB per GPU in 16 bit, more than a (?P<m>{_N}) GB GPU: .+",
-     "仅路由专家权重就需每张 GPU {g} GiB（16 位），超过 {m} GB 的 GPU：未建模专家并行（每张 GPU 持有部分专家）；"
-     "trainfit 只在 ZeRO-3 / FSDP 下切分专家"),
+     "仅路由专家权重就需每张 GPU {g} GiB（16 位），超过 {m} GB 的 GPU：请用 ZeRO-3 / FSDP 切分（专家并行仅对全参训练建模）"),
     # estimate: warnings
     (r"QLoRA with ZeRO-3/FSDP needs bnb_4bit_quant_storage set to the compute dtype \(bitsandbytes >= 0\.43\); "
      r"generated configs set it", "ZeRO-3/FSDP 下的 QLoRA 需要把 bnb_4bit_quant_storage 设为计算精度（bitsandbytes >= 0.43）；"
