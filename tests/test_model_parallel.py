@@ -257,3 +257,21 @@ def test_experts_too_big_for_one_gpu_say_what_spreads_them(method, says, zh):
     [w] = [w for w in e.warnings if "routed experts alone" in w]
     assert says in w and "not modelled" not in w
     assert zh in localize(w, "zh")
+
+
+def test_torchtitan_december_2024_split_the_local_batch_into_pp_micro_batches():
+    """The December 2024 torchtitan benchmark ran a version whose pipeline split each rank's local batch into as
+    many micro-batches as pipeline stages (source_setups.yaml torchtitan_202412_pp_microbatches); later versions
+    use micro-batches of one sequence. Local batch 32 under PP 8: 8 micro-batches of 4 sequences, not 32 of 1."""
+    from trainfit.validate import _training, _model, _strategy, load_cases, pipeline_micro_batches, source_setups
+
+    cases = {c["id"]: c for c in load_cases([os.path.join(ROOT, "data/validation", name)
+                                             for name in ("published_dev.jsonl", "parallel_dev.jsonl")])}
+    case = cases["torchtitan-2412-llama3.1-405b-g512-3d-1f1b"]
+    assert [e["name"] for e in source_setups(case)] == ["torchtitan_202412_pp_microbatches"]
+    s = _strategy(case)
+    t = pipeline_micro_batches(case, _training(case, _model(case)), s)
+    assert (s.pp, t.micro_batch, t.grad_accum) == (8, 4, 8)
+    later = {**case, "source": "github.com/pytorch/torchtitan docs/some_later_benchmark.md"}
+    t2 = pipeline_micro_batches(later, _training(later, _model(later)), _strategy(later))
+    assert (t2.micro_batch, t2.grad_accum) == (1, 32)

@@ -456,6 +456,9 @@ def test_source_setups_fill_only_what_a_case_leaves_null(dev_cases):
     stated["parallel"]["zero_stage"] = 0
     assert predict_case(stated, eff).strategy.zero_stage == 0 and row(stated).from_source == ()
     other = [c for c in dev_cases if not c["id"].startswith("qwen1-readme")]
+    titan = [c for c in other if c["source"].startswith("github.com/pytorch/torchtitan benchmarks/llama3_h100_202412")]
+    assert titan and all([e["name"] for e in source_setups(c)] == ["torchtitan_202412_pp_microbatches"] for c in titan)
+    other = [c for c in other if c not in titan]
     assert other and not any(source_setups(c) for c in other)
     assert all(predict_case(c, eff).training.lora_dropout == 0.0 for c in other[:40]
                if c["training"].get("framework") != "litgpt" and _predicts(c, eff))

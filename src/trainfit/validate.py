@@ -206,7 +206,7 @@ def power_limited(case: dict, est: Estimate) -> str | None:
 
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
 # `_training` takes from it (the schema has no field for them)
-SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel", "etp"},
+SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel", "etp", "pp_microbatches"},
                      "training": {"lora_dropout"}}
 
 
@@ -419,11 +419,18 @@ TORCHTITAN_PP_MICROBATCH = 1
 
 def pipeline_micro_batches(case: dict, t: TrainingSpec, s: Strategy) -> TrainingSpec:
     """The micro-batches a pipeline runs per step as the case's stack forms them (torchtitan: the local batch in
-    micro-batches of TORCHTITAN_PP_MICROBATCH; Megatron: micro_batch x grad_accum as stated)."""
+    micro-batches of TORCHTITAN_PP_MICROBATCH, or in the count its source's version split it into, source_setups
+    `pp_microbatches`: a number, or "pp" for the pipeline degree; Megatron: micro_batch x grad_accum as stated)."""
     framework = (case.get("training") or {}).get("framework")
-    if s.pp == 1 or framework != "torchtitan" or t.micro_batch <= TORCHTITAN_PP_MICROBATCH:
+    if s.pp == 1 or framework != "torchtitan":
         return t
     local = t.micro_batch * t.grad_accum
+    count = _from_source(case, "parallel").get("pp_microbatches")
+    count = s.pp if count == "pp" else count
+    if isinstance(count, int) and not isinstance(count, bool) and 1 <= count <= local and local % count == 0:
+        return t.with_(micro_batch=local // count, grad_accum=count)
+    if t.micro_batch <= TORCHTITAN_PP_MICROBATCH:
+        return t
     return t.with_(micro_batch=TORCHTITAN_PP_MICROBATCH, grad_accum=local // TORCHTITAN_PP_MICROBATCH)
 
 

@@ -333,8 +333,10 @@ def model_state_bytes(arch: Arch, layout: Layout, stage: str = "first", *, weigh
     fsdp: gradients and states sharded too ((grad_bytes + state_bytes)/(dp·cp); FSDP2's sharded fp32 parameter is
     the "master"), plus the gathered 16-bit weights: the whole stage's with pp > 1 (torchtitan does not reshard
     after forward under PP), else two blocks (the one computing and the one prefetched); with pp > 1 also the
-    stage's unsharded 16-bit gradients, accumulated over the micro-batches (PyTorch's PipelineStage turns FSDP's
-    gradient sync off until the last micro-batch's backward)."""
+    stage's unsharded gradients, accumulated over the micro-batches (PyTorch's PipelineStage turns FSDP's
+    gradient sync off until the last micro-batch's backward) in the reduce dtype, fp32 (grad_bytes): FSDP2's
+    FSDPParam.to_accumulated_grad_if_needed upcasts each 16-bit gradient to reduce_dtype to accumulate it, and
+    torchtitan's mixed_precision_reduce is float32 (job_config.py, 0.2.2)."""
     t = layout
     p = stage_params(arch, t, stage, vocab_multiple)
     dense_dp, expert_dp = t.dp * t.cp, t.expert_dp
@@ -345,7 +347,7 @@ def model_state_bytes(arch: Arch, layout: Layout, stage: str = "first", *, weigh
                "gradients/sharded": grad_bytes * (p.dense / dense_dp + p.expert / expert_dp),
                "optimizer/sharded": state_bytes * (p.dense / dense_dp + p.expert / expert_dp)}
         if t.pp > 1:  # torch.distributed.pipelining defers FSDP's reduce-scatter to the last micro-batch
-            out["gradients/unsharded"] = weight_bytes * p.total  # (set_requires_gradient_sync): 16-bit grads kept
+            out["gradients/unsharded"] = grad_bytes * p.total  # (set_requires_gradient_sync): fp32 grads kept
         return out
     shard_d, shard_e = (dense_dp, expert_dp) if t.distributed_optimizer else (1, 1)
     return {"weights/params": weight_bytes * p.total,
