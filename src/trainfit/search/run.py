@@ -104,9 +104,10 @@ class _Estimator:
         self.clusters: dict[tuple, Cluster] = {}
         self.adaptations: dict[tuple, TrainingSpec] = {}
         self.memory: dict[tuple, AffineMemory | SpecError] = {}
+        self.one_node: dict[tuple, Strategy] = {}
         self.gpu_limits: dict[str, tuple[float, float]] = {}
-        self.scans: dict[tuple, list | SpecError] = {}
-        self.shapes: dict[tuple, tuple] = {}  # memory fits shared by GPUs whose phases agree (_memory_model)  # _scan_micro_batches by memory key and batch
+        self.scans: dict[tuple, list | SpecError] = {}  # _scan_micro_batches by memory key and batch
+        self.shapes: dict[tuple, tuple] = {}  # memory fits shared by GPUs whose phases agree (_memory_model)
         self._params: int | None = None
 
     @property
@@ -155,6 +156,14 @@ class _Estimator:
         split = split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
         return memory_of(self.model, t, s, gpu, split, self.eff)
 
+    def on_one_node(self, s: Strategy, gpus: int) -> Strategy:
+        """The layout on `gpus` GPUs of one node (memoised: a search asks each thousands of times)."""
+        key = (s, gpus)
+        hit = self.one_node.get(key)
+        if hit is None:
+            hit = self.one_node[key] = s.with_(gpus_per_node=gpus, nodes=1)
+        return hit
+
     def memory_direct(self, t: TrainingSpec, s: Strategy, gpu):
         """The memory of exactly this workload and layout (model-parallel layouts: memoised in estimate/)."""
         return self._memory(t, s, gpu)
@@ -174,15 +183,16 @@ class _Estimator:
         return hit
 
     def _memory_model(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu, accumulating: bool,
-                      many: bool) -> AffineMemory | DirectMemory:
+                      many: bool) -> "AffineMemory | FromMicroBatch | DirectMemory":
         ga = 2 if accumulating else 1
         n, n2 = (2, 4) if many else (1, 1)
 
         def at(mb: int, gpus: int):
-            return self._memory(w.training(method, ckpt, mb, ga), s.with_(gpus_per_node=gpus, nodes=1), gpu)
+            return self._memory(w.training(method, ckpt, mb, ga), self.on_one_node(s, gpus), gpu)
 
         base = at(1, n)  # raises for a refused layout
-        if w.training(method, ckpt, 1, ga).model_code == "litgpt":
+        first = w.training(method, ckpt, 1, ga)
+        if first.model_code == "litgpt":
             return DirectMemory(at, {(1, n): base.device})
         # A GPU whose phases at (1, n) are another GPU's (estimate/core.py shares them where the efficiency values
         # agree) takes that GPU's fit when its values agree at the fit's other points too: only the allocator,
@@ -199,14 +209,35 @@ class _Estimator:
             asked = [phases_asked(r) for r in (base, more_b, more_n) if r is not None]
         # each moment is affine in the micro-batch, so the peak (their maximum) is convex in it: a fit that also holds
         # at CHECK_MICRO_BATCH holds at every micro-batch up to it. Where the largest moment of a phase changes
-        # between micro-batches 1 and 2 (BERT-base full on 2 GPUs), it does not, and the search estimates directly.
-        # Checked on every GPU: the allocator's terms for varying shapes and paged states are the GPU's own.
+        # between micro-batches 1 and 2 (BERT-base full on 2 GPUs), it does not (below). Checked on every GPU whose
+        # own terms may not be affine: the allocator's reserve for varying shapes and paged states.
+        if asked is None and shape[3] and not base.paged and not first.variable_length:
+            # the other GPU's fit was checked at CHECK_MICRO_BATCH with phases this GPU's values also give, and
+            # without paged states or shape-varying reserve this GPU's own terms are affine in what they add to
+            return hit
         check = _direct_or_refused(lambda: at(CHECK_MICRO_BATCH, n))
-        agrees = check is None or abs(hit.device(CHECK_MICRO_BATCH, n) - check.device) <= \
-            1e-9 * max(abs(check.device), 1.0)
+        agrees = _agrees(hit, check, n)
         if asked is not None and all(a is not None for a in asked):
-            self.shapes[shape_key] = (base.phases, tuple(dict.fromkeys(x for a in asked for x in a)), hit)
-        return hit if agrees else DirectMemory(at, {(1, n): base.device})
+            if check is not None:
+                asked.append(phases_asked(check))
+            checked = agrees and check is not None and asked[-1] is not None
+            self.shapes[shape_key] = (base.phases, tuple(dict.fromkeys(x for a in asked if a for x in a)), hit,
+                                      checked)
+        if agrees:
+            return hit
+        # the largest moment of a phase changed between micro-batches 1 and 2 (BERT-base full on 2 GPUs): a fit
+        # through 2 and 3 that also holds at CHECK_MICRO_BATCH is exact from 2 up (convex, equal at three points);
+        # micro-batch 1 is estimated directly
+        below = DirectMemory(at, {(1, n): base.device})
+        if base.paged or first.variable_length:  # the reserve for varying shapes follows the peak phase: not convex
+            return below
+        try:
+            two, three = at(2, n), at(3, n)
+            two_n = at(2, n2) if many else None
+        except SpecError:
+            return below
+        later = AffineMemory.fit(two, three, two_n, 2, n, 3, n2)
+        return FromMicroBatch(2, later, below) if _agrees(later, check, n) else below
 
     def __call__(self, t: TrainingSpec, s: Strategy, cluster: Cluster) -> Estimate | SpecError:
         t = self.adapted(t, cluster.gpu)
@@ -228,12 +259,31 @@ class _Estimator:
 CHECK_MICRO_BATCH = 64  # the affine memory fit is checked here (exact up to it: the peak is convex in the micro-batch)
 
 
+def _agrees(fit: AffineMemory, check, n: int) -> bool:
+    """Whether an affine fit gives the direct estimate at CHECK_MICRO_BATCH (a refused check says nothing)."""
+    return check is None or abs(fit.device(CHECK_MICRO_BATCH, n) - check.device) <= 1e-9 * max(abs(check.device), 1.0)
+
+
 def _direct_or_refused(direct):
     """A direct estimate, or None where the layout refuses it (which says nothing about smaller micro-batches)."""
     try:
         return direct()
     except SpecError:
         return None
+
+
+@dataclass(frozen=True)
+class FromMicroBatch:
+    """Device bytes estimated directly below micro-batch `start` and by an affine fit from it up (checked at
+    CHECK_MICRO_BATCH: a convex peak equal to the fit at start, start + 1 and the check is the fit in between)."""
+
+    start: int
+    affine: AffineMemory
+    below: "DirectMemory"
+
+    def device(self, micro_batch: int, gpus: int) -> float:
+        return self.below.device(micro_batch, gpus) if micro_batch < self.start else \
+            self.affine.device(micro_batch, gpus)
 
 
 class DirectMemory:
