@@ -177,3 +177,20 @@ def test_instance_sets_gpu_and_links(run_cli):
     assert comm["ecs.gn7i-c32g1.32xlarge"] > 5 * comm["ecs.gn7e-c16g1.16xlarge"] > 0
     code, _, err = run_cli("estimate", "--model", "qwen2.5-7b", "--instance", "ecs.gn7i-c8g1.2xlarge", "--gpus", "2")
     assert code == 2 and "has 1 GPUs" in err
+
+
+def test_a_named_command_builds_its_own_parser_alone_and_parses_the_same():
+    """Issue 36: `trainfit plan ...` builds only plan's subparser (the other commands' modules are not imported for
+    it); what it parses equals the whole parser's result, and an unknown or missing command gets the whole parser
+    (its "did you mean" needs every name)."""
+    from trainfit.cli.main import COMMANDS, build_parser
+
+    def choices(argv):
+        return set(build_parser(argv)._subparsers._group_actions[0].choices)
+
+    assert choices(["plan", "--model", "qwen2-7b"]) == {"plan"}
+    assert choices(["--lang", "zh", "estimate"]) == {"estimate"}
+    assert choices(["gpus"]) == {"models", "gpus", "instances", "efficiencies"}
+    assert choices(["plna"]) == choices(None) == choices(["--version"]) == set(COMMANDS)
+    argv = ["--lang", "zh", "plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M", "--json"]
+    assert vars(build_parser(argv).parse_args(argv)) == vars(build_parser().parse_args(argv))

@@ -24,9 +24,34 @@ class UsageError(TrainfitError):
     pass
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from . import (bench, calibrate, catalog_cmds, compare, estimate, generate, monitor, plan, prices, serving,
-                   trace, ui, validate)
+# command -> (its module in cli/, the function that adds its parser): `trainfit plan ...` imports and builds only
+# plan's parser (issue 36: the other twelve commands' modules cost about 50 ms of every command's start)
+COMMANDS = {"estimate": ("estimate", "add_parser"), "compare": ("compare", "add_parser"), "plan": ("plan", "add_parser"),
+            "generate": ("generate", "add_parser"), "trace": ("trace", "add_parser"), "bench": ("bench", "add_parser"),
+            "monitor": ("monitor", "add_parser"), "validate": ("validate", "add_parser"),
+            "serving": ("serving", "add_parser"), "calibrate": ("calibrate", "add_parser"),
+            "models": ("catalog_cmds", "add_parsers"), "gpus": ("catalog_cmds", "add_parsers"),
+            "instances": ("catalog_cmds", "add_parsers"), "efficiencies": ("catalog_cmds", "add_parsers"),
+            "prices": ("prices", "add_parser"), "ui": ("ui", "add_parser")}
+
+
+def _command_of(argv: list[str] | None) -> str | None:
+    """The command argv names (the first word that is not an option or --lang's value), None when there is none."""
+    if not argv:
+        return None
+    words = iter(argv)
+    for word in words:
+        if word == "--lang":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or, when argv names a known command, the parser with that command alone (the same
+    parser for those arguments: the other commands' subparsers are never reached)."""
+    import importlib
 
     parser = _Parser(prog="trainfit", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"trainfit {_version()}")
@@ -36,19 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--lang", dest="top_lang", default=None, metavar="LANG", help=LANG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    estimate.add_parser(sub)
-    compare.add_parser(sub)
-    plan.add_parser(sub)
-    generate.add_parser(sub)
-    trace.add_parser(sub)
-    bench.add_parser(sub)
-    monitor.add_parser(sub)
-    validate.add_parser(sub)
-    serving.add_parser(sub)
-    calibrate.add_parser(sub)
-    catalog_cmds.add_parsers(sub)
-    prices.add_parser(sub)
-    ui.add_parser(sub)
+    command = _command_of(argv)
+    wanted = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module, adder in wanted:
+        getattr(importlib.import_module(f".{module}", __package__), adder)(sub)
     return parser
 
 
@@ -62,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     _tolerant_output()
     as_json = "--json" in argv
-    parser = build_parser()
+    parser = build_parser(argv)
     args = None
     try:
         args = parser.parse_args(argv)
