@@ -105,6 +105,7 @@ class _Estimator:
         self.adaptations: dict[tuple, TrainingSpec] = {}
         self.memory: dict[tuple, AffineMemory | SpecError] = {}
         self.one_node: dict[tuple, Strategy] = {}
+        self.knowns: dict[str | None, bool] = {}
         self.gpu_limits: dict[str, tuple[float, float]] = {}
         self.scans: dict[tuple, list | SpecError] = {}  # _scan_micro_batches by memory key and batch
         self.shapes: dict[tuple, tuple] = {}  # memory fits shared by GPUs whose phases agree (_memory_model)
@@ -155,6 +156,13 @@ class _Estimator:
         check_compatibility(self.model, t, s, Cluster(gpu, "single", 0.0, "none", None))
         split = split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
         return memory_of(self.model, t, s, gpu, split, self.eff)
+
+    def known(self, efficiencies: Efficiencies) -> bool:
+        """_known, once per stack for this search (asked for every layout)."""
+        hit = self.knowns.get(efficiencies.framework)
+        if hit is None:
+            hit = self.knowns[efficiencies.framework] = _known(efficiencies)
+        return hit
 
     def on_one_node(self, s: Strategy, gpus: int) -> Strategy:
         """The layout on `gpus` GPUs of one node (memoised: a search asks each thousands of times)."""
@@ -417,7 +425,7 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(scan))] += 1
         return
     usable = est.limits(gpu)[0]
-    known = _known(efficiencies) if res.max_oom_risk is not None else False
+    known = est.known(efficiencies) if res.max_oom_risk is not None else False
     best, best_risk = None, None
     rejected = res.rejected
     for mb, need, risk in scan:
@@ -462,7 +470,7 @@ def _scan_micro_batches(est: _Estimator, w: Workload, method: Method, ckpt: Grad
     risk_of = None
     if max_oom_risk is not None:
         limit = usable
-        known = _known(efficiencies)
+        known = est.known(efficiencies)
 
         def risk_of(need: float) -> float:
             return 1.0 - (_bands().fit_probability(need, usable, method.value, "nvidia-smi", known) or 0.0)

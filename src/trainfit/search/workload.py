@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from ..errors import SpecError
 from ..spec.job import PACKED
@@ -27,7 +27,15 @@ class Workload:
     data_layout: str = PACKED  # spec/job.py data_layout, resolved for the task and the lengths given
 
     def training(self, method: Method, ckpt: GradCkpt, micro_batch: int = 1, grad_accum: int = 1) -> TrainingSpec:
-        return _training(self, method, ckpt, micro_batch, grad_accum)
+        key = (method, ckpt, micro_batch, grad_accum)
+        hit = self._trainings.get(key)
+        if hit is None:  # memoised on the workload itself: hashing it for a module-level cache costs more than a spec
+            hit = self._trainings[key] = _training(self, method, ckpt, micro_batch, grad_accum)
+        return hit
+
+    @cached_property
+    def _trainings(self) -> dict:
+        return {}
 
 
 @lru_cache(maxsize=65536)
