@@ -275,3 +275,19 @@ def test_torchtitan_december_2024_split_the_local_batch_into_pp_micro_batches():
     later = {**case, "source": "github.com/pytorch/torchtitan docs/some_later_benchmark.md"}
     t2 = pipeline_micro_batches(later, _training(later, _model(later)), _strategy(later))
     assert (t2.micro_batch, t2.grad_accum) == (1, 32)
+
+
+def test_torchtitan_loss_parallel_holds_16_bytes_per_logit_of_its_shard():
+    """torchtitan's TP computes the loss on each GPU's vocabulary shard in fp32 (loss_parallel, on by default):
+    16 bytes per logit element at the backward's peak (model_parallel.TORCHTITAN_LOSS_PARALLEL_BYTES, derived from
+    torch's parallel log-softmax and torchtitan's .float()); Megatron's layout keeps the stage estimate's bytes."""
+    from trainfit.estimate.model_parallel import TORCHTITAN_LOSS_PARALLEL_BYTES
+
+    kw = dict(method="full", seq_len=8192, micro_batch=2, grad_ckpt="full", grad_accum=1)
+    titan = trainfit.estimate("llama-3-70b", "h100-sxm", gpus=8, nodes=4, tp=8, fsdp="full_shard", **kw)
+    mega = trainfit.estimate("llama-3-70b", "h100-sxm", gpus=8, nodes=4, tp=8, zero=1, **kw)
+    tokens, vocab, h = 2 * 8192, p3.padded_vocab(titan.model.vocab, 8), titan.model.hidden
+    head_input = 4.0 * tokens * h / 8
+    titan_logits = titan.memory.detail["logits/head"] - head_input
+    assert titan_logits == pytest.approx(TORCHTITAN_LOSS_PARALLEL_BYTES * tokens * vocab / 8, rel=1e-9)
+    assert mega.memory.detail["logits/head"] - head_input < 0.8 * titan_logits

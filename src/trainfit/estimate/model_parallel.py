@@ -38,6 +38,15 @@ from .perf import StepTime
 TP_OVERLAP, P2P_OVERLAP, CP_OVERLAP, EP_OVERLAP = 0.0, 0.0, 1.0, 0.0
 
 
+# Bytes per logit element (each GPU's vocabulary shard) at the loss's peak under torchtitan's TP, whose loss_parallel
+# is on by default (job_config.py disable_loss_parallel = False, 0.2.2): its cross_entropy_loss casts the bf16 logits
+# to fp32 (components/loss.py: pred.flatten(0, 1).float()) while the caller still holds them (2 + 4), and DTensor's
+# parallel log-softmax (torch/distributed/tensor/parallel/loss.py _log_softmax) keeps the shifted logits (4) and
+# their exp (4): 14 bytes in forward; in backward the saved fp32 log-probabilities (4), the incoming gradient (4),
+# exp of the output (4) and the result (4) before its cast: 16, the larger.
+TORCHTITAN_LOSS_PARALLEL_BYTES = 16.0
+
+
 @lru_cache(maxsize=65536)
 def layout_of(s: Strategy) -> p3.Layout:
     # expert TP not given: Megatron-Core's default is the TP size (0 here), torchtitan's 1
@@ -174,6 +183,8 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
     tt = t.for_memory
     tokens = tt.sequences_per_micro_batch * tt.seq_len
     logits_bytes = stage.parts.get("logits", 0.0) / (tokens * m.vocab) or 4.0
+    if s.engine == "torchtitan" and s.tp > 1:
+        logits_bytes = TORCHTITAN_LOSS_PARALLEL_BYTES
     which, peak = p3.peak_memory_per_gpu(p3.arch_of(m), layout, seq_len=tt.seq_len,
                                          micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum,
                                          recompute=recompute_of(t), flash_attention=t.attention != Attention.EAGER,
