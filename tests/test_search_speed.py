@@ -159,3 +159,18 @@ def test_a_memory_fit_shared_between_gpus_equals_each_gpus_own(model, method, ck
             for n in (2, 4, 8):
                 assert got.device(mb, n) == want.device(mb, n)
     assert shared.shapes, "some GPUs share a fit"
+
+
+def test_an_estimates_efficiencies_are_its_own_whatever_ran_before():
+    """An estimate reports the efficiency values it asked (memoised inner work included), not every value asked on
+    its GPU so far: the same request gives the same report before and after other estimates (a long-lived web
+    server found otherwise: tests/test_ui.py's concurrent requests)."""
+    import trainfit
+
+    core.clear_memos()
+    job = dict(method="lora", seq_len=1024, micro_batch=2)
+    cold = trainfit.estimate("qwen2-7b", "a10", **job).efficiencies
+    trainfit.estimate("qwen2-7b", "a10", gpus=4, zero=3, offload="optimizer", method="full", seq_len=1024)
+    warm = trainfit.estimate("qwen2-7b", "a10", **job).efficiencies
+    assert warm == cold and "matmul_efficiency" in warm and "memory_bandwidth_efficiency" in warm
+    assert not any(k.startswith("comm_efficiency") or k.startswith("cpu_adam") for k in warm)  # one GPU, no offload

@@ -7,8 +7,10 @@ estimate can print the values behind it.
 from __future__ import annotations
 
 import copy
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
 from typing import Any
 
 from ..errors import CatalogError, SpecError, unknown_name
@@ -159,6 +161,58 @@ def _default() -> Efficiencies:
     return Efficiencies(merge_tables(_shipped(), doc["values"]), origin="shipped+calibration")
 
 
+# What one estimate asked (its `used`): the views it reads are shared and long-lived (memoised inner functions read
+# them), so their `used` is the union of every lookup in the process; a recording collects (view id, key) of the
+# lookups made while it is open, and `recorded_cache` replays into it what a memoised function asked when it ran
+_RECORDINGS: ContextVar[tuple[set, ...]] = ContextVar("efficiency_recordings", default=())
+
+
+@contextmanager
+def recording():
+    """Collect the (id(view), key) of every efficiency value asked inside the block, memoised work included."""
+    keys: set = set()
+    token = _RECORDINGS.set((*_RECORDINGS.get(), keys))
+    try:
+        yield keys
+    finally:
+        _RECORDINGS.reset(token)
+
+
+def note_asked(keys) -> None:
+    """Tell the open recordings about values asked earlier (a memoised result's)."""
+    for keys_of in _RECORDINGS.get():
+        keys_of.update(keys)
+
+
+def recorded_cache(maxsize: int):
+    """lru_cache for a function that reads efficiency views: the values it asked are kept with its result and
+    replayed into the open recordings on every hit (so an estimate's `used` is its own, whatever ran before)."""
+    def decorate(fn):
+        @lru_cache(maxsize=maxsize)
+        def inner(*args, **kwargs):
+            with recording() as keys:
+                result = fn(*args, **kwargs)
+            return result, frozenset(keys)
+
+        @wraps(fn)
+        def wrapper(*args, **kwargs):
+            result, keys = inner(*args, **kwargs)
+            if _RECORDINGS.get():
+                note_asked(keys)
+            return result
+
+        wrapper.cache_clear = inner.cache_clear
+        wrapper.cache_info = inner.cache_info
+        return wrapper
+    return decorate
+
+
+def used_by(view: "EfficiencyView", keys: set) -> dict[str, dict]:
+    """The entries of `view.used` a recording saw asked of that view."""
+    vid = id(view)
+    return {k: view.used[k] for v, k in sorted(keys, key=lambda x: x[1]) if v == vid and k in view.used}
+
+
 @dataclass
 class EfficiencyView:
     eff: Efficiencies
@@ -167,6 +221,10 @@ class EfficiencyView:
 
     def __call__(self, name: str, link: str | None = None) -> float:
         key = name if link is None else f"{name}[{link}]"
+        recordings = _RECORDINGS.get()
+        if recordings:
+            for keys in recordings:
+                keys.add((id(self), key))
         hit = self.used.get(key)
         if hit is not None:
             return hit["value"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from ..catalog.efficiency import Efficiencies, EfficiencyView
+from ..catalog.efficiency import Efficiencies, EfficiencyView, recorded_cache, recording, used_by
 from ..errors import SpecError
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
@@ -162,11 +162,22 @@ def adapt_to_gpu(t: TrainingSpec, gpu: GpuSpec) -> tuple[TrainingSpec, list[str]
 
 def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
                  efficiencies: Efficiencies | None = None, view: EfficiencyView | None = None) -> Estimate:
-    """The analytic estimate of one configuration. `view`: reuse one efficiency view per GPU (the search does)."""
+    """The analytic estimate of one configuration. `view`: reuse one efficiency view per GPU (the search does; its
+    estimates then carry the view's `used`, every value asked on that GPU so far). Without it the estimate carries
+    exactly the values it asked (memoised work included: catalog/efficiency.recorded_cache), whatever ran before
+    in the process (a long-lived server answers the same request the same way)."""
+    if view is not None:
+        return _run_estimate(m, t, s, cluster, view, None)
+    eff = (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
+    with recording() as keys:
+        return _run_estimate(m, t, s, cluster, eff, keys)
+
+
+def _run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+                  keys: set | None) -> Estimate:
     warnings = check_compatibility(m, t, s, cluster)
-    eff = view if view is not None else (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
     if s.is_3d:
-        return _model_parallel_estimate(m, t, s, cluster, eff, warnings)
+        return _model_parallel_estimate(m, t, s, cluster, eff, warnings, keys)
     split = split_params(m, t, int(eff("freeze_trainable_layers")))
     ran = attention_that_runs(m, t)  # soft-capped attention logits: eager runs where SDPA is asked for
     if ran is not t:
@@ -189,11 +200,15 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
     if refused:  # the layout the stated stack's own scripts do not run: plan --framework leaves it out
         warnings = (*warnings, f"{refused}: `plan --framework {framework}` does not offer this layout")
     warnings = (*warnings, *_expert_warning(m, t, s, cluster), *(m.structure.notes if m.structure is not None else ()))
-    return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(warnings), eff.eff)
+    return Estimate(m, t, s, cluster, split, flops, st, _used(eff, keys), tuple(warnings), eff.eff)
+
+
+def _used(eff: EfficiencyView, keys: set | None) -> dict:
+    return eff.used if keys is None else used_by(eff, keys)
 
 
 def _model_parallel_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
-                             warnings) -> Estimate:
+                             warnings, keys: set | None = None) -> Estimate:
     """tp x pp x cp x ep x dp (estimate/model_parallel.py): the stage's compute from this estimator, the layout's
     communication, bubble and memory from parallel3d."""
     from .model_parallel import check_layout, step_time
@@ -203,7 +218,7 @@ def _model_parallel_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster
     split = split_params(m, t, int(eff("freeze_trainable_layers")))
     flops = step_flops(m, attention_that_runs(m, t).for_time, split)
     warnings = (*warnings, *stage.warnings, *(m.structure.notes if m.structure is not None else ()))
-    return Estimate(m, t, s, cluster, split, flops, st, eff.used, tuple(dict.fromkeys(warnings)), eff.eff)
+    return Estimate(m, t, s, cluster, split, flops, st, _used(eff, keys), tuple(dict.fromkeys(warnings)), eff.eff)
 
 
 def _expert_warning(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster) -> tuple[str, ...]:
@@ -235,7 +250,7 @@ def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: P
     return _memory(m, t.for_memory, s, gpu, split, efficiencies)
 
 
-@lru_cache(maxsize=65536)
+@recorded_cache(maxsize=65536)
 def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
             efficiencies: Efficiencies) -> MemoryResult:
     """Memory depends on the GPU model and the GPU count, not on the instance: memoised for the search. The phases
@@ -245,7 +260,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: Par
     view = efficiencies.shared_view(gpu)
     key = (m, t, s, split, efficiencies)
     for asked, phased in _PHASES.get(key, ()):
-        if view_agrees(view, asked):
+        if view_agrees(view, asked):  # (view_agrees asks the view each value: they are recorded as asked)
             return finish_memory(phased, gpu, view, s)
     recorder = _Recorder(view)
     phased = memory_phases(m, t, s, split, recorder)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..catalog.efficiency import Efficiencies, EfficiencyView
+from ..catalog.efficiency import Efficiencies, EfficiencyView, recorded_cache
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
@@ -85,7 +85,7 @@ def block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, cluster: Clust
     return _block_times(m, t.per_micro_batch, split, cluster.gpu, eff.eff, regime_for(t, s))
 
 
-@lru_cache(maxsize=8192)
+@recorded_cache(maxsize=8192)
 def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec, efficiencies: Efficiencies,
                  r: Regime) -> dict[str, tuple[float, str]]:
     eff = efficiencies.shared_view(gpu)
@@ -311,7 +311,7 @@ def zero3_modules_per_block(m: ModelSpec, split: ParamSplit) -> float:
     return len(layer_linears(m)) + 2 + (2 * len(_adapted(m, split)) if split.adapters else 0)
 
 
-@lru_cache(maxsize=16384)
+@recorded_cache(maxsize=16384)
 def _micro_batch_time(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec, efficiencies: Efficiencies,
                       r: Regime, zero3: bool = False) -> MicroBatchTime:
     eff = efficiencies.shared_view(gpu)
