@@ -33,7 +33,8 @@ TARGETS = ("ecs", "dlc", "pytorchjob", "skypilot", "slurm")
 
 def _setup(model, gpus, nodes, engine, tp=1, pp=1, vpp=1, cp=1, ep=1, schedule="1f1b", mb=1, ga=8, ckpt="full",
            selective_ac="attention", zero=None, fsdp=None, method="full", offload="none", precision="bf16",
-           task="sft", sp=True, gpu="h100-sxm", instance="p5.48xlarge", seq=4096, framework=None, etp=None):
+           task="sft", sp=True, gpu="h100-sxm", instance="p5.48xlarge", seq=4096, framework=None, etp=None,
+           ep_overlap=False, dispatcher="alltoall"):
     from trainfit.catalog import all_models
 
     preset = all_models()[model]
@@ -42,7 +43,8 @@ def _setup(model, gpus, nodes, engine, tp=1, pp=1, vpp=1, cp=1, ep=1, schedule="
                 "zero_stage": zero, "fsdp": fsdp, "offload": offload, "grad_ckpt": ckpt, "selective_ac": selective_ac,
                 "attention": "flash", "seq_len": seq, "micro_batch": mb, "grad_accum": ga, "global_batch": mb * ga * dp,
                 "lora_rank": None, "lora_targets": None, "tp": tp, "pp": pp, "vpp": vpp, "pp_schedule": schedule,
-                "cp": cp, "ep": ep, "etp": etp, "sequence_parallel": sp, "engine": engine}
+                "cp": cp, "ep": ep, "etp": etp, "sequence_parallel": sp, "ep_overlap": ep_overlap, "moe_dispatcher": dispatcher,
+                "engine": engine}
     choice = {"provider": "aws", "instance_type": instance, "gpu": gpu, "gpus_per_node": gpus, "nodes": nodes,
               "strategy": strategy, "memory_gib": 60.0, "gpu_memory_gib": 74.0, "fits": True, "tokens_per_s": 5e4,
               "step_time_s": 4.0, "hours": 10.0, "cost": 1e4, "currency": "USD", "price_date": "2026-09-01",
@@ -457,3 +459,37 @@ def test_expert_tensor_parallelism_reaches_both_stacks():
         render_files(_setup("qwen3-30b-a3b", 8, 2, "torchtitan", tp=4, ep=8, etp=2, fsdp="full_shard"), data=None)
     assert err.value.key == "gen_e_3d_etp" and "--etp 1" in err.value.message("en")
     assert "专家张量并行" in err.value.message("zh")
+
+
+def test_expert_all_to_all_overlap_reaches_megatron():
+    """--ep-overlap (issue 34): Megatron-LM's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute, parsed
+    by its parser; CUDA_DEVICE_MAX_CONNECTIONS above 1 for it (32 without TP / CP, 8 with TP, as Megatron-Bridge's
+    Qwen3-235B recipe), 1 otherwise; layouts Megatron-Core refuses it on are refused by the estimate, en and zh."""
+    from trainfit.generate.megatron import prelude
+
+    setup = _setup("qwen3-30b-a3b", 8, 2, "megatron", ep=16, ga=4, zero=1, ckpt="none", ep_overlap=True)
+    args = megatron_parser().parse_args(megatron_argv(setup) + ["--data-path", "/d", "--save", "/o"])
+    assert args.overlap_moe_expert_parallel_comm and args.delay_wgrad_compute
+    assert args.moe_token_dispatcher_type == "alltoall"
+    for backend in ("deepep", "hybridep"):  # --moe-dispatcher: Megatron-Core's flex dispatcher over that backend
+        flex = _setup("qwen3-30b-a3b", 8, 2, "megatron", ep=16, ga=4, zero=1, ckpt="none", dispatcher=backend)
+        parsed = megatron_parser().parse_args(megatron_argv(flex) + ["--data-path", "/d"])
+        assert (parsed.moe_token_dispatcher_type, parsed.moe_flex_dispatcher_backend) == ("flex", backend)
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=32" in prelude(setup)
+    with_tp = _setup("qwen3-30b-a3b", 8, 2, "megatron", tp=2, ep=8, ga=4, zero=1, ckpt="none", ep_overlap=True)
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=8" in prelude(with_tp)
+    plain = megatron_parser().parse_args(megatron_argv(MEGATRON["qwen3-30b-a3b-ep8"]) + ["--data-path", "/d"])
+    assert not plain.overlap_moe_expert_parallel_comm and "export CUDA_DEVICE_MAX_CONNECTIONS=1" in \
+        prelude(MEGATRON["qwen3-30b-a3b-ep8"])
+    import trainfit
+    from trainfit.errors import SpecError
+
+    job = dict(method="full", seq_len=4096, micro_batch=1, grad_accum=8, zero=1, ep_overlap=True)
+    for layout, says in ((dict(ep=8, pp=2, grad_ckpt="none"), "virtual stages"),
+                         (dict(ep=16, grad_ckpt="full"), "full recomputation"),
+                         (dict(ep=1, pp=2, vpp=2, pp_schedule="interleaved", grad_ckpt="none"), "--ep above 1")):
+        with pytest.raises(SpecError, match=says) as err:
+            trainfit.estimate("qwen3-30b-a3b", "h100-sxm", gpus=8, nodes=2, **{**job, **layout})
+        from trainfit.i18n.errors import localize_error
+
+        assert "重" in localize_error(str(err.value), "zh") or "大于 1" in localize_error(str(err.value), "zh")

@@ -195,23 +195,28 @@ def _is_moe_case(c: dict) -> bool:
 
 def test_published_model_parallel_runs_within_their_error_limit():
     """Accuracy held in CI (issue 34): the published TP / PP / CP / EP runs of the dev data, predicted by validate.
-    Measured on 2026-12-06 (benchmarks/parallel3d.py; README "Model parallelism"), after a stage of a model read from
-    its code got its own blocks (it had kept the whole model's, test above): throughput MAPE 5.74% over the 14
+    Measured on 2026-12-06 (benchmarks/parallel3d.py; README "Model parallelism"): throughput MAPE 5.74% over the 14
     model-parallel Llama / GPT-3 runs of NeMo's and Megatron-Bridge's H100 tables, 6.9% over the 21 dense runs of
     parallel_dev.jsonl that validate compares (with Nemotron's squared-ReLU models and the data-parallel
     baselines), 6.2% over the 6 model-parallel Megatron-LM SC21 runs of published_dev.jsonl. The 7 MoE runs with
-    expert parallelism: 43.4% (every run but DeepSeek-V3 predicted too fast: the MoE layer's costs beyond its
-    GEMMs and all-to-alls are not modelled yet, an open part of issue 34); that bound only keeps it from getting
-    worse. Nothing is fitted on these runs: the stacks' overlap switches come from their recipes (frameworks.yaml).
-    A model change that moves them past these limits fails here."""
+    expert parallelism (after the all-to-all's network path, DeepEP / HybridEP's once-per-node sends, the EP overlap
+    schedule and the MoE layer's kernel launches were modelled from the code): 18.9% over 6, 42.7% with the 25.11
+    Qwen3-30B-A3B row (+186%), whose layout the next releases ran 1.7x as fast (9058 tok/s in 26.02.01, while 26.02
+    printed 5113 for it: a software state, not the hardware), held apart. Nothing is fitted on these runs: the
+    stacks' switches come from their recipes (frameworks.yaml, the cases' notes). A model change that moves them
+    past these limits fails here."""
     from trainfit.catalog.efficiency import Efficiencies
     from trainfit.validate import is_model_parallel_case, load_cases, validate
 
     cases = load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
     rest = validate([c for c in cases if not _is_moe_case(c)], Efficiencies.default()).to_dict()
     assert rest["throughput"]["n"] >= 21 and rest["throughput"]["mape"] <= 0.075
+    assert validate(cases, Efficiencies.default()).to_dict()["throughput"]["mape"] <= 0.16
     moe = validate([c for c in cases if _is_moe_case(c)], Efficiencies.default()).to_dict()
     assert moe["throughput"]["n"] == 7 and moe["throughput"]["mape"] <= 0.44
+    held = [c for c in cases if _is_moe_case(c) and c["id"] != "mbridge-2511-h100-qwen3-30b-a3b-g16-gbs512"]
+    moe6 = validate(held, Efficiencies.default()).to_dict()
+    assert moe6["throughput"]["n"] == 6 and moe6["throughput"]["mape"] <= 0.20
     dense = [c for c in cases if is_model_parallel_case(c) and c["model"]["hf_config"]["model_type"] in ("llama", "gpt2")
              and not (c["parallel"].get("ep") or 0) > 1]
     r = validate(dense, Efficiencies.default()).to_dict()
@@ -291,3 +296,66 @@ def test_torchtitan_loss_parallel_holds_16_bytes_per_logit_of_its_shard():
     titan_logits = titan.memory.detail["logits/head"] - head_input
     assert titan_logits == pytest.approx(TORCHTITAN_LOSS_PARALLEL_BYTES * tokens * vocab / 8, rel=1e-9)
     assert mega.memory.detail["logits/head"] - head_input < 0.8 * titan_logits
+
+
+
+def test_expert_all_to_all_crosses_nodes_through_each_gpus_own_nic():
+    """An all-to-all over 32 ranks on 4 nodes: each GPU's 24/32 of the buffer for other nodes leaves through its own
+    NIC (not shared out over the node's 8 NICs as a ring collective's hops are); DeepEP / HybridEP send a token once
+    per other node holding one of its k experts (expected (N - 1)(1 - C(E - E/N, k) / C(E, k)) nodes)."""
+    import math as _m
+
+    links = p3.Links(intra=300e9, inter=40e9, gpus_per_node=8)
+    assert p3.expert_all_to_all_s(1e9, 32, 1, links) == pytest.approx(1e9 * 24 / 32 / 40e9)
+    assert p3.expert_all_to_all_s(1e9, 8, 1, links) == pytest.approx(1e9 * 7 / 8 / 300e9)  # inside one node
+    assert p3.remote_nodes_per_token(128, 8, 2) == pytest.approx(1 - _m.comb(64, 8) / _m.comb(128, 8))
+    arch = p3.Arch(hidden=2048, layers=48, heads=32, kv_heads=4, intermediate=768, vocab=151936, num_experts=128,
+                   experts_per_tok=8, gated_mlp=True)
+    naive, flex = (p3.expert_a2a_s(arch, p3.Layout(ep=16, dp=16, dispatcher=d), links, 4096, 1)
+                   for d in ("alltoall", "hybridep"))
+    assert naive == pytest.approx(4096 * 8 * 2048 * 2 * 8 / 16 / 40e9)
+    assert flex == pytest.approx(max(4096 * 2048 * 2 * p3.remote_nodes_per_token(128, 8, 2) / 40e9,
+                                     4096 * 8 * 2048 * 2 * 7 / 8 / 300e9))
+    assert flex < naive / 3
+
+
+def test_ep_overlap_hides_the_all_to_all_behind_the_other_micro_batch():
+    """Megatron-Core's combined 1F1B schedule: per layer max(0, c - attention fwd) + max(0, 2c - MoE fwd + bwd) +
+    max(0, c - attention bwd) of the 4c is exposed; the micro-batches outside the combined phases expose all."""
+    lay = p3.Layout(ep=8, dp=8, ep_overlap=True)
+    assert p3.ep_overlap_exposed_share(lay, 1.0, 2.0, 2.0, 3.0, 10**9) == pytest.approx(0.0, abs=1e-8)
+    assert p3.ep_overlap_exposed_share(lay, 1.0, 0.5, 0.0, 1.0, 10**9) == pytest.approx((0.5 + 1.0 + 1.0) / 4, 1e-6)
+    assert p3.ep_overlap_exposed_share(lay, 1.0, 2.0, 2.0, 3.0, 4) == pytest.approx(1 / 4)  # one of 4 runs alone
+    vpp = p3.Layout(ep=8, dp=2, pp=4, vpp=2, schedule="interleaved", ep_overlap=True)
+    alone = 2 * 3 + 1 * 4 + 1
+    assert p3.ep_overlap_exposed_share(vpp, 1.0, 2.0, 2.0, 3.0, 32) == pytest.approx(alone / 64)
+    assert p3.ep_overlap_exposed_share(p3.Layout(ep=8, dp=8), 1.0, 2.0, 2.0, 3.0, 8) == 1.0
+
+
+def test_many_small_experts_per_gpu_are_bound_by_their_kernel_launches():
+    """Qwen3-30B-A3B (128 experts) under EP: at EP 8 each GPU holds 16 experts and launches 16 GEMMs (and fp8 casts)
+    per grouped GEMM; with a few thousand tokens each layer's launches outlast its GPU work, so the layer takes the
+    launches' time (model_parallel.MOE_KERNELS x op_overhead_s). Fewer local experts launch fewer kernels."""
+    from trainfit.estimate.model_parallel import moe_launches
+
+    from trainfit.catalog import resolve_model
+    from trainfit.spec.training import TrainingSpec
+
+    m = resolve_model("qwen3-30b-a3b")
+    from trainfit.spec.training import Precision
+
+    t = TrainingSpec(method="full", precision=Precision.FP8, seq_len=4096)
+    s8, s16 = (Strategy(gpus_per_node=8, nodes=2, ep=ep, zero_stage=1) for ep in (8, 16))
+    assert moe_launches(m, t, s8) == (43 + 10 * 16, 41 + 12 * 16) and moe_launches(m, t, s16)[0] == 43 + 80
+    kw = dict(method="full", seq_len=4096, micro_batch=1, grad_accum=64, zero=1, precision="fp8", grad_ckpt="none")
+    e8 = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", gpus=8, nodes=2, ep=8, pp=2, **kw)
+    e16 = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", gpus=8, nodes=2, ep=16, **kw)
+    # per micro-batch, a PP 2 stage holds half the layers: without launches it would take about half EP 16's time
+    assert e8.time.parts["compute"] / e8.training.grad_accum > 0.6 * e16.time.parts["compute"] / 64
+    from trainfit.estimate import model_parallel as mp
+
+    eff = load_efficiencies().shared_view(e8.gpu)
+    stage = mp._stage_estimate(e8.model, e8.training, e8.strategy, e8.cluster, eff)
+    fwd = stage.time.parts["compute/forward"]
+    assert mp._with_moe_launches(e8.model, e8.training, e8.strategy, eff, fwd, 0.0)[0] == pytest.approx(
+        24 * moe_launches(m, t, s8)[0] * eff("op_overhead_s"), rel=1e-9)  # 24 layers, each launch-bound

@@ -394,6 +394,10 @@ def _strategy(case: dict) -> Strategy:
         layout["sequence_parallel"] = bool(par["sequence_parallel"])
     if par.get("etp"):
         layout["etp"] = int(par["etp"])
+    if isinstance(par.get("ep_overlap"), bool):
+        layout["ep_overlap"] = par["ep_overlap"]
+    if par.get("moe_dispatcher") in ("alltoall", "deepep", "hybridep"):
+        layout["moe_dispatcher"] = par["moe_dispatcher"]
     return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,
                     zero_stage=int(par.get("zero_stage") or 0) if not fsdp else 0,
                     fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"),

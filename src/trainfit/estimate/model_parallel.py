@@ -22,7 +22,7 @@ import math
 from dataclasses import replace
 from functools import lru_cache
 
-from ..catalog.efficiency import Efficiencies, EfficiencyView
+from ..catalog.efficiency import Efficiencies, EfficiencyView, recorded_cache
 from ..errors import SpecError
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
@@ -53,7 +53,8 @@ def layout_of(s: Strategy) -> p3.Layout:
     etp = s.etp or (1 if s.engine == "torchtitan" else 0)
     return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=etp, dp=s.dp,
                      sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
-                     distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE)
+                     distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE,
+                     ep_overlap=bool(s.ep_overlap), dispatcher=s.moe_dispatcher)
 
 
 def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
@@ -63,7 +64,7 @@ def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
                         "full models): use data parallelism (--zero / --fsdp) for adapters")
     layout = layout_of(s)
     problems = p3.layout_problems(p3.arch_of(m), layout, s.gpus_per_node, gpus=s.gpus, seq_len=t.seq_len,
-                                  micro_batches=t.grad_accum)
+                                  micro_batches=t.grad_accum, recompute=recompute_of(t))
     if problems:
         raise SpecError(f"layout {s.label()}: {problems[0].text('en')}")
     return layout
@@ -114,12 +115,13 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
     parts = stage.time.parts
     share = s.tp * s.cp
     fwd, bwd = parts.get("compute/forward", 0.0) / share, parts.get("compute/backward", 0.0) / share
+    fwd, bwd = _with_moe_launches(m, t, s, eff, fwd, bwd)
     states = s.tp * (s.dp * s.cp if layout.distributed_optimizer or layout.fsdp else 1)
     optimizer = sum(v for k, v in parts.items() if k.startswith("optimizer")) / states
     overhead = sum(v for k, v in parts.items() if k.startswith("overhead"))
     tt = t.for_time
     links = links_of(cluster, s, eff)
-    overlap = overlap_of(m, t, s, layout, links, eff, fwd, bwd)
+    overlap = overlap_of(m, t, s, layout, links, eff, fwd, bwd, moe_share=_moe_share(m, t, s, cluster, eff))
     terms = p3.step_time(p3.arch_of(m), layout, links, seq_len=tt.seq_len // s.cp * s.cp,
                          micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum, compute_fwd_s=fwd,
                          compute_bwd_s=bwd, recompute=recompute_of(t),
@@ -135,8 +137,59 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
     return st, stage
 
 
+def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView) -> float:
+    """The MoE MLP's share of a block's forward time on the stage's GPU (its Linears: routed and shared experts,
+    router), the rest being the attention half the EP overlap schedules beside it; 0 for a dense model."""
+    if not m.is_moe or s.ep == 1:
+        return 0.0
+    from ..spec.cluster import cluster_for
+    from .params import layer_linears
+    from .perf import block_times
+    from .trainable import split_params
+
+    sm, t1 = stage_model(m, s), t.per_micro_batch
+    one = Strategy(gpus_per_node=1, nodes=1)
+    times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
+                        cluster_for(cluster.gpu, 1, 1), eff, one)
+    moe = {f"linear/{lin.module}" for lin in layer_linears(sm)
+           if lin.count > 1 or lin.kind or any(w in lin.module for w in ("mlp", "expert", "moe", "router", "gate"))}
+    total = sum(seconds for seconds, _ in times.values())
+    return sum(times[k][0] for k in moe if k in times) / total if total else 0.0
+
+
+# Kernels one Megatron-Core MoE layer launches per micro-batch (a fixed part, a part per local expert), counted from
+# the code (data/validation/parallel_sources.md "MoE layer kernels": Megatron-LM d98e8a64 moe/ and TransformerEngine
+# d0067d0d grouped_linear.py, the alltoall dispatcher with permute and router fusion, grouped GEMM): forward,
+# backward. TE's grouped GEMM launches one cuBLASLt GEMM per expert; fp8 current scaling quantizes each expert's
+# input separately (4 launches each). The attention half with TE's fused kernels: about 10 forward, 18 backward.
+MOE_KERNELS = {"bf16": ((30 + 10, 2), (20 + 18, 4)), "fp8": ((33 + 10, 10), (23 + 18, 12))}
+
+
+def moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy) -> tuple[float, float]:
+    """Kernel launches of one MoE layer's forward and backward on a GPU holding num_experts / ep experts."""
+    local = max(1, m.num_experts // max(1, s.ep))
+    (fixed_f, per_f), (fixed_b, per_b) = MOE_KERNELS["fp8" if getattr(t.precision, "value", t.precision) == "fp8" else "bf16"]
+    return fixed_f + per_f * local, fixed_b + per_b * local
+
+
+def _with_moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy, eff: EfficiencyView, fwd: float,
+                       bwd: float) -> tuple[float, float]:
+    """A micro-batch's forward and backward on the stage with each MoE layer at least as long as the host takes to
+    launch its kernels (op_overhead_s each, as for any eager operator): the dispatcher's token counts reach the host
+    in every MoE layer's forward (the alltoall dispatcher's d2h sync before its all-to-all, DeepEP's and HybridEP's
+    waits on received counts), so the host cannot run ahead of the GPU across layers, and a layer of many small
+    per-expert kernels (many local experts, little work each) is bound by their launches, not by the GPU."""
+    if not m.is_moe or s.ep == 1:
+        return fwd, bwd
+    sm = stage_model(m, s)
+    layers = max(1, sm.layers)
+    moe = sum(g.count for g in sm.structure.groups if g.moe) if sm.structure is not None else layers
+    launch_f, launch_b = (n * eff("op_overhead_s") for n in moe_launches(m, t, s))
+    return (fwd + moe * max(0.0, launch_f - fwd / layers), bwd + moe * max(0.0, launch_b - bwd / layers))
+
+
 def overlap_of(m: ModelSpec, t: TrainingSpec, s: Strategy, layout: p3.Layout, links: p3.Links, eff: EfficiencyView,
-               fwd: float, bwd: float) -> p3.Overlap:
+               fwd: float, bwd: float, moe_share: float = 0.0) -> p3.Overlap:
     """How much of each collective the stack hides (frameworks.yaml: what its recipes switch on).
 
     tp_comm_overlap (Transformer Engine's userbuffers; needs sequence parallelism): each GEMM's all-gather /
@@ -161,14 +214,22 @@ def overlap_of(m: ModelSpec, t: TrainingSpec, s: Strategy, layout: p3.Layout, li
         dp = p3.dp_comm_s(arch, layout, links, micro_batches=t.grad_accum)
         dp_hidden = min(dp, per_mb) / dp if dp > 0 else 1.0
     p2p = 1.0 if stack.get("overlap_p2p_comm") and s.vpp > 1 else P2P_OVERLAP
-    return p3.Overlap(tp=tp_hidden, cp=CP_OVERLAP, ep=EP_OVERLAP, p2p=p2p, dp=dp_hidden)
+    ep_hidden = EP_OVERLAP
+    if layout.ep_overlap:  # the combined 1F1B schedule (parallel3d.ep_overlap_exposed_share), per layer
+        n = max(1, p3.stage_layers(arch, layout))
+        one = p3.ep_comm_per_layer_s(arch, layout, links, tt.seq_len, tt.sequences_per_micro_batch,
+                                     recompute=recompute_of(t)) / 4
+        ep_hidden = 1.0 - p3.ep_overlap_exposed_share(layout, one, (1 - moe_share) * fwd / n,
+                                                      (1 - moe_share) * bwd / n, moe_share * (fwd + bwd) / n,
+                                                      t.grad_accum)
+    return p3.Overlap(tp=tp_hidden, cp=CP_OVERLAP, ep=ep_hidden, p2p=p2p, dp=dp_hidden)
 
 
 def memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
     return _memory(m, t, s, gpu, efficiencies)
 
 
-@lru_cache(maxsize=4096)
+@recorded_cache(maxsize=4096)
 def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
     """parallel3d's peak bytes per GPU, with the allocator, CUDA context and NCCL of the stage's own memory estimate
     (one GPU, one micro-batch)."""

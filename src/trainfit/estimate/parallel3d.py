@@ -96,6 +96,9 @@ def arch_of(m) -> Arch:
                 dropout=bool(m.hidden_dropout or m.attention_dropout))
 
 
+DISPATCHERS = ("alltoall", "deepep", "hybridep")
+
+
 @dataclass(frozen=True)
 class Layout:
     """One layout. gpus = tp·pp·cp·dp; ep and etp (expert TP, 0: = tp) split the MoE layers' experts inside
@@ -113,6 +116,8 @@ class Layout:
     distributed_optimizer: bool = False
     schedule: str = "1f1b"
     fsdp: bool = False
+    ep_overlap: bool = False  # Megatron-Core's --overlap-moe-expert-parallel-comm (+ --delay-wgrad-compute)
+    dispatcher: str = "alltoall"  # the MoE token dispatcher: NCCL all-to-all, or the flex one over DeepEP / HybridEP
 
     def __post_init__(self):
         for name in ("tp", "pp", "vpp", "cp", "ep", "dp"):
@@ -123,6 +128,8 @@ class Layout:
             raise ValueError(f"etp must be a whole number >= 0, got {self.etp!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.dispatcher not in DISPATCHERS:
+            raise ValueError(f"dispatcher must be one of {', '.join(DISPATCHERS)}, got {self.dispatcher!r}")
 
     @property
     def gpus(self) -> int:
@@ -156,6 +163,10 @@ class Reason(str, Enum):
     INTERLEAVED_MICRO_BATCHES = "interleaved_micro_batches"
     VPP_SCHEDULE = "vpp_schedule"
     MOE_TP_NEEDS_SP = "moe_tp_needs_sp"
+    EP_OVERLAP_NEEDS_EP = "ep_overlap_needs_ep"
+    EP_OVERLAP_NEEDS_VPP = "ep_overlap_needs_vpp"
+    EP_OVERLAP_FULL_RECOMPUTE = "ep_overlap_full_recompute"
+    EP_OVERLAP_MEGATRON = "ep_overlap_megatron"
 
     def text(self, lang: str = "en") -> str:
         en, zh = _REASON_TEXT[self]
@@ -196,11 +207,24 @@ _REASON_TEXT: dict[Reason, tuple[str, str]] = {
     Reason.MOE_TP_NEEDS_SP: ("expert parallelism together with tensor parallelism needs sequence parallelism "
                              "(Megatron-Core refuses it otherwise)",
                              "专家并行与张量并行同时使用时必须开启序列并行（否则 Megatron-Core 拒绝运行）"),
+    Reason.EP_OVERLAP_NEEDS_EP: ("overlapping the expert all-to-all needs expert parallelism (ep > 1)",
+                                 "专家 all-to-all 与计算重叠需要专家并行（ep > 1）"),
+    Reason.EP_OVERLAP_NEEDS_VPP: ("overlapping the expert all-to-all under pipeline parallelism needs virtual stages "
+                                  "(Megatron-Core asserts it)",
+                                  "流水线并行下专家 all-to-all 与计算重叠需要虚拟阶段（Megatron-Core 的断言）"),
+    Reason.EP_OVERLAP_FULL_RECOMPUTE: ("overlapping the expert all-to-all does not run with full recomputation "
+                                       "(Megatron-Core asserts it): use selective or no checkpointing",
+                                       "专家 all-to-all 与计算重叠不能与完全重计算同用（Megatron-Core 的断言）："
+                                       "请用选择性检查点或不用检查点"),
+    Reason.EP_OVERLAP_MEGATRON: ("overlapping the expert all-to-all is Megatron-Core's option; torchtitan's FSDP "
+                                 "layouts do not have it",
+                                 "专家 all-to-all 与计算重叠是 Megatron-Core 的选项，torchtitan 的 FSDP 布局没有"),
 }
 
 
 def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int | None = None,
-                    seq_len: int | None = None, micro_batches: int | None = None) -> list[Reason]:
+                    seq_len: int | None = None, micro_batches: int | None = None,
+                    recompute: str | None = None) -> list[Reason]:
     """Every reason the layout cannot run (empty: it can). `gpus`, `seq_len`, `micro_batches` (per optimizer step,
     per data-parallel rank) are checked when given.
 
@@ -208,7 +232,8 @@ def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int
     (attention.py replicates one group per rank when there are fewer groups than ranks); older Megatron wanted a
     multiple. EP: Megatron-Core's parallel_state requires world_size % (etp·ep·pp) == 0, i.e. etp·ep divides
     tp·cp·dp; with etp = tp that is the older rule "ep divides dp·cp". CP: arguments.py asserts
-    seq_length % (2·cp) == 0."""
+    seq_length % (2·cp) == 0. The expert all-to-all overlap: TransformerConfig.__post_init__ asserts ep > 1, virtual
+    stages when pp > 1 and no full recomputation (`recompute`, when given)."""
     out: list[Reason] = []
     t = layout
     if arch.heads % t.tp:
@@ -237,6 +262,15 @@ def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int
         out.append(Reason.VPP_SCHEDULE)
     if t.ep > 1 and t.tp > 1 and not t.sequence_parallel:
         out.append(Reason.MOE_TP_NEEDS_SP)
+    if t.ep_overlap:
+        if t.ep == 1:
+            out.append(Reason.EP_OVERLAP_NEEDS_EP)
+        if t.pp > 1 and t.vpp == 1:
+            out.append(Reason.EP_OVERLAP_NEEDS_VPP)
+        if recompute == "full":
+            out.append(Reason.EP_OVERLAP_FULL_RECOMPUTE)
+        if t.fsdp:
+            out.append(Reason.EP_OVERLAP_MEGATRON)
     return out
 
 
@@ -585,15 +619,85 @@ def cp_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, 
 def ep_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,
                         recompute: str = "none", act_bytes: float = 2.0) -> float:
     """One MoE block's all-to-alls for one micro-batch: dispatch and combine forward, their two backward (+ the
-    recomputed forward's two), each moving the rank's k·tokens·h (tokens s·b/cp, /t with SP) with (ep-1)/ep leaving
-    the GPU. EP's group has stride etp (Megatron-Core's expert grid tp-ep-dp-pp)."""
-    t = layout
-    if t.ep == 1 or not arch.is_moe:
+    recomputed forward's two), `expert_a2a_s` each. EP's group has stride etp (Megatron-Core's expert grid
+    tp-ep-dp-pp)."""
+    if layout.ep == 1 or not arch.is_moe:
         return 0.0
+    return expert_a2a_s(arch, layout, links, seq_len, micro_batch, act_bytes) * (4 + (2 if recompute == "full" else 0))
+
+
+def remote_nodes_per_token(experts: int, top_k: int, nodes: int) -> float:
+    """Expected number of other nodes a token's top-k experts sit on, the experts spread evenly over `nodes` nodes
+    and the k chosen uniformly without repetition (the force-balanced routing of the published benchmarks): each
+    other node is missed with probability C(E - E/N, k) / C(E, k)."""
+    if nodes <= 1:
+        return 0.0
+    per_node = experts // nodes
+    miss = math.comb(experts - per_node, top_k) / math.comb(experts, top_k) if experts >= top_k else 0.0
+    return (nodes - 1) * (1.0 - miss)
+
+
+def expert_a2a_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int,
+                 act_bytes: float = 2.0) -> float:
+    """One dispatch (or combine) of a micro-batch's tokens on one rank (s·b/cp, /t with SP). NCCL's all-to-all
+    (Megatron-Core's "alltoall" dispatcher) sends each of a token's k expert copies to its rank: k·tokens·h,
+    `expert_all_to_all_s`. DeepEP and HybridEP ("flex") send a token once to each other node that holds one of its
+    experts and fan it out over NVLink there (DeepEP README: forwarding from the NVLink to the RDMA domain;
+    HybridEP: hierarchical dispatch), so the network carries tokens·h·`remote_nodes_per_token`; the node's link
+    carries the k copies of the rank's own node and those it forwards; the slower of the two bounds it."""
+    t = layout
     tokens = seq_len * micro_batch / t.cp / (t.tp if t.sequence_parallel else 1)
-    buf = tokens * max(1, arch.experts_per_tok) * arch.hidden * act_bytes
-    one = all_to_all_s(buf, t.ep, links.of(t.ep, t.expert_tp))
-    return one * (4 + (2 if recompute == "full" else 0))
+    k = max(1, arch.experts_per_tok)
+    naive = tokens * k * arch.hidden * act_bytes
+    gpn, stride = links.gpus_per_node, t.expert_tp
+    if t.dispatcher == "alltoall" or stride * t.ep <= gpn:
+        return expert_all_to_all_s(naive, t.ep, stride, links)
+    members = max(1, gpn // stride) if stride < gpn else 1
+    nodes = max(1, t.ep // members)
+    cross = tokens * arch.hidden * act_bytes * remote_nodes_per_token(arch.num_experts, k, nodes) / links.inter
+    local = naive * (members - 1) / members / links.intra  # the copies for this node's other ranks, sent or forwarded
+    return max(cross, local)
+
+
+def ep_overlap_exposed_share(layout: Layout, one_a2a_s: float, attention_fwd_s: float, attention_bwd_s: float,
+                             mlp_s: float, micro_batches: int) -> float:
+    """The share of the expert all-to-all left exposed under Megatron-Core's EP overlap (--overlap-moe-expert-
+    parallel-comm): its combined 1F1B schedule runs one micro-batch's layer forward beside another's layer backward
+    (models/common/model_chunk_schedule_plan.py TransformerLayerSchedulePlan.run), in three phases whose streams
+    run side by side:
+        comm:    combine backward        | dispatch forward, dispatch backward      | combine forward
+        compute: attention forward        | MoE backward (dgrad, wgrad), MoE forward | attention backward
+    so per layer max(0, c - attention forward) + max(0, 2c - MoE forward and backward) + max(0, c - attention
+    backward) is exposed, c one all-to-all (dispatch and combine move the same bytes). Micro-batches outside the
+    combined phases run alone, all-to-alls exposed: the first forward and last backward without pipelining
+    (pipeline_parallel/combined_1f1b.py), and with virtual stages the warm-up's forward-only chunks,
+    2·(pp - 1) + (vpp - 1)·pp + 1 of the step's m·vpp (schedules.py: one more warm-up micro-batch with the
+    overlap), and as many cool-down backward-only ones."""
+    if not layout.ep_overlap or one_a2a_s <= 0:
+        return 1.0
+    exposed = (max(0.0, one_a2a_s - attention_fwd_s) + max(0.0, 2 * one_a2a_s - mlp_s)
+               + max(0.0, one_a2a_s - attention_bwd_s)) / (4 * one_a2a_s)
+    chunks = max(1, micro_batches) * layout.vpp
+    alone = 1 if layout.pp == 1 else 2 * (layout.pp - 1) + (layout.vpp - 1) * layout.pp + 1
+    alone = min(chunks, alone)
+    return (alone + (chunks - alone) * exposed) / chunks
+
+
+def expert_all_to_all_s(nbytes: float, size: int, stride: int, links: "Links") -> float:
+    """One all-to-all of `nbytes` per GPU over a group of `size` ranks `stride` apart. Unlike a ring collective,
+    whose inter-node hops are shared out among every NIC of the node, each GPU's own data for the other nodes leaves
+    through its own NIC: of the (size-1)/size it sends, (size - m)/size crosses nodes (m members of the group per
+    node) at the per-GPU network bandwidth, (m-1)/size stays on the node's link; the two run at once, the slower
+    bounds it. A group inside one node is all_to_all_s over the intra-node link."""
+    if size <= 1:
+        return 0.0
+    gpn = links.gpus_per_node
+    if stride * size <= gpn:
+        return all_to_all_s(nbytes, size, links.intra)
+    members = max(1, gpn // stride) if stride < gpn else 1
+    cross = nbytes * (size - members) / size / links.inter
+    local = nbytes * (members - 1) / size / links.intra
+    return max(cross, local)
 
 
 def p2p_per_micro_batch_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,

@@ -73,12 +73,15 @@ def _shape_args(cfg: dict) -> list[str]:
     return args
 
 
-def _moe_args(cfg: dict) -> list[str]:
+def _moe_args(cfg: dict, st: dict | None = None) -> list[str]:
     experts = num_experts(cfg)
     if not experts:
         return []
+    dispatcher = str((st or {}).get("moe_dispatcher") or "alltoall")
+    route = ["--moe-token-dispatcher-type", "alltoall"] if dispatcher == "alltoall" else \
+        ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", dispatcher]
     args = ["--num-experts", str(experts), "--moe-router-topk", str(cfg["num_experts_per_tok"]),
-            "--moe-grouped-gemm", "--moe-token-dispatcher-type", "alltoall",
+            "--moe-grouped-gemm", *route,
             "--moe-router-load-balancing-type", "aux_loss",
             "--moe-aux-loss-coeff", repr(float(cfg.get("router_aux_loss_coef") or 0.01))]
     if cfg.get("moe_intermediate_size"):
@@ -96,6 +99,8 @@ def _parallel_args(st: dict) -> list[str]:
         args.append("--sequence-parallel")
     if int(st.get("zero_stage") or 0) == 1:
         args.append("--use-distributed-optimizer")
+    if st.get("ep_overlap") and ep > 1:  # the combined 1F1B schedule; delayed weight gradients give it more to hide
+        args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
     return args
 
 
@@ -142,7 +147,7 @@ def _io_args(setup: Setup) -> list[str]:
 def megatron_args(setup: Setup) -> list[str]:
     """pretrain_gpt.py's arguments for the plan, without the paths (data, checkpoints) the shell supplies."""
     cfg = _cfg(setup)
-    return [*_parallel_args(setup.strategy), *_vpp_args(setup), *_shape_args(cfg), *_moe_args(cfg),
+    return [*_parallel_args(setup.strategy), *_vpp_args(setup), *_shape_args(cfg), *_moe_args(cfg, setup.strategy),
             *_training_args(setup), *_io_args(setup)]
 
 
@@ -184,13 +189,25 @@ def _quote(value: str) -> str:
 def prelude(setup: Setup) -> list[str]:
     """Shell lines each node runs before torchrun: Megatron-LM's code (a node-local clone unless MEGATRON_LM names
     one), its arguments, and the environment its tensor / context parallelism asserts (validate_args)."""
-    lines = ["source megatron_args.sh", "export CUDA_DEVICE_MAX_CONNECTIONS=1",
+    lines = ["source megatron_args.sh", f"export CUDA_DEVICE_MAX_CONNECTIONS={_max_connections(setup.strategy)}",
              f"MEGATRON_LM=${{MEGATRON_LM:-/tmp/Megatron-LM-{MEGATRON_REF}}}",
              f'if [ ! -f "$MEGATRON_LM/pretrain_gpt.py" ]; then git clone --depth 1 --branch {MEGATRON_REF} '
              f'{MEGATRON_REPO} "$MEGATRON_LM"; fi']
     if setup.workload["task"] != "pretrain":
         lines.append('CHECKPOINT=${CHECKPOINT:?set CHECKPOINT to the model converted to Megatron format (README)}')
     return lines
+
+
+def _max_connections(st: dict) -> int:
+    """CUDA_DEVICE_MAX_CONNECTIONS: 1 for tensor / context parallelism (validate_args asserts it on Hopper and
+    before); the expert all-to-all overlap wants more streams in flight (validate_args warns that it needs "a larger
+    CUDA_DEVICE_MAX_CONNECTIONS"): 32 without TP / CP, else 8, as Megatron-Bridge's H100 Qwen3-235B recipe with TP 2
+    sets it."""
+    overlap = bool(st.get("ep_overlap")) and int(st.get("ep") or 1) > 1
+    tp_or_cp = int(st.get("tp") or 1) > 1 or int(st.get("cp") or 1) > 1
+    if not overlap:
+        return 1
+    return 8 if tp_or_cp else 32
 
 
 def program(setup: Setup) -> str:

@@ -205,6 +205,8 @@ _ZH: list[tuple[str, str]] = [
      r"data-parallel size\)", "{n} 个 GPU 不能分成 tp {t} x pp {p} x cp {c}（GPU 数 = tp x pp x cp x 数据并行规模）"),
     (r"tp (?P<t>\d+) must divide the (?P<n>\d+) GPUs of a node \(tensor parallelism stays inside a node\)",
      "tp {t} 必须整除每个节点的 {n} 个 GPU（张量并行限于节点内）"),
+    (r"--ep-overlap overlaps the MoE all-to-all of expert parallelism: it needs --ep above 1",
+     "--ep-overlap 让专家并行的 MoE all-to-all 与计算重叠：需要 --ep 大于 1"),
     (r"vpp (?P<v>\d+) with schedule (?P<s>\S+): the interleaved schedule and vpp > 1 go together, with pp > 1",
      "vpp {v} 配调度 {s}：interleaved 调度与 vpp > 1 必须同时使用，且 pp > 1"),
     (r"with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer \(--zero 1\) or FSDP "

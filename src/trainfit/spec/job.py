@@ -443,6 +443,18 @@ FIELDS: tuple[JobField, ...] = (
              "--expert-tensor-parallel-size; default: the tensor parallel size)",
              "专家张量并行规模：MoE 专家矩阵的切分方式（Megatron-Core --expert-tensor-parallel-size；默认：与张量并行规模相同）",
              low=1, high=64, optional=True, doors=_PINNABLE_SPREAD, relevant=lambda s: s.ep > 1),
+    JobField("moe_dispatcher", _S, str, "alltoall", "how MoE tokens reach their experts: alltoall (NCCL all-to-all, "
+             "each expert copy sent), deepep or hybridep (Megatron-Core's flex dispatcher: a token sent once per "
+             "node, forwarded over NVLink there)",
+             "MoE 令牌发往专家的方式：alltoall（NCCL all-to-all，每个专家副本都发送）、deepep 或 hybridep"
+             "（Megatron-Core 的 flex 分发器：每个令牌对每个节点只发一次，在节点内经 NVLink 转发）",
+             choices=("alltoall", "deepep", "hybridep"), doors=_PINNABLE_SPREAD, relevant=lambda s: s.ep > 1),
+    JobField("ep_overlap", _S, bool, False, "overlap the MoE all-to-all with computation: Megatron-Core's combined "
+             "1F1B schedule (--overlap-moe-expert-parallel-comm --delay-wgrad-compute); needs ep > 1, virtual stages "
+             "with pp > 1, and no full recomputation",
+             "MoE 的 all-to-all 与计算重叠：Megatron-Core 的合并 1F1B 调度（--overlap-moe-expert-parallel-comm "
+             "--delay-wgrad-compute）；需要 ep > 1、pp > 1 时需虚拟阶段，且不能完全重计算",
+             doors=_PINNABLE_SPREAD, relevant=lambda s: s.ep > 1),
     JobField("sequence_parallel", _S, bool, True, "with tensor parallelism: LayerNorm and dropout activations split "
              "across the TP group too (Megatron-LM --sequence-parallel; torchtitan's default with TP)",
              "张量并行时：LayerNorm 与 dropout 的激活也在 TP 组内切分（Megatron-LM --sequence-parallel；torchtitan "

@@ -170,6 +170,8 @@ class _Strategy(_Spec):
         if (self.vpp > 1) != (self.pp_schedule == "interleaved") or (self.vpp > 1 and self.pp == 1):
             raise SpecError(f"vpp {self.vpp} with schedule {self.pp_schedule}: the interleaved schedule and "
                             "vpp > 1 go together, with pp > 1")
+        if self.ep_overlap and self.ep == 1:
+            raise SpecError("--ep-overlap overlaps the MoE all-to-all of expert parallelism: it needs --ep above 1")
         if self.is_3d and (self.offload != Offload.NONE or self.zero_stage > 1):
             raise SpecError("with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer "
                             "(--zero 1) or FSDP (--fsdp full_shard); ZeRO-2/3 and offload are not modelled there")
