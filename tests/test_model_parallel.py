@@ -359,3 +359,18 @@ def test_many_small_experts_per_gpu_are_bound_by_their_kernel_launches():
     fwd = stage.time.parts["compute/forward"]
     assert mp._with_moe_launches(e8.model, e8.training, e8.strategy, eff, fwd, 0.0)[0] == pytest.approx(
         24 * moe_launches(m, t, s8)[0] * eff("op_overhead_s"), rel=1e-9)  # 24 layers, each launch-bound
+
+
+def test_plan_searches_expert_parallel_layouts_for_a_mixture_of_experts():
+    """For a MoE model (20B parameters and up) plan's layouts include ep in powers of two dividing its experts and
+    the GPUs of a stage; a dense model's never do. Pinned --ep is kept."""
+    from trainfit.search.run import model_parallel_strategies
+    from trainfit.spec.training import Method
+
+    moe = model_parallel_strategies(30e9, 48, 8, 2, 8, Method.FULL, 4096, {}, experts=128)
+    assert {s.ep for s in moe} == {1, 2, 4, 8, 16} and all((s.gpus // s.pp) % s.ep == 0 for s in moe)
+    assert any(s.ep == 16 and s.tp == s.pp == 1 for s in moe)  # expert parallelism alone, over both nodes
+    dense = model_parallel_strategies(70e9, 80, 8, 2, 8, Method.FULL, 4096, {})
+    assert {s.ep for s in dense} == {1}
+    pinned = model_parallel_strategies(30e9, 48, 8, 2, 8, Method.FULL, 4096, {"ep": 8}, experts=128)
+    assert pinned and {s.ep for s in pinned} == {8}

@@ -363,7 +363,7 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
             if (pin_gpus is not None and gpus != pin_gpus) or (pin_nodes is not None and nodes != pin_nodes):
                 continue
             parallel = model_parallel_strategies(est.params, model.layers, gpus, nodes, offer.gpu_count, method,
-                                                 w.seq_len, pins)
+                                                 w.seq_len, pins, experts=model.num_experts)
             if not _pinned_model_parallel(pins) and _data_parallel_batch(res, gpus * nodes, w):
                 cluster = est.cluster(offer, gpus, nodes)
                 code = w.training(method, ckpt, 1, 1).model_code
@@ -517,10 +517,12 @@ def _pinned_model_parallel(pins: dict) -> bool:
 
 
 def model_parallel_strategies(params: int, layers: int, gpus: int, nodes: int, per_instance: int, method: Method,
-                              seq_len: int, pins: dict) -> tuple[Strategy, ...]:
-    """The tp x pp x cp layouts searched on whole instances (Megatron-LM's distributed optimizer, ZeRO-1, unless
-    pinned otherwise): those the request pins, else, for full training of a large model or long sequences, tp among
-    the node's divisors up to 8, pp in powers of two up to 16 and the layers, cp for long sequences."""
+                              seq_len: int, pins: dict, experts: int = 0) -> tuple[Strategy, ...]:
+    """The tp x pp x cp (x ep) layouts searched on whole instances (Megatron-LM's distributed optimizer, ZeRO-1,
+    unless pinned otherwise): those the request pins, else, for full training of a large model or long sequences,
+    tp among the node's divisors up to 8, pp in powers of two up to 16 and the layers, cp for long sequences, and
+    for a mixture of experts ep in powers of two that divide its experts (the layout rules then set aside those
+    that do not fold into the GPUs, with their reasons)."""
     if method != Method.FULL or gpus != per_instance:
         return ()
     given = {k: pins[k] for k in _MP_AXES if pins.get(k) is not None}
@@ -529,25 +531,28 @@ def model_parallel_strategies(params: int, layers: int, gpus: int, nodes: int, p
                                                                  and seq_len < CONTEXT_PARALLEL_MIN_SEQ):
             return ()
     return _layouts(gpus, nodes, layers, seq_len >= CONTEXT_PARALLEL_MIN_SEQ, tuple(sorted(given.items())),
-                    pins.get("zero_stage"), pins.get("fsdp"))
+                    pins.get("zero_stage"), pins.get("fsdp"), experts)
 
 
 @lru_cache(maxsize=4096)
-def _layouts(gpus: int, nodes: int, layers: int, long: bool, given: tuple, zero, fsdp) -> tuple[Strategy, ...]:
+def _layouts(gpus: int, nodes: int, layers: int, long: bool, given: tuple, zero, fsdp,
+             experts: int = 0) -> tuple[Strategy, ...]:
     fixed = dict(given)
     tps = [fixed["tp"]] if "tp" in fixed else [t for t in (1, 2, 4, 8) if gpus % t == 0]
     pps = [fixed["pp"]] if "pp" in fixed else [p for p in (1, 2, 4, 8, 16) if p <= layers]
     cps = [fixed["cp"]] if "cp" in fixed else ([1, 2, 4, 8] if long else [1])
-    rest = {k: v for k, v in fixed.items() if k not in ("tp", "pp", "cp")}
+    eps = [fixed["ep"]] if "ep" in fixed else [1] + [e for e in (2, 4, 8, 16, 32, 64)
+                                                     if experts and experts % e == 0 and e <= gpus * nodes]
+    rest = {k: v for k, v in fixed.items() if k not in ("tp", "pp", "cp", "ep")}
     sharding = {"zero_stage": 1 if zero is None and fsdp is None else (zero or 0)}
     if fsdp is not None:
         sharding["fsdp"] = fsdp
     out = []
-    for tp, pp, cp in product(tps, pps, cps):
-        if tp * pp * cp == 1 and (rest.get("ep") or 1) == 1 or (gpus * nodes) % (tp * pp * cp):
+    for tp, pp, cp, ep in product(tps, pps, cps, eps):
+        if tp * pp * cp == 1 and ep == 1 or (gpus * nodes) % (tp * pp * cp) or (gpus * nodes // pp) % ep:
             continue
         try:
-            out.append(Strategy(gpus_per_node=gpus, nodes=nodes, tp=tp, pp=pp, cp=cp, **rest, **sharding))
+            out.append(Strategy(gpus_per_node=gpus, nodes=nodes, tp=tp, pp=pp, cp=cp, ep=ep, **rest, **sharding))
         except SpecError:  # a pinned combination no stack runs (ZeRO-3 with tp, ...)
             continue
     return tuple(out)
