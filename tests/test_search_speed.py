@@ -173,4 +173,5 @@ def test_an_estimates_efficiencies_are_its_own_whatever_ran_before():
     trainfit.estimate("qwen2-7b", "a10", gpus=4, zero=3, offload="optimizer", method="full", seq_len=1024)
     warm = trainfit.estimate("qwen2-7b", "a10", **job).efficiencies
     assert warm == cold and "matmul_efficiency" in warm and "memory_bandwidth_efficiency" in warm
+    assert "allocator_overhead_fraction" in warm and "framework_logits_factor" in warm  # memory's, computed lazily
     assert not any(k.startswith("comm_efficiency") or k.startswith("cpu_adam") for k in warm)  # one GPU, no offload

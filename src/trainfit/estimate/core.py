@@ -170,7 +170,12 @@ def run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster,
         return _run_estimate(m, t, s, cluster, view, None)
     eff = (efficiencies or Efficiencies.default()).shared_view(cluster.gpu)
     with recording() as keys:
-        return _run_estimate(m, t, s, cluster, eff, keys)
+        est = _run_estimate(m, t, s, cluster, eff, keys)
+        est.memory  # noqa: B018 - computed on first use: here, while its values are recorded as the estimate's
+        used = used_by(eff, keys)
+    est.efficiencies.clear()
+    est.efficiencies.update(used)
+    return est
 
 
 def _run_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
