@@ -226,3 +226,17 @@ def test_llama_factory_and_ms_swift_take_hf_trainers_defaults():
         assert "hf-trainer" in own["basis"] and "no" in own["basis"]  # says no run of theirs is fitted
         assert {k: own[k] for k in ("param_dtype", "kbit_fp32_upcast")} == {
             k: stacks["hf-trainer"][k] for k in ("param_dtype", "kbit_fp32_upcast")}
+    # read from their code: ms-swift's LoRA dropout is 0.05 (tuner_args.py), LLaMA-Factory's PEFT's 0
+    assert stacks["ms-swift"]["lora_dropout"] == 0.05 and "lora_dropout" not in stacks["llama-factory"]
+
+
+def test_ms_swift_lora_carries_its_dropout(run_cli):
+    """--framework ms-swift: LoRA with dropout 0.05 (PEFT keeps a mask and a dropped input copy per adapted module):
+    more memory than the same job under hf-trainer's dropout 0."""
+    mem = {}
+    for stack in ("hf-trainer", "ms-swift"):
+        code, out, err = run_cli("estimate", "--model", "qwen2.5-0.5b", "--gpu", "a10", "--method", "lora",
+                                 "--framework", stack, "--json")
+        assert code == 0, err
+        mem[stack] = json.loads(out)["memory_gib"]["total"]
+    assert mem["ms-swift"] > mem["hf-trainer"]
