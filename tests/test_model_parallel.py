@@ -374,3 +374,15 @@ def test_plan_searches_expert_parallel_layouts_for_a_mixture_of_experts():
     assert {s.ep for s in dense} == {1}
     pinned = model_parallel_strategies(30e9, 48, 8, 2, 8, Method.FULL, 4096, {"ep": 8}, experts=128)
     assert pinned and {s.ep for s in pinned} == {8}
+
+
+def test_moe_kernel_launches_are_megatrons_only():
+    """MOE_KERNELS counts Megatron-Core's MoE layer; torchtitan's layout (FSDP) gets no launch term from it."""
+    from trainfit.estimate import model_parallel as mp
+
+    kw = dict(method="full", seq_len=4096, micro_batch=1, grad_accum=16, precision="fp8", grad_ckpt="none")
+    titan = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", gpus=8, nodes=1, ep=8, fsdp="full_shard", **kw)
+    eff = load_efficiencies().shared_view(titan.gpu)
+    assert mp._with_moe_launches(titan.model, titan.training, titan.strategy, eff, 1e-6, 1e-6) == (1e-6, 1e-6)
+    mega = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", gpus=8, nodes=1, ep=8, zero=1, **kw)
+    assert mp._with_moe_launches(mega.model, mega.training, mega.strategy, eff, 1e-6, 1e-6)[0] > 1e-6

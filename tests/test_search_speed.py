@@ -175,3 +175,29 @@ def test_an_estimates_efficiencies_are_its_own_whatever_ran_before():
     assert warm == cold and "matmul_efficiency" in warm and "memory_bandwidth_efficiency" in warm
     assert "allocator_overhead_fraction" in warm and "framework_logits_factor" in warm  # memory's, computed lazily
     assert not any(k.startswith("comm_efficiency") or k.startswith("cpu_adam") for k in warm)  # one GPU, no offload
+
+
+def test_a_memoised_result_first_computed_outside_a_recording_still_reports_what_it_asked():
+    """recorded_cache: the search fills the cache with no recording open; an estimate asking the same call later
+    still records the values it read (learnt by running it once under the recording), and each later hit replays
+    them."""
+    from trainfit.catalog.efficiency import recorded_cache, recording, used_by
+
+    view = Efficiencies.default().shared_view(get_gpu("a10"))
+    runs = []
+
+    @recorded_cache(maxsize=8)
+    def reads(x):
+        runs.append(x)
+        return view("matmul_efficiency") * x
+
+    assert reads(2) == reads(2) and runs == [2]  # no recording: the plain cache
+    for _ in range(2):
+        with recording() as keys:
+            assert reads(2) == 2 * view.used["matmul_efficiency"]["value"]
+        assert list(used_by(view, keys)) == ["matmul_efficiency"]
+    assert runs == [2, 2]  # run once more to learn what it asks, then replayed from the record
+    reads.cache_clear()
+    with recording() as keys:
+        reads(2)
+    assert runs == [2, 2, 2] and list(used_by(view, keys)) == ["matmul_efficiency"]

@@ -185,24 +185,35 @@ def note_asked(keys) -> None:
 
 
 def recorded_cache(maxsize: int):
-    """lru_cache for a function that reads efficiency views: the values it asked are kept with its result and
-    replayed into the open recordings on every hit (so an estimate's `used` is its own, whatever ran before)."""
+    """lru_cache for a function that reads efficiency views, whose results also say what they asked: the values a
+    call asked are learnt the first time it runs under an open recording (the function runs then, inside the
+    recording) and replayed into the open recordings on later calls (so an estimate's `used` is its own, whatever
+    ran before). With no recording open (the search) it is the plain lru_cache."""
     def decorate(fn):
-        @lru_cache(maxsize=maxsize)
-        def inner(*args, **kwargs):
-            with recording() as keys:
-                result = fn(*args, **kwargs)
-            return result, frozenset(keys)
+        cached = lru_cache(maxsize=maxsize)(fn)
+        asked: dict = {}
 
         @wraps(fn)
-        def wrapper(*args, **kwargs):
-            result, keys = inner(*args, **kwargs)
-            if _RECORDINGS.get():
-                note_asked(keys)
-            return result
+        def wrapper(*args):
+            if not _RECORDINGS.get():
+                return cached(*args)
+            keys = asked.get(args)
+            if keys is None:
+                with recording() as seen:
+                    result = fn(*args)
+                if len(asked) >= maxsize:
+                    asked.clear()
+                asked[args] = frozenset(seen)
+                return result
+            note_asked(keys)
+            return cached(*args)
 
-        wrapper.cache_clear = inner.cache_clear
-        wrapper.cache_info = inner.cache_info
+        def cache_clear() -> None:
+            cached.cache_clear()
+            asked.clear()
+
+        wrapper.cache_clear = cache_clear
+        wrapper.cache_info = cached.cache_info
         return wrapper
     return decorate
 

@@ -168,7 +168,8 @@ MOE_KERNELS = {"bf16": ((30 + 10, 2), (20 + 18, 4)), "fp8": ((33 + 10, 10), (23 
 def moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy) -> tuple[float, float]:
     """Kernel launches of one MoE layer's forward and backward on a GPU holding num_experts / ep experts."""
     local = max(1, m.num_experts // max(1, s.ep))
-    (fixed_f, per_f), (fixed_b, per_b) = MOE_KERNELS["fp8" if getattr(t.precision, "value", t.precision) == "fp8" else "bf16"]
+    fp8 = getattr(t.precision, "value", t.precision) == "fp8"
+    (fixed_f, per_f), (fixed_b, per_b) = MOE_KERNELS["fp8" if fp8 else "bf16"]
     return fixed_f + per_f * local, fixed_b + per_b * local
 
 
@@ -178,8 +179,9 @@ def _with_moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy, eff: Efficien
     launch its kernels (op_overhead_s each, as for any eager operator): the dispatcher's token counts reach the host
     in every MoE layer's forward (the alltoall dispatcher's d2h sync before its all-to-all, DeepEP's and HybridEP's
     waits on received counts), so the host cannot run ahead of the GPU across layers, and a layer of many small
-    per-expert kernels (many local experts, little work each) is bound by their launches, not by the GPU."""
-    if not m.is_moe or s.ep == 1:
+    per-expert kernels (many local experts, little work each) is bound by their launches, not by the GPU. The counts
+    are Megatron-Core's (MOE_KERNELS); torchtitan's MoE (one grouped GEMM kernel per matrix) is not counted."""
+    if not m.is_moe or s.ep == 1 or s.engine != "megatron":
         return fwd, bwd
     sm = stage_model(m, s)
     layers = max(1, sm.layers)
