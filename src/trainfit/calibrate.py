@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .catalog.efficiency import Efficiencies
+# Kept here by name (uncertainty, below this module and validate, needs them too).
+from .uncertainty import REFERENCE_STACKS, calibrated_frameworks  # noqa: F401
 from .validate import (TRACE_SOURCE, Report, Row, load_cases, measured_values, metric_key,  # noqa: F401
                        source_group, truth_of, validate)
 
@@ -137,10 +139,6 @@ def _compiled_case(case: dict) -> bool:
     from .validate import note_features
 
     return "torch_compile" in note_features(case)
-
-
-# Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1.
-REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
 
 
 def binding_link(case: dict, base: Efficiencies) -> str | None:
@@ -504,15 +502,6 @@ def residual(row: Row, metric: str) -> float | None:
     if metric == "throughput" and metric_key(row.measured, metric) == "step_time_s":
         return math.log(pred / meas)  # throughput is 1 / step time: the residual of tokens/s
     return math.log(meas / pred)
-
-
-def calibrated_frameworks() -> set[str]:
-    """The training stacks the shipped calibration has fitted factors for."""
-    from .catalog.efficiency import shipped_calibration
-
-    values = (shipped_calibration() or {}).get("values") or {}
-    return {fw for name, entry in values.items() if name.startswith("framework_")
-            for fw in (entry.get("by_framework") or {})}
 
 
 def _fold(args: tuple) -> dict[str, Any]:

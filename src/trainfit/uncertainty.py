@@ -179,11 +179,22 @@ def shipped_bands() -> Bands | None:
     return Bands(doc.get("residuals") or [])
 
 
+# Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1 (calibrate).
+REFERENCE_STACKS = {"hf-trainer", "trainfit", "None"}
+
+
+def calibrated_frameworks() -> set[str]:
+    """The training stacks the shipped calibration has fitted factors for."""
+    from .catalog.efficiency import shipped_calibration
+
+    values = (shipped_calibration() or {}).get("values") or {}
+    return {fw for name, entry in values.items() if name.startswith("framework_")
+            for fw in (entry.get("by_framework") or {})}
+
+
 def framework_known(framework: str | None) -> bool:
     """Whether the calibration has seen this training stack: a reference stack (whose eager Hugging Face code is
     the model's own) or one with fitted factors in the shipped calibration."""
-    from .calibrate import REFERENCE_STACKS, calibrated_frameworks
-
     return framework is not None and framework != "None" and (framework in REFERENCE_STACKS
                                                                or framework in calibrated_frameworks())
 

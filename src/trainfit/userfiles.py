@@ -6,6 +6,7 @@ duplicate keys; nesting deeper than MAX_DEPTH). Every refusal is a UserFileError
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -192,11 +193,40 @@ def read_user_yaml(path: str, what: str, cap_bytes: int = SMALL_FILE) -> Any:
 
 # ---- JSON --------------------------------------------------------------------------------------------------------
 
-def load_user_json(text: str, where: str) -> Any:
-    """JSON text -> Python data: standard JSON only (no NaN / Infinity), duplicate keys and deep nesting refused."""
-    from . import userjson
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
 
-    return userjson.loads(text, where)
+
+class _Duplicate(Exception):
+    def __init__(self, key: str):
+        self.key = key
+
+
+def _unique(pairs: list) -> dict:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(key)
+        out[key] = value
+    return out
+
+
+def load_user_json(text: str, where: str, max_depth: int = MAX_DEPTH) -> Any:
+    """JSON text -> Python data: standard JSON only (no NaN / Infinity), duplicate keys and deep nesting refused.
+    trainfit.userjson.loads is this function."""
+    try:
+        doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
+    except _Duplicate as exc:
+        raise UserFileError("uf_json_duplicate_key", where=where, name=repr(exc.key)) from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
+        if "integer string conversion" in str(exc):
+            raise SpecError(f"{where}: a number with more than 4300 digits is not a value any field takes") from None
+        raise SpecError(f"{where}: {' '.join(str(exc).split())[:200]}") from None
+    except RecursionError:
+        raise UserFileError("uf_too_deep", where=where, limit=max_depth) from None
+    return check_depth(doc, where, max_depth)
 
 
 def read_user_json(path: str, what: str, cap_bytes: int = SMALL_FILE) -> Any:

@@ -21,8 +21,9 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import MissingDependency, SpecError
-from ..spec.model import ModelSpec, softcap_value
+from ..spec.model import ModelSpec, is_fast_path, softcap_value
 from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
+from .preset_data import preset_data
 
 # config.json keys that only describe weights on disk or runtime behaviour (not the architecture)
 _DROP_KEYS = ("architectures", "auto_map", "quantization_config", "_name_or_path", "transformers_version",
@@ -96,13 +97,12 @@ def _arch_key(text: dict[str, Any]) -> str:
 @lru_cache(maxsize=1)
 def _shipped_index() -> dict[str, dict]:
     """Architecture key -> the read structure shipped in a preset (presets outside the fast path carry it)."""
-    from .models import all_models
-
     out: dict[str, dict] = {}
-    for preset in all_models().values():
-        if preset.structure is not None and not preset.fast_path \
-                and preset.structure.get("position", "rope") == "rope":
-            out.setdefault(_arch_key(text_config(preset.hf_config)[0]), preset.structure)
+    for data in preset_data().values():
+        structure = data.get("structure")
+        if structure is not None and not is_fast_path(data["hf_config"]) \
+                and structure.get("position", "rope") == "rope":
+            out.setdefault(_arch_key(text_config(data["hf_config"])[0]), structure)
     return out
 
 

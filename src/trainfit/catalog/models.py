@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import userjson
-from ..errors import CatalogError, SpecError, unknown_name
+from ..errors import SpecError, unknown_name
 from ..spec.model import ModelSpec, is_fast_path
-from ._io import model_files, norm_name
+from ._io import norm_name
+from .preset_data import preset_data
 
 
 @dataclass(frozen=True)
@@ -58,16 +59,12 @@ def spec_from_config(cfg: dict, name: str = "", source: str = "", params_reporte
 @lru_cache(maxsize=1)
 def all_models() -> dict[str, ModelPreset]:
     out: dict[str, ModelPreset] = {}
-    for filename, data in model_files():
-        try:
-            preset = ModelPreset(
-                name=data["name"], aliases=tuple(data.get("aliases", ())), hf_id=data.get("hf_id", ""),
-                hf_config=data["hf_config"], params=data.get("params"), source=data.get("source", ""),
-                source_id=data.get("source_id", ""), source_date=data.get("source_date", ""),
-                note=data.get("note", ""), structure=data.get("structure"))
-        except KeyError as exc:
-            raise CatalogError(f"models/{filename}: missing {exc}") from None
-        out[preset.name] = preset
+    for name, data in preset_data().items():
+        out[name] = ModelPreset(
+            name=name, aliases=tuple(data.get("aliases", ())), hf_id=data.get("hf_id", ""),
+            hf_config=data["hf_config"], params=data.get("params"), source=data.get("source", ""),
+            source_id=data.get("source_id", ""), source_date=data.get("source_date", ""),
+            note=data.get("note", ""), structure=data.get("structure"))
     return out
 
 

@@ -293,7 +293,7 @@ def _layers() -> tuple[tuple[str, tuple[Price, ...]], ...]:
 def check_known(prices: list[Price], where: str) -> list[Price]:
     """A quote for an instance type the catalog does not know cannot be planned on: say so, with a suggestion."""
     from ..errors import unknown_name
-    from .instances import all_instances
+    from .instance_table import all_instances
 
     known = all_instances()
     for p in prices:
@@ -372,7 +372,7 @@ def listing(provider: str | None = None, region: str | None = None, gpu: str | N
     """Every known price matching the filters, as plain rows (cheapest per GPU-hour first within a GPU); vGPU
     slices and instances without a known GPU only with include_all."""
     from .gpus import get_gpu
-    from .instances import all_instances
+    from .instance_table import all_instances
 
     gpu_id = get_gpu(gpu).id if gpu else None
     if provider and provider not in PROVIDERS:

@@ -18,43 +18,20 @@ How one step is built (benchmarks/parallel3d.py measured this composition on the
 
 from __future__ import annotations
 
-import math
-from dataclasses import replace
-from functools import lru_cache
-
-from ..catalog.efficiency import Efficiencies, EfficiencyView, recorded_cache
+from ..catalog.efficiency import EfficiencyView
 from ..errors import SpecError
 from ..spec.cluster import Cluster
-from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
-from ..spec.training import Attention, Fsdp, GradCkpt, Method, Strategy, TrainingSpec
+from ..spec.training import Method, Strategy, TrainingSpec
 from . import parallel3d as p3
-from .memory import MemoryResult, Phase
+from .layout import (TORCHTITAN_LOSS_PARALLEL_BYTES, _stage_of, layout_of, memory, recompute_of,  # noqa: F401
+                     stage_model)
 from .perf import StepTime
 
 # Overlap of each collective with compute, the same for every layout (parallel3d.Overlap): TP collectives and
 # pipeline sends exposed (Megatron-LM overlaps neither by default), the ring attention's KV exchange hidden behind the
 # attention core (each step sends the next chunk while it computes on this one).
 TP_OVERLAP, P2P_OVERLAP, CP_OVERLAP, EP_OVERLAP = 0.0, 0.0, 1.0, 0.0
-
-
-# Bytes per logit element (each GPU's vocabulary shard) at the loss's peak under torchtitan's TP, whose loss_parallel
-# is on by default (job_config.py disable_loss_parallel = False, 0.2.2): its cross_entropy_loss casts the bf16 logits
-# to fp32 (components/loss.py: pred.flatten(0, 1).float()) while the caller still holds them (2 + 4), and DTensor's
-# parallel log-softmax (torch/distributed/tensor/parallel/loss.py _log_softmax) keeps the shifted logits (4) and
-# their exp (4): 14 bytes in forward; in backward the saved fp32 log-probabilities (4), the incoming gradient (4),
-# exp of the output (4) and the result (4) before its cast: 16, the larger.
-TORCHTITAN_LOSS_PARALLEL_BYTES = 16.0
-
-
-@lru_cache(maxsize=65536)
-def layout_of(s: Strategy) -> p3.Layout:
-    # expert TP not given: Megatron-Core's default is the TP size (0 here), torchtitan's 1
-    etp = s.etp or (1 if s.engine == "torchtitan" else 0)
-    return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=etp, dp=s.dp,
-                     sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
-                     distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE,
-                     ep_overlap=bool(s.ep_overlap), dispatcher=s.moe_dispatcher)
 
 
 def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
@@ -70,31 +47,14 @@ def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
     return layout
 
 
-def recompute_of(t: TrainingSpec) -> str:
-    return {GradCkpt.FULL: "full", GradCkpt.SELECTIVE: "selective"}.get(t.grad_ckpt, "none")
-
-
-def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
-    """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
-    read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
-    dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own."""
-    return m if s.pp == 1 else _stage_of(m, math.ceil(m.layers / s.pp))
-
-
-@lru_cache(maxsize=4096)
-def _stage_of(m: ModelSpec, layers: int) -> ModelSpec:
-    # one object per stage size: its hash is computed once
-    structure = m.structure.blocks(m.layers - layers, m.layers) if m.structure is not None else None
-    return replace(m, layers=layers, structure=structure)
-
-
 def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView):
     """The data-parallel estimator on one GPU running one micro-batch of the stage."""
     from ..spec.cluster import cluster_for
-    from .core import run_estimate
+    from .estimator import check_compatibility, data_parallel_estimate
 
     one = Strategy(gpus_per_node=1, nodes=1)
-    return run_estimate(stage_model(m, s), t.per_micro_batch, one, cluster_for(cluster.gpu, 1, 1), view=eff)
+    sm, t1, c1 = stage_model(m, s), t.per_micro_batch, cluster_for(cluster.gpu, 1, 1)
+    return data_parallel_estimate(sm, t1, one, c1, eff, check_compatibility(sm, t1, one, c1))
 
 
 def links_of(cluster: Cluster, s: Strategy, eff: EfficiencyView) -> p3.Links:
@@ -225,41 +185,3 @@ def overlap_of(m: ModelSpec, t: TrainingSpec, s: Strategy, layout: p3.Layout, li
                                                       (1 - moe_share) * bwd / n, moe_share * (fwd + bwd) / n,
                                                       t.grad_accum)
     return p3.Overlap(tp=tp_hidden, cp=CP_OVERLAP, ep=ep_hidden, p2p=p2p, dp=dp_hidden)
-
-
-def memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
-    return _memory(m, t, s, gpu, efficiencies)
-
-
-@recorded_cache(maxsize=4096)
-def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
-    """parallel3d's peak bytes per GPU, with the allocator, CUDA context and NCCL of the stage's own memory estimate
-    (one GPU, one micro-batch)."""
-    from .core import memory_of
-    from .trainable import split_params
-
-    layout = layout_of(s)
-    eff = efficiencies.shared_view(gpu)
-    sm, t1 = stage_model(m, s), t.per_micro_batch
-    stage = memory_of(sm, t1, Strategy(gpus_per_node=1, nodes=1), gpu,
-                      split_params(sm, t1, int(eff("freeze_trainable_layers"))), efficiencies)
-    tt = t.for_memory
-    tokens = tt.sequences_per_micro_batch * tt.seq_len
-    logits_bytes = stage.parts.get("logits", 0.0) / (tokens * m.vocab) or 4.0
-    if s.engine == "torchtitan" and s.tp > 1:
-        logits_bytes = TORCHTITAN_LOSS_PARALLEL_BYTES
-    which, peak = p3.peak_memory_per_gpu(p3.arch_of(m), layout, seq_len=tt.seq_len,
-                                         micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum,
-                                         recompute=recompute_of(t), flash_attention=t.attention != Attention.EAGER,
-                                         logits_bytes=logits_bytes)
-    allocated = peak.total
-    reserved = allocated * (1 + stage.allocator_fraction) + stage.allocator_constant
-    device = reserved + (stage.device - stage.reserved)
-    overheads = (("other/allocator_cache", reserved - allocated), ("other/cuda_context_and_nccl", device - reserved))
-    note = (f"memory of the {which} pipeline stage of {s.label()} (estimate/parallel3d.py: Korthikanti et al. 2022 "
-            "activations, Megatron-LM's states)")
-    # the first stage's peak: the first backward begins with every in-flight micro-batch's activations held (1F1B)
-    return MemoryResult(phases=(Phase("backward_start", (dict(peak.parts),), allocated),), peak_phase="backward_start",
-                        allocated=allocated, reserved=reserved, device=device, usable=stage.usable,
-                        overheads=overheads, regime=stage.regime, notes=(note,),
-                        allocator_fraction=stage.allocator_fraction, allocator_constant=stage.allocator_constant)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .setup import Setup
+from .common import Setup
 
 # Decoder block class per model_type (the unit FSDP wraps), as named in transformers' modeling_*.py files.
 LAYER_CLASSES = {

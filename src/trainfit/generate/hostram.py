@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .setup import Setup
+from .common import Setup
 
 GiB = 2**30
 

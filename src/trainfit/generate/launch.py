@@ -7,7 +7,7 @@ import shlex
 from functools import lru_cache
 
 from ..catalog._io import read_yaml
-from .setup import Setup
+from .common import Setup, one_line  # noqa: F401 - one_line: kept importable here
 
 
 @lru_cache(maxsize=1)
@@ -39,14 +39,6 @@ def _nccl_block(setup: Setup) -> list[str]:
         for key, value in preset.get("optional", {}).items():
             lines.append(f"# export {key}={shlex.quote(str(value))}")
     return lines
-
-
-def one_line(text: object) -> str:
-    """Text safe inside a shell comment: control characters (a newline would end the comment) and bidi overrides (a
-    comment that reads otherwise than it runs) become spaces."""
-    from ..textsafe import plain
-
-    return plain(text)
 
 
 def engine_label(st: dict) -> str:

@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..errors import GenerateError
-
-
-@dataclass(frozen=True)
-class Setup:
-    """The chosen configuration, as generate needs it."""
-
-    model: dict  # name, hf_id, source, hf_config
-    workload: dict  # task, seq_len, global_batch, processed_tokens, epochs
-    choice: dict  # provider/instance/gpu/gpus_per_node/nodes/strategy/plan numbers
-
-    @property
-    def strategy(self) -> dict:
-        return self.choice["strategy"]
-
-    @property
-    def world_size(self) -> int:
-        return int(self.choice["gpus_per_node"]) * int(self.choice["nodes"])
+from .common import Setup
 
 
 def require_generated_stack(setup: Setup) -> None:
-    """generate writes trainfit's train.py, whose run is the reference stacks' (calibrate.REFERENCE_STACKS: its own
+    """generate writes trainfit's train.py, whose run is the reference stacks' (uncertainty.REFERENCE_STACKS: its own
     loop, or the Hugging Face Trainer's, over the same Transformers + PEFT code); numbers made for another stack
     (--framework litgpt, megatron, torchtitan, ...) are not that script's, and its layout may be one train.py's
     engines do not run the same way: refused, with what to do instead. A model-parallel plan (engine megatron /
     torchtitan) is launched with that stack's own program instead, and refused where the stack cannot run it."""
-    from ..calibrate import REFERENCE_STACKS
+    from ..uncertainty import REFERENCE_STACKS
     from .stacks import STACK_NAMES, check_3d, check_framework, is_3d
 
     framework = setup.choice.get("framework")

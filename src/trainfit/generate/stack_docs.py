@@ -4,7 +4,8 @@ the plan's layout and numbers, what the user fills in (data, tokenizer, weights)
 from __future__ import annotations
 
 from ..textsafe import markdown
-from .setup import Setup
+from .common import Setup
+from .doc_parts import _numbers, _target_section
 
 
 def stack_requirements(setup: Setup) -> str:
@@ -75,7 +76,6 @@ def _torchtitan_steps(setup: Setup, zh: bool) -> list[str]:
 
 
 def stack_readme(setup: Setup, lang: str, target: str) -> str:
-    from .docs import _numbers, _target_section
     from .stacks import STACK_NAMES
 
     zh, st, c = lang == "zh", setup.strategy, setup.choice

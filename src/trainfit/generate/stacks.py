@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..errors import GenerateError
 from . import megatron, torchtitan
-from .setup import Setup
+from .common import Setup
 
 TRAIN_ARGS = 'train.py --config train_config.json --data "$DATA" --output-dir "$OUTPUT_DIR"'
 THREE_D = {"megatron": megatron, "torchtitan": torchtitan}

@@ -15,7 +15,7 @@ import re
 import shlex
 
 from ..errors import GenerateError
-from .setup import Setup
+from .common import Setup
 from .stacks import TRAIN_ARGS, is_3d, node_prelude, program  # noqa: F401 - TRAIN_ARGS: tests/test_targets.py
 
 TARGETS = ("ecs", "dlc", "pytorchjob", "skypilot", "slurm")

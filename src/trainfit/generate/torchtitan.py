@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from ..errors import GenerateError
+from .common import Setup
 from .configs import LEARNING_RATE, save_steps_for, steps_for
-from .setup import Setup
 
 TORCHTITAN_VERSION = "0.2.2"
 CONFIG_FILE = "torchtitan.toml"

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from ..errors import SpecError, TrainfitError
 from ..i18n import LANGS
 from .guard import MAX_BODY, BodyTooLarge, too_large
+from .responses import _known_lang, _one_line, error_response, error_text  # noqa: F401 - error_text: kept here
 from .words import words
 
 INTS = ("seq_len", "micro_batch", "grad_accum", "gpus", "lora_rank", "epochs")
@@ -182,31 +183,6 @@ def options(lang: str) -> dict[str, Any]:
     return {"models": sorted(all_models()), "gpus": sorted(all_gpus()), "instances": sorted(all_instances()),
             "methods": ["full", "lora", "qlora", "freeze"], "grad_ckpt": ["none", "selective", "full"],
             "langs": list(LANGS), "words": words(lang if lang in LANGS else "en")}
-
-
-def _one_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:500]
-
-
-def _known_lang(value: Any, default: str = "en") -> str:
-    return value if value in LANGS else default
-
-
-def error_text(exc: BaseException, lang: str) -> str:
-    """One line in the user's language: a LocalizedError's own wording, else the known error shapes (i18n.errors)."""
-    from ..errors import LocalizedError
-    from ..i18n.errors import localize_error
-
-    if isinstance(exc, LocalizedError):
-        return _one_line(RuntimeError(exc.message(lang)))
-    return localize_error(_one_line(exc), lang)
-
-
-def error_response(exc: BaseException, status: int, lang: str):
-    from fastapi.responses import JSONResponse
-
-    return JSONResponse({"error": error_text(exc, lang), "kind": type(exc).__name__, "lang": lang},
-                        status_code=status)
 
 
 def create_app(host: str | None = None, port: int | None = None):

@@ -186,7 +186,7 @@ class Guard:
         except SpecError as exc:
             from urllib.parse import parse_qs
 
-            from .app import _known_lang, error_response
+            from .responses import _known_lang, error_response
 
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             lang = _known_lang((query.get("lang") or ["en"])[0])

@@ -1,0 +1,91 @@
+"""A model-parallel layout (tp x pp x cp x ep x dp, issue 34) as the estimates take it: parallel3d's Layout of a
+Strategy, one pipeline stage as a model of its own, and the layout's memory per GPU (parallel3d's peak with the
+allocator, CUDA context and NCCL of the stage's own data-parallel memory estimate). Below estimator.py (an Estimate's
+memory) and model_parallel.py (the layout's step time); model_parallel.py keeps these names too."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+from ..catalog.efficiency import Efficiencies, recorded_cache
+from ..spec.hardware import GpuSpec
+from ..spec.model import ModelSpec
+from ..spec.training import Attention, Fsdp, GradCkpt, Strategy, TrainingSpec
+from . import parallel3d as p3
+from .memory import MemoryResult, Phase
+from .memos import data_parallel_memory
+
+# Bytes per logit element (each GPU's vocabulary shard) at the loss's peak under torchtitan's TP, whose loss_parallel
+# is on by default (job_config.py disable_loss_parallel = False, 0.2.2): its cross_entropy_loss casts the bf16 logits
+# to fp32 (components/loss.py: pred.flatten(0, 1).float()) while the caller still holds them (2 + 4), and DTensor's
+# parallel log-softmax (torch/distributed/tensor/parallel/loss.py _log_softmax) keeps the shifted logits (4) and
+# their exp (4): 14 bytes in forward; in backward the saved fp32 log-probabilities (4), the incoming gradient (4),
+# exp of the output (4) and the result (4) before its cast: 16, the larger.
+TORCHTITAN_LOSS_PARALLEL_BYTES = 16.0
+
+
+@lru_cache(maxsize=65536)
+def layout_of(s: Strategy) -> p3.Layout:
+    # expert TP not given: Megatron-Core's default is the TP size (0 here), torchtitan's 1
+    etp = s.etp or (1 if s.engine == "torchtitan" else 0)
+    return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=etp, dp=s.dp,
+                     sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
+                     distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE,
+                     ep_overlap=bool(s.ep_overlap), dispatcher=s.moe_dispatcher)
+
+
+def recompute_of(t: TrainingSpec) -> str:
+    return {GradCkpt.FULL: "full", GradCkpt.SELECTIVE: "selective"}.get(t.grad_ckpt, "none")
+
+
+def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
+    """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
+    read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
+    dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own."""
+    return m if s.pp == 1 else _stage_of(m, math.ceil(m.layers / s.pp))
+
+
+@lru_cache(maxsize=4096)
+def _stage_of(m: ModelSpec, layers: int) -> ModelSpec:
+    # one object per stage size: its hash is computed once
+    structure = m.structure.blocks(m.layers - layers, m.layers) if m.structure is not None else None
+    return replace(m, layers=layers, structure=structure)
+
+
+def memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
+    return _memory(m, t, s, gpu, efficiencies)
+
+
+@recorded_cache(maxsize=4096)
+def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:
+    """parallel3d's peak bytes per GPU, with the allocator, CUDA context and NCCL of the stage's own memory estimate
+    (one GPU, one micro-batch)."""
+    from .trainable import split_params
+
+    layout = layout_of(s)
+    eff = efficiencies.shared_view(gpu)
+    sm, t1 = stage_model(m, s), t.per_micro_batch
+    stage = data_parallel_memory(sm, t1, Strategy(gpus_per_node=1, nodes=1), gpu,
+                                 split_params(sm, t1, int(eff("freeze_trainable_layers"))), efficiencies)
+    tt = t.for_memory
+    tokens = tt.sequences_per_micro_batch * tt.seq_len
+    logits_bytes = stage.parts.get("logits", 0.0) / (tokens * m.vocab) or 4.0
+    if s.engine == "torchtitan" and s.tp > 1:
+        logits_bytes = TORCHTITAN_LOSS_PARALLEL_BYTES
+    which, peak = p3.peak_memory_per_gpu(p3.arch_of(m), layout, seq_len=tt.seq_len,
+                                         micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum,
+                                         recompute=recompute_of(t), flash_attention=t.attention != Attention.EAGER,
+                                         logits_bytes=logits_bytes)
+    allocated = peak.total
+    reserved = allocated * (1 + stage.allocator_fraction) + stage.allocator_constant
+    device = reserved + (stage.device - stage.reserved)
+    overheads = (("other/allocator_cache", reserved - allocated), ("other/cuda_context_and_nccl", device - reserved))
+    note = (f"memory of the {which} pipeline stage of {s.label()} (estimate/parallel3d.py: Korthikanti et al. 2022 "
+            "activations, Megatron-LM's states)")
+    # the first stage's peak: the first backward begins with every in-flight micro-batch's activations held (1F1B)
+    return MemoryResult(phases=(Phase("backward_start", (dict(peak.parts),), allocated),), peak_phase="backward_start",
+                        allocated=allocated, reserved=reserved, device=device, usable=stage.usable,
+                        overheads=overheads, regime=stage.regime, notes=(note,),
+                        allocator_fraction=stage.allocator_fraction, allocator_constant=stage.allocator_constant)
