@@ -18,16 +18,27 @@ def _fields(text: str) -> set[str]:
     return {f for _, f, _, _ in string.Formatter().parse(text) if f}
 
 
-def test_the_message_catalogs_are_complete():
-    """The CLI's messages (with serving's), the reports' words and the web calculator's labels."""
-    from trainfit.report.words import WORDS
-    from trainfit.ui.words import UI_WORDS
+def test_the_message_catalog_is_complete():
+    """One message table (issue 38): the CLI's messages, serving's, generate's, the user-file errors', the reports'
+    words and the web calculator's labels, every key once, each in both languages with the same placeholders."""
+    from trainfit.i18n import errors, generate, report, serving, ui
 
-    for catalog in (_MESSAGES, WORDS, UI_WORDS):
-        assert catalog
-        for key, entry in catalog.items():
-            assert entry.get("en") and entry.get("zh"), f"message {key!r} lacks a language"
-            assert _fields(entry["en"]) == _fields(entry["zh"]), f"message {key!r}: placeholders differ"
+    areas = (serving.SERVING_MESSAGES, generate.GENERATE_MESSAGES, errors.USERFILE_MESSAGES, report.REPORT_MESSAGES,
+             ui.UI_MESSAGES)
+    assert sum(len(a) for a in areas) < len(_MESSAGES)
+    for area in areas:
+        assert area and all(_MESSAGES[k] is v for k, v in area.items())
+    for key, entry in _MESSAGES.items():
+        assert entry.get("en") and entry.get("zh"), f"message {key!r} lacks a language"
+        assert _fields(entry["en"]) == _fields(entry["zh"]), f"message {key!r}: placeholders differ"
+
+
+def test_the_web_calculator_reads_its_labels_from_the_table():
+    from trainfit.ui.words import words
+
+    zh = words("zh")
+    assert zh["title"] == _MESSAGES["ui_title"]["zh"] and words("en")["gpu"] == "GPU"
+    assert len(zh) == sum(1 for k in _MESSAGES if k.startswith("ui_"))
 
 
 def test_unknown_sentences_pass_through_and_english_is_untouched():
@@ -364,3 +375,23 @@ def test_trace_notes_are_chinese(run_cli, tmp_path, monkeypatch):
             page = html.unescape((tmp_path / "r.html").read_text(encoding="utf-8"))
             assert all(n in page for n in notes), notes
     assert len(seen) >= 10, seen  # the notes of the three setups, each once
+
+
+def test_a_sentence_of_the_table_renders_in_each_language_from_the_table(monkeypatch):
+    """trainfit.i18n.say: the English text is the str (printing, joining and JSON as before); Chinese comes from the
+    table's own entry, with a sentence inside it in the same language; it survives pickling; an unknown key fails
+    where the sentence is made."""
+    import json
+    import pickle
+
+    from trainfit.i18n import Msg, say
+
+    monkeypatch.setitem(_MESSAGES, "x_outer", {"en": "{n} GPUs set aside: {why}", "zh": "{n} 张 GPU 被排除：{why}"})
+    sentence = say("x_outer", n=2, why=say("rj_no_price"))
+    assert isinstance(sentence, Msg) and sentence == "2 GPUs set aside: no price in the catalog"
+    assert json.dumps({"s": sentence}) == '{"s": "2 GPUs set aside: no price in the catalog"}'
+    assert localize(sentence, "zh") == "2 张 GPU 被排除：目录中无价格" == sentence.render("zh")
+    assert localize(sentence, "en") == sentence
+    assert pickle.loads(pickle.dumps(sentence)).render("zh") == "2 张 GPU 被排除：目录中无价格"
+    with pytest.raises(KeyError):
+        say("x_no_such_key")

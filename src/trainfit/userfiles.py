@@ -30,17 +30,6 @@ class UserFileError(LocalizedError, SpecError):
         return t(self.key, lang).format(**values)
 
 
-def _register_messages() -> None:
-    from .i18n import _MESSAGES
-    from .i18n.errors import USERFILE_MESSAGES
-
-    for key, text in USERFILE_MESSAGES.items():
-        _MESSAGES.setdefault(key, text)
-
-
-_register_messages()
-
-
 def human_bytes(n: int) -> str:
     """1048576 -> '1 MB' (binary units, the way the limits are set)."""
     for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):

@@ -333,12 +333,56 @@ def t(key: str, lang: str) -> str:
     return entry.get(lang) or entry["en"]
 
 
-def _merge_serving() -> None:
+def _register_areas() -> None:
+    """The one message table: the CLI's messages above and each area's own entries, every key once."""
+    from .errors import USERFILE_MESSAGES
     from .generate import GENERATE_MESSAGES
+    from .report import REPORT_MESSAGES
+    from .sentences_estimate import SENTENCES as ESTIMATE_SENTENCES
+    from .sentences_plan import SENTENCES as PLAN_SENTENCES
+    from .sentences_validate import SENTENCES as VALIDATE_SENTENCES
     from .serving import SERVING_MESSAGES
+    from .ui import UI_MESSAGES
 
-    _MESSAGES.update(SERVING_MESSAGES)
-    _MESSAGES.update(GENERATE_MESSAGES)
+    for area in (SERVING_MESSAGES, GENERATE_MESSAGES, USERFILE_MESSAGES, REPORT_MESSAGES, UI_MESSAGES,
+                 VALIDATE_SENTENCES, ESTIMATE_SENTENCES, PLAN_SENTENCES):
+        clash = sorted(set(area) & set(_MESSAGES))
+        if clash:
+            raise RuntimeError(f"message keys defined twice: {clash}")
+        _MESSAGES.update(area)
 
 
-_merge_serving()
+_register_areas()
+
+
+class Msg(str):
+    """A sentence of the message table: its English text (what it is as a str, so it prints, joins and goes into
+    JSON as before) with the key and values it was made from, so it renders in any language from the table, not by
+    translating the English. Values that are themselves Msg (a reason inside a sentence) render in the same language.
+    Made by `say`."""
+
+    key: str
+    values: dict
+
+    def __new__(cls, key: str, values: dict):
+        self = super().__new__(cls, _format(key, "en", values))
+        self.key, self.values = key, values
+        return self
+
+    def render(self, lang: str) -> str:
+        return str.__str__(self) if lang == "en" else _format(self.key, lang, self.values)
+
+    def __reduce__(self):  # pickles as its key and values (a str subclass would otherwise pickle as its text)
+        return (Msg, (self.key, self.values))
+
+
+def _format(key: str, lang: str, values: dict) -> str:
+    if key not in _MESSAGES:
+        raise KeyError(f"no message {key!r} in the message table")
+    return t(key, lang).format(**{k: v.render(lang) if isinstance(v, Msg) else v for k, v in values.items()})
+
+
+def say(key: str, **values) -> Msg:
+    """The sentence `key` of the message table with its values: English as a str, any language by `.render(lang)`
+    or `trainfit.i18n.notes.localize`."""
+    return Msg(key, values)

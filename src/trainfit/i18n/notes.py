@@ -485,7 +485,12 @@ _INNER = {"rule": lambda v: localize(v, "zh"), "risky": lambda v: localize(v, "z
 
 
 def localize(text: str, lang: str) -> str:
-    """`text` in `lang` (English sentences pass through unchanged when no pattern knows them)."""
+    """`text` in `lang`: a sentence of the message table (trainfit.i18n.Msg) from the table; an English sentence
+    not yet in the table by the patterns above (unchanged when no pattern knows it)."""
+    from . import Msg
+
+    if isinstance(text, Msg):
+        return text.render(lang)
     hit = first_match(_COMPILED, text) if lang == "zh" else None
     if hit is None:
         return text
