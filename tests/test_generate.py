@@ -10,6 +10,7 @@ import pytest
 
 from trainfit.generate import render_files
 from trainfit.generate.setup import Setup
+from trainfit.train.runner import JOB_MODULES
 
 SNAPSHOTS = os.path.join(os.path.dirname(__file__), "snapshots")
 
@@ -49,7 +50,8 @@ REFERENCE = {
 @pytest.mark.parametrize("name", sorted(REFERENCE))
 def test_snapshots(name):
     files = render_files(REFERENCE[name], data="/data/train.jsonl", output_dir="output", lang="en")
-    files.pop("train.py")  # the runner module itself, tested by running it
+    for module in ("train.py", *JOB_MODULES):  # the runner module and its modules, tested by running them
+        files.pop(module)
     folder = os.path.join(SNAPSHOTS, name)
     if os.environ.get("TRAINFIT_UPDATE_SNAPSHOTS"):
         os.makedirs(folder, exist_ok=True)

@@ -27,6 +27,14 @@ def runner_source() -> str:
     return resources.files("trainfit.train").joinpath("runner.py").read_text(encoding="utf-8")
 
 
+def runner_modules() -> dict[str, str]:
+    """The runner's modules (train/runner.py JOB_MODULES), copied verbatim beside train.py, which imports them."""
+    from ..train.runner import JOB_MODULES  # the runner imports only the standard library at module level
+
+    folder = resources.files("trainfit.train")
+    return {name: folder.joinpath(name).read_text(encoding="utf-8") for name in JOB_MODULES}
+
+
 def render_files(setup: Setup, data: str | None, output_dir: str = "output", lang: str = "en", target: str = "ecs",
                  image: str | None = None, storage: str | None = None, pvc: str | None = None,
                  model_source: str = "hf", model_path: str | None = None) -> dict[str, str]:
@@ -51,6 +59,7 @@ def render_files(setup: Setup, data: str | None, output_dir: str = "output", lan
                                             ensure_ascii=False) + "\n"
     files["launch.sh"] = launch_script(setup, data, output_dir, model_source)
     files["train.py"] = runner_source()
+    files.update(runner_modules())
     files["requirements.txt"] = requirements(setup, model_source)
     files.update(target_files(target, setup, data, output_dir, image, storage, pvc))
     files["README.md"] = readme(setup, lang, target, model_source)
