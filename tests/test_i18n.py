@@ -21,9 +21,9 @@ def _fields(text: str) -> set[str]:
 def test_the_message_catalog_is_complete():
     """One message table (issue 38): the CLI's messages, serving's, generate's, the user-file errors', the reports'
     words and the web calculator's labels, every key once, each in both languages with the same placeholders."""
-    from trainfit.i18n import errors, generate, report, serving, ui
+    from trainfit.i18n import generate, report, serving, ui, userfiles
 
-    areas = (serving.SERVING_MESSAGES, generate.GENERATE_MESSAGES, errors.USERFILE_MESSAGES, report.REPORT_MESSAGES,
+    areas = (serving.SERVING_MESSAGES, generate.GENERATE_MESSAGES, userfiles.USERFILE_MESSAGES, report.REPORT_MESSAGES,
              ui.UI_MESSAGES)
     assert sum(len(a) for a in areas) < len(_MESSAGES)
     for area in areas:

@@ -335,7 +335,6 @@ def t(key: str, lang: str) -> str:
 
 def _register_areas() -> None:
     """The one message table: the CLI's messages above and each area's own entries, every key once."""
-    from .errors import USERFILE_MESSAGES
     from .generate import GENERATE_MESSAGES
     from .report import REPORT_MESSAGES
     from .sentences_estimate import SENTENCES as ESTIMATE_SENTENCES
@@ -343,6 +342,7 @@ def _register_areas() -> None:
     from .sentences_validate import SENTENCES as VALIDATE_SENTENCES
     from .serving import SERVING_MESSAGES
     from .ui import UI_MESSAGES
+    from .userfiles import USERFILE_MESSAGES
 
     for area in (SERVING_MESSAGES, GENERATE_MESSAGES, USERFILE_MESSAGES, REPORT_MESSAGES, UI_MESSAGES,
                  VALIDATE_SENTENCES, ESTIMATE_SENTENCES, PLAN_SENTENCES):
