@@ -14,7 +14,7 @@ PIP_LOCKED := $(BIN)/pip install -q -c $(LOCK) --build-constraint $(LOCK)
 TEST_JOBS ?= 2
 PYTEST_ARGS ?= -n $(TEST_JOBS) --dist loadgroup --durations=20
 
-.PHONY: run test test-latest lock browser calibrate cv peers bench clean trace-cases
+.PHONY: run test test-latest lock browser calibrate cv peers bench clean trace-cases docs
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -88,7 +88,7 @@ test-latest: browser
 	echo "make test-latest: versions in $(LATEST)/versions.txt"; exit $$status
 
 # Refresh the locks to the newest releases (pip-compile, in a virtual environment of its own); then make test, and
-# regenerate the structure templates if transformers moved (tools/make_templates.py; see README, Tests).
+# regenerate the structure templates if transformers moved (tools/make_templates.py; see docs/tests.md).
 LOCKER := $(VENV)/lock
 PIP_COMPILE := CUSTOM_COMPILE_COMMAND="make lock" $(LOCKER)/bin/pip-compile -q --upgrade --strip-extras --allow-unsafe --no-emit-index-url \
 	--no-emit-find-links --no-emit-trusted-host
@@ -98,22 +98,34 @@ lock:
 	$(PIP_COMPILE) --extra test -o $(LOCK) pyproject.toml requirements/test.in
 	$(PIP_COMPILE) -o requirements/sky.lock requirements/sky.in
 
+# The docs site (mkdocs.yml, docs/): every marked output in README.md and docs/**/*.md rerun and rewritten, the command
+# reference regenerated from the argparse parser (tools/docs.py; `python tools/docs.py --check` only reports what is
+# stale, as tests/test_docs.py does), then the site built into build/site with --strict (`$(BIN)/mkdocs serve` browses
+# it). Needs trainfit and mkdocs from the lock, not the whole test environment.
+$(VENV)/.docs-installed: pyproject.toml $(LOCK) | $(BIN)/python
+	$(PIP_LOCKED) -e . mkdocs mkdocs-material
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/python tools/docs.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d build/site
+
 # The shipped calibration, fitted on committed data (published runs + our own measurements); reproducible.
 CALIBRATION_INPUTS := data/validation/published_dev.jsonl $(sort $(wildcard data/measurements/*.jsonl))
 calibrate: $(VENV)/.run-installed
 	$(BIN)/trainfit calibrate $(CALIBRATION_INPUTS) --out src/trainfit/catalog/data/calibration.yaml
 
-# Traced steps as validation cases of the source `trace` (README, Accuracy; about 8 minutes on 2 cores). Not a
+# Traced steps as validation cases of the source `trace` (docs/accuracy.md; about 8 minutes on 2 cores). Not a
 # calibration input: allocated memory fits none of the calibrated values.
 trace-cases: $(VENV)/.test-installed
 	PYTHONPATH=src $(BIN)/python benchmarks/conformance.py --n 48 --seed 0 --cases-out data/validation/trace_cases.jsonl
 
-# Leave-one-source-out error and the residuals the error bands are made from (README, Accuracy; minutes).
+# Leave-one-source-out error and the residuals the error bands are made from (docs/accuracy.md; minutes).
 cv: $(VENV)/.run-installed
 	$(BIN)/trainfit calibrate data/validation/published_dev.jsonl --cv source --jobs 3 \
 		--out src/trainfit/catalog/data/cv_source.json
 
-# Peers side by side (README, Accuracy). llm-analysis pins transformers<5: installed beside the venv, no deps.
+# Peers side by side (docs/accuracy.md). llm-analysis pins transformers<5: installed beside the venv, no deps.
 peers: $(VENV)/.test-installed
 	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/peers llm-analysis==0.2.2 fire==0.7.1 termcolor==3.3.0
 	$(BIN)/python benchmarks/peers.py
