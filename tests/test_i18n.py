@@ -395,3 +395,10 @@ def test_a_sentence_of_the_table_renders_in_each_language_from_the_table(monkeyp
     assert pickle.loads(pickle.dumps(sentence)).render("zh") == "2 张 GPU 被排除：目录中无价格"
     with pytest.raises(KeyError):
         say("x_no_such_key")
+
+
+def test_plan_says_where_it_wrote_in_chinese(run_cli, tmp_path):
+    code, out, err = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M", "--gpu",
+                             "a10", "--lang", "zh", "--out", str(tmp_path / "p"))
+    assert code == 0, err
+    assert f"计划已写入 {tmp_path / 'p'}" in out and "plan written" not in out

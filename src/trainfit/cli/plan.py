@@ -104,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         console().print(render_plan(plan, lang))
         if path:
-            console().print(f"plan written to {path}")
+            from ..i18n import t
+
+            console().print(t("plan_written", lang).format(path=path))
     from ..report.html_blocks import plan_doc
 
     write_reports(args, lambda: plan_doc(plan, lang))

@@ -47,6 +47,7 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "plan_nothing_meets": {"en": "trainfit: no configuration meets the request (binding constraint: {constraint}){out}",
                            "zh": "trainfit: 没有满足请求的配置（约束：{constraint}）{out}"},
     "plan_nothing_written": {"en": "nothing written to {out}", "zh": "未写入 {out}"},
+    "plan_written": {"en": "plan written to {path}", "zh": "计划已写入 {path}"},
     "compare_note_layout": {"en": "like for like: the job's method, optimizer, precision, global batch and stack on "
                                   "every GPU; per GPU the layout plan would choose on up to {nodes} instances (the footnote shows "
                                   "it: GPU count, ZeRO/FSDP, offload, checkpointing, micro-batch; those you give are "
