@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from dataclasses import dataclass
 
 from .catalog.efficiency import Efficiencies
@@ -127,8 +129,10 @@ def _same_batch(base: TrainingSpec, t: TrainingSpec, s: Strategy, ds: Strategy) 
     return _compatible(base, ds, grad_accum=max(1, -(-sequences // ds.gpus)))
 
 
-def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit: int = 4) -> list[Alternative]:
-    """Changes (least invasive first) that make the configuration fit on the same GPU type; with a stated training
+def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit: int = 4,
+                 accept: Callable[[Estimate], bool] | None = None) -> list[Alternative]:
+    """Changes (least invasive first) that make the configuration fit on the same GPU type (and that `accept` takes,
+    when given: the first `limit` of those, however far down the list they are); with a stated training
     stack (--framework), only layouts its own scripts run (spec/training.py stack_refuses, as `plan --framework`):
     ZeRO-3 becomes FSDP full shard where the stack runs that instead (LitGPT), and the rest is left out."""
     found: list[Alternative] = []
@@ -157,7 +161,7 @@ def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit:
             alt = run_estimate(est.model, t, s, cluster, efficiencies)
         except TrainfitError:
             continue
-        if alt.fits:
+        if alt.fits and (accept is None or accept(alt)):
             found.append(Alternative(change, alt))
         if len(found) >= limit:
             break
@@ -171,4 +175,4 @@ def alternatives_within(est: Estimate, efficiencies: Efficiencies | None = None,
     from .uncertainty import DEFAULT_MAX_OOM_RISK, within_policy
 
     risk = DEFAULT_MAX_OOM_RISK if max_risk is None else max_risk
-    return [a for a in alternatives(est, efficiencies, limit=limit * 3) if within_policy(a.estimate, risk)][:limit]
+    return alternatives(est, efficiencies, limit=limit, accept=lambda alt: within_policy(alt, risk))

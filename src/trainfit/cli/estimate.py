@@ -49,14 +49,17 @@ def run(args: argparse.Namespace) -> int:
         risk = oom_risk(est)
         doc["oom_policy"] = {"max_oom_risk": max_risk, "oom_risk": None if risk is None else round(risk, 4),
                              "within": within}
+        if not within:  # what fits within the limit (does_not_fit holds the same list when it does not fit at all)
+            doc["oom_policy"]["alternatives"] = [a.to_dict() for a in alts]
         print_json(doc)
     else:
         console().print(render_estimate(est, lang, alts))
         if est.fits and not within:
             from ..i18n import t
 
-            console().print(Text(t("oom_policy_over", lang).format(risk=f"{oom_risk(est):.0%}",
-                                                                   limit=f"{max_risk:.0%}"), style="yellow"))
+            key = "oom_policy_over" if alts else "oom_policy_over_none"
+            console().print(Text(t(key, lang).format(risk=f"{oom_risk(est):.0%}", limit=f"{max_risk:.0%}"),
+                                 style="yellow"))
     from ..report.html_blocks import estimate_doc
 
     write_reports(args, lambda: estimate_doc(est, alts, lang))

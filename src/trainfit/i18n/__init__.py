@@ -44,6 +44,11 @@ _MESSAGES: dict[str, dict[str, str]] = {
                               "{limit}): plan and compare would not choose it; what fits within the limit is above",
                         "zh": "按估算放得下，但显存溢出风险为 {risk}（高于 --max-oom-risk {limit}）：plan 与 compare "
                               "不会选它；在此限度内放得下的调整见上"},
+    "oom_policy_over_none": {"en": "fits by the estimate, but its out-of-memory risk is {risk} (above --max-oom-risk "
+                                   "{limit}): plan and compare would not choose it, and no change trainfit tries on "
+                                   "this GPU type fits within the limit",
+                             "zh": "按估算放得下，但显存溢出风险为 {risk}（高于 --max-oom-risk {limit}）：plan 与 compare "
+                                   "不会选它，trainfit 在此 GPU 型号上尝试的调整也都不在此限度内"},
     "plan_nothing_meets": {"en": "trainfit: no configuration meets the request (binding constraint: {constraint}){out}",
                            "zh": "trainfit: 没有满足请求的配置（约束：{constraint}）{out}"},
     "plan_nothing_written": {"en": "nothing written to {out}", "zh": "未写入 {out}"},

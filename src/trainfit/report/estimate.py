@@ -149,14 +149,14 @@ def render_estimate(est: Estimate, lang: str, alternatives: list[Alternative] | 
     items += [fit(table), fit(speed)]  # laid out for the width: never a value cut (report/tables.py)
     if not mem.fits:
         items += [Text("· " + localize(line, lang), style="red") for line in overflow_terms(est)]
-        if alternatives:
-            alt = Table(title=tr("what_fits", lang))
-            alt.add_column(tr("change_col", lang), overflow="fold")  # flags: may wrap at spaces
-            alt.add_column("GiB", justify="right")
-            alt.add_column("tokens/s", justify="right")
-            for a in alternatives:
-                alt.add_row(localize(a.change, lang), f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}")
-            items.append(fit(alt))
+    if alternatives:  # it does not fit, or fits above the out-of-memory risk plan and compare accept
+        alt = Table(title=tr("what_fits", lang))
+        alt.add_column(tr("change_col", lang), overflow="fold")  # flags: may wrap at spaces
+        alt.add_column("GiB", justify="right")
+        alt.add_column("tokens/s", justify="right")
+        for a in alternatives:
+            alt.add_row(localize(a.change, lang), f"{a.estimate.memory.device / GiB:.1f}", f"{a.estimate.tokens_per_s:,.0f}")
+        items.append(fit(alt))
     if est.warnings:
         items.append(Text(tr("warnings", lang) + ":\n" + "\n".join(f"  ! {localize(w, lang)}" for w in est.warnings),
                           style="yellow"))

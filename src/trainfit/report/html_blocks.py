@@ -59,11 +59,11 @@ def estimate_doc(est, alternatives, lang: str) -> Doc:
                             w("r_seconds", lang), "{:.3f}"))
     if not mem.fits:
         doc.items([localize(x, lang) for x in overflow_terms(est)])
-        if alternatives:
-            doc.h(tr("what_fits", lang))
-            doc.table([w("r_change", lang), "GiB", "tokens/s"],
-                      [[localize(a.change, lang), f"{a.estimate.memory.device / GiB:.1f}",
-                        f"{a.estimate.tokens_per_s:,.0f}"] for a in alternatives])
+    if alternatives:  # it does not fit, or fits above the out-of-memory risk plan and compare accept
+        doc.h(tr("what_fits", lang))
+        doc.table([w("r_change", lang), "GiB", "tokens/s"],
+                  [[localize(a.change, lang), f"{a.estimate.memory.device / GiB:.1f}",
+                    f"{a.estimate.tokens_per_s:,.0f}"] for a in alternatives])
     if est.warnings:
         doc.h(tr("warnings", lang)).items([localize(x, lang) for x in est.warnings])
     doc.h(tr("assumptions", lang)).items([localize(x, lang) for x in est.assumptions])
