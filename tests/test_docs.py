@@ -126,3 +126,16 @@ def test_the_site_builds_strict(tmp_path):
     assert "trainfit serving" in home and "<table>" in home  # the README's command table, included
     reference = (site / "reference" / "index.html").read_text(encoding="utf-8")
     assert "--seq-len" in reference and "--target-tokens-per-s" in reference
+
+
+def test_the_reference_lists_every_job_field_of_the_one_schema():
+    """docs/reference.md's "Job fields" table is the schema's (spec/job.py): every field with its flag, in both
+    languages (`make docs` regenerates it; the --check test above fails when it is stale)."""
+    from trainfit.api import job_fields
+
+    text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    section = text[text.index("## Job fields"):]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == [f["name"] for f in job_fields()]
+    assert all(f"`{f['flag']}`" in row for f, row in zip(job_fields(), rows))
+    assert "训练方法" in section

@@ -428,7 +428,37 @@ def reference_markdown() -> str:
     assert {name for name, _, _ in commands} == set(COMMANDS), "build_parser(None) did not add every command"
     for name, sub, help_ in commands:
         _command_section(lines, [name], sub, help_, 2)
+    _job_fields_section(lines)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+DOORS = {"cli": "CLI flag", "api": "API keyword", "request": "request file", "config": "web form / config",
+         "plan": "plan.json", "case": "validation case"}
+
+
+def _job_fields_section(lines: list[str]) -> None:
+    """Every job field of the one schema (src/trainfit/spec/job.py, `trainfit.job_fields()`): its flag, API keyword,
+    default, range or choices, the doors it comes through, and its help in English and Chinese."""
+    from trainfit.api import job_fields
+
+    zh = {f["name"]: f["help"] for f in job_fields("zh")}
+    fields = job_fields("en")
+    lines += ["## Job fields", "",
+              f"The {len(fields)} fields of a training job, from the one schema (`src/trainfit/spec/job.py`, "
+              "`trainfit.job_fields()`): the same name as a CLI flag, an API keyword (`trainfit.estimate(..., "
+              "name=value)`), a key of a request file or the web form, and a key of plan.json, where its door is "
+              "listed.", "",
+              "| field | flag | default | values | doors | what it sets | 说明 |", "|---|---|---|---|---|---|---|"]
+    for f in fields:
+        values = " &#124; ".join(f"`{c}`" for c in f["choices"]) if f["choices"] else (
+            f"{f['low']}–{f['high']}" if f["low"] is not None or f["high"] is not None else "")
+        if f["unit"]:
+            values = f"{values} {f['unit']}".strip()
+        default = "" if f["default"] is None else f"`{f['default']}`"
+        doors = ", ".join(DOORS.get(d, d) for d in f["doors"])
+        lines.append(f"| `{f['name']}` | `{f['flag']}` | {default} | {_md_text(values) if not f['choices'] else values}"
+                     f" | {doors} | {_md_text(f['help'])} | {_md_text(zh.get(f['name'], ''))} |")
+    lines.append("")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
