@@ -43,9 +43,17 @@ def test_the_web_calculator_reads_its_labels_from_the_table():
 
 def test_unknown_sentences_pass_through_and_english_is_untouched():
     assert localize("some sentence nobody wrote", "zh") == "some sentence nobody wrote"
-    assert localize("sequences packed to exactly 2048 tokens (no padding)", "en") == \
-        "sequences packed to exactly 2048 tokens (no padding)"
-    assert localize("sequences packed to exactly 2048 tokens (no padding)", "zh") == "序列打包为恰好 2048 个 token（无填充）"
+    from trainfit.i18n import say
+
+    packed = say("es_len_packed", n=2048)  # a sentence of the table: its English as the str, Chinese from the table
+    assert packed == "sequences packed to exactly 2048 tokens (no padding)" == localize(packed, "en")
+    assert type(localize(packed, "en")) is str
+    assert localize(packed, "zh") == "序列打包为恰好 2048 个 token（无填充）"
+    # a sentence inside a sentence renders in the same language
+    varlen = say("es_len_varlen_from", n=4096, p=900, avg=512, waste=0.43, src=say("es_len_mean_from", avg=512,
+                                                                                      src=say("es_src_avg_len")))
+    assert varlen.endswith("(mean sample 512; 43% padding); lengths from mean sample 512 tokens from --avg-len")
+    assert localize(varlen, "zh").endswith("（样本平均 512；填充占 43%）；长度来自 样本平均 512 个 token，来自 --avg-len")
 
 
 def _estimate_sentences():
@@ -80,14 +88,24 @@ def test_every_estimate_sentence_has_chinese():
     ("--method", "lora", "--dataset-tokens", "200M", "--provider", "all", "--usd-cny", "7.1", "--deadline", "2h"),
 ])
 def test_every_plan_sentence_has_chinese(run_cli, flags):
+    """The plan's sentences (assumptions, "why" lines, why each other GPU lost, the layouts rejected for risk) as
+    the command renders them: sentences of the message table, their English what --json carries, unchanged."""
     import json
+
+    from trainfit.plan import risky_text
+    from trainfit.report.plan import plan_dict
 
     code, out, err = run_cli("plan", "--model", "qwen2-7b", *flags, "--top", "10", "--json")
     assert code == 0, err
     d = json.loads(out)
-    sentences = list(d["assumptions"])
-    for rec in d["recommendations"]:
-        sentences += rec.get("why") or []
+    request = {k.removeprefix("--").replace("-", "_"): v for k, v in zip(flags[::2], flags[1::2])}
+    p = trainfit.plan("qwen2-7b", top=10, **request)
+    doc = plan_dict(p)
+    assert json.loads(json.dumps(doc["assumptions"])) == d["assumptions"]
+    assert [json.loads(json.dumps(rec.get("why"))) for rec in doc["recommendations"]] == \
+        [rec.get("why") for rec in d["recommendations"]]
+    sentences = list(doc["assumptions"]) + [x for lines in p.why for x in lines] + list(p.excluded.values()) \
+        + [risky_text(r) for r in p.too_risky]
     missing = [s for s in sentences if not has_chinese(s)]
     assert not missing, missing
     assert not [s for s in sentences if re.search(r"[a-z]{4,} [a-z]{4,} [a-z]{4,}", localize(s, "zh"))
@@ -315,7 +333,18 @@ def test_validate_speaks_chinese(run_cli, cases):
     assert code == 0, err
     assert "预测误差" in out and "个案例中预测了" in out and "error of the predictions" not in out
     code, js, err = run_cli("validate", path, "--json")
-    doc = json.loads(js)
+    # the report as the command renders it (its sentences are sentences of the message table, worded in each
+    # language from the table; the JSON carries their English, unchanged)
+    from trainfit.catalog.efficiency import load_efficiencies
+    from trainfit.serving.validate import is_serving
+    from trainfit.serving.validate import validate as validate_serving
+    from trainfit.validate import load_cases, validate
+
+    all_cases = load_cases([path])
+    serving = [c for c in all_cases if is_serving(c)]
+    doc = validate([c for c in all_cases if not is_serving(c)], load_efficiencies()).to_dict()
+    doc["serving"] = validate_serving(serving) if serving else None
+    assert json.loads(json.dumps(doc["skipped"])) == json.loads(js)["skipped"]
     skipped = dict(doc.get("skipped") or {}, **((doc.get("serving") or {}).get("skipped") or {}))
     missing = [r for r in skipped if not _CJK.search(localize(r, "zh"))]
     assert not missing, missing
@@ -401,4 +430,5 @@ def test_plan_says_where_it_wrote_in_chinese(run_cli, tmp_path):
     code, out, err = run_cli("plan", "--model", "qwen2-7b", "--method", "lora", "--dataset-tokens", "200M", "--gpu",
                              "a10", "--lang", "zh", "--out", str(tmp_path / "p"))
     assert code == 0, err
-    assert f"计划已写入 {tmp_path / 'p'}" in out and "plan written" not in out
+    flat = "".join(out.split())  # the terminal wraps a long path
+    assert f"计划已写入{tmp_path / 'p'}" in flat and "planwritten" not in flat

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .catalog.efficiency import Efficiencies
 from .errors import TrainfitError
+from .i18n import say
 from .estimate.core import Estimate, run_estimate
 from .spec.cluster import cluster_for
 from .spec.training import (Fsdp, GradCkpt, Method, Offload, Optimizer, Strategy, TrainingSpec, combination_problem,
@@ -33,20 +34,20 @@ def overflow_terms(est: Estimate) -> list[str]:
     states = parts["weights"] + parts["gradients"] + parts["optimizer"]
     out = []
     if states > usable:
-        out.append(f"model states (weights {parts['weights'] / GiB:.1f} + gradients {parts['gradients'] / GiB:.1f} "
-                   f"+ optimizer {parts['optimizer'] / GiB:.1f} GiB) alone exceed the {usable / GiB:.1f} GiB usable")
+        out.append(say("es_over_states", w=parts["weights"] / GiB, g=parts["gradients"] / GiB,
+                       o=parts["optimizer"] / GiB, usable=usable / GiB))
     if parts["activations"] + parts["logits"] > max(0.0, usable - states):
-        out.append(f"activations {parts['activations'] / GiB:.1f} GiB and logits {parts['logits'] / GiB:.1f} GiB "
-                   f"do not fit in what the model states leave ({max(0.0, usable - states) / GiB:.1f} GiB)")
+        out.append(say("es_over_acts", a=parts["activations"] / GiB, l=parts["logits"] / GiB,
+                       rest=max(0.0, usable - states) / GiB))
     over = est.memory.device - usable
-    out.append(f"over by {over / GiB:.1f} GiB ({est.memory.device / GiB:.1f} needed, {usable / GiB:.1f} usable)")
+    out.append(say("es_over_by", over=over / GiB, need=est.memory.device / GiB, usable=usable / GiB))
     return out
 
 
 def _candidates(t: TrainingSpec, s: Strategy) -> list[tuple[str, TrainingSpec, Strategy]]:
     """Each candidate with the flags that differ from the request, every one of them (a user who types them gets
     exactly the configuration that was estimated), then what it had to give up."""
-    return [(change_flags(t, s, cand, strat) + _dropped(t, cand), cand, strat)
+    return [(_dropped(change_flags(t, s, cand, strat), t, cand), cand, strat)
             for _, cand, strat in _raw_candidates(t, s)]
 
 
@@ -68,12 +69,12 @@ def change_flags(t: TrainingSpec, s: Strategy, cand: TrainingSpec, strat: Strate
     return " ".join(out)
 
 
-def _dropped(t: TrainingSpec, cand: TrainingSpec) -> str:
-    """What a candidate had to give up of the original settings, said after its flags."""
+def _dropped(flags: str, t: TrainingSpec, cand: TrainingSpec) -> str:
+    """A candidate's `flags`, with what it had to give up of the original settings said after them."""
     pairs = (("--optimizer-in-backward", t.optimizer_in_backward, cand.optimizer_in_backward),
              ("--paged-optimizer", t.paged_optimizer, cand.paged_optimizer))
     gone = [flag for flag, was, now in pairs if was and not now]
-    return f" (without {' '.join(gone)})" if gone else ""
+    return say("es_without", flags=flags, gone=" ".join(gone)) if gone else flags
 
 
 def _compatible(t: TrainingSpec, strat: Strategy | None = None, **changes) -> TrainingSpec:
@@ -149,7 +150,7 @@ def alternatives(est: Estimate, efficiencies: Efficiencies | None = None, limit:
             if not runs:
                 continue
             t, s = runs[0]
-            change = change_flags(est.training, est.strategy, t, s) + _dropped(est.training, t)
+            change = _dropped(change_flags(est.training, est.strategy, t, s), est.training, t)
             if any(a.change == change for a in found):
                 continue
         inst = est.cluster.instance

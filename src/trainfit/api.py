@@ -50,8 +50,10 @@ def estimate(model: str | ModelSpec, gpu: str | None = None, *, instance: str | 
     if whole:
         from dataclasses import replace
 
+        from .i18n import say
+
         cluster = replace(cluster, assumptions=cluster.assumptions + (
-            f"all {inst.gpu_count} GPUs of {inst.instance_type} used (data-parallel; --gpus N uses fewer)",))
+            say("es_whole_instance", n=inst.gpu_count, instance=inst.instance_type),))
     est = run_estimate(spec, t, s, cluster, eff)
     from .validated import note_for
 

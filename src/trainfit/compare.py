@@ -17,7 +17,7 @@ from .catalog import get_gpu, instances_for_gpu, resolve_model
 from .catalog.efficiency import Efficiencies
 from .catalog.instances import cheapest_price
 from .catalog.prices import provenance
-from .errors import SpecError
+from .errors import SpecError, sentence_of
 from .estimate.core import Estimate, adapt_to_gpu, run_estimate
 from .report.estimate import config_dict
 from .search.cost import cost_per_tokens
@@ -166,8 +166,8 @@ def compare_one(model, gpu: GpuSpec, t: TrainingSpec, s: Strategy, eff: Efficien
                               eff.for_gpu(gpu)("default_inter_node_gbps") if s.nodes > 1 else None,
                               catalog_network=True)
         est = run_estimate(model, t2, s, cluster, eff)
-    except SpecError as exc:
-        return CompareRow(gpu, None, changes, error=str(exc))
+    except SpecError as exc:  # an incompatible setting: its sentence of the table (a str, any language)
+        return CompareRow(gpu, None, changes, error=sentence_of(exc))
     would = None
     if not est.fits:  # a change that keeps the requested method and GPU count, else say what other method would fit
         alts = alternatives_within(est, eff, limit=8)

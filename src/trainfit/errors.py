@@ -79,6 +79,16 @@ class GenerateError(LocalizedError, SpecError):
     """An input error of `trainfit generate`: the i18n entry `key` (trainfit.i18n.generate) with its values."""
 
 
+def sentence_of(exc: BaseException) -> str:
+    """An error's message: the sentence of the message table it was raised with (`SpecError(say(key, ...))`, a
+    trainfit.i18n.Msg: its English as the str, any language from the table), else its text. Settings that cannot
+    run together are raised so: `estimate`'s error and the rule the search counts a layout out by are one sentence."""
+    from .i18n import Msg
+
+    arg = exc.args[0] if len(exc.args) == 1 else None
+    return arg if isinstance(arg, Msg) else str(exc)
+
+
 class ServingError(LocalizedError, SpecError):
     """A serving input error whose message is the i18n entry `key` formatted with `params` (English by default)."""
 

@@ -10,6 +10,7 @@ from typing import Any
 from .catalog.efficiency import load_efficiencies
 from .catalog import resolve_model
 from .catalog.efficiency import Efficiencies
+from .i18n import say
 from .search.run import Candidate, RiskyOption, SearchResult, headroom_gib, search
 from .search.reasons import Reason, Rejection
 from .search.space import Offer, offers
@@ -152,8 +153,9 @@ def _describe(c: Candidate, currency: str) -> str:
     s = c.estimate.strategy
     inst = c.offer.instance.instance_type
     count = f"{s.nodes} x {inst}" if s.nodes > 1 else inst
-    used = "" if s.gpus_per_node == c.offer.gpu_count else f" ({s.gpus_per_node} of {c.offer.gpu_count} GPUs)"
-    return f"{count}{used}, {c.estimate.training.method.value}, {s.label()}: {c.hours:,.1f} h, {_money(c.cost, currency)}"
+    used = "" if s.gpus_per_node == c.offer.gpu_count else say("pl_gpus_used", n=s.gpus_per_node, of=c.offer.gpu_count)
+    return say("pl_describe", count=count, used=used, method=c.estimate.training.method.value, layout=s.label(),
+               hours=c.hours, cost=_money(c.cost, currency))
 
 
 def _money(x: float, currency: str) -> str:
@@ -167,7 +169,7 @@ _LAYOUT_PINS = {"gpus_per_node": "--gpus", "nodes": "--nodes", "zero_stage": "--
 
 def _lighter(req: PlanRequest) -> list[str]:
     """The lighter training methods than the one asked (none below QLoRA; `auto` already searches them all)."""
-    return {"full": ["--method lora or qlora"], "freeze": ["--method lora or qlora"],
+    return {"full": [say("pl_relax_lora_or_qlora")], "freeze": [say("pl_relax_lora_or_qlora")],
             "lora": ["--method qlora"]}.get(req.method, [])
 
 
@@ -176,70 +178,62 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
     req, cur = plan.request, plan.currency
     fitting = best_per_layout(plan.result.fitting, "cheapest")
     if not plan.result.offers:
-        return {"constraint": "catalog", "explanation": "no priced instance matches the request's provider, GPU, "
-                "region and pricing filters", "relax": ["--provider all", "drop --gpu / --region filters"]}
+        return {"constraint": "catalog", "explanation": say("pl_bc_catalog"),
+                "relax": ["--provider all", say("pl_relax_drop_filters")]}
     if not fitting and plan.too_risky:
         least = min(plan.too_risky, key=lambda r: r.risk)
         return {"constraint": "out-of-memory risk",
-                "explanation": f"options fit by the estimate but each runs out of memory with more than "
-                               f"{plan.result.max_oom_risk:.0%} probability; least risky: {risky_text(least)}",
-                "relax": [f"--max-oom-risk {math.ceil(least.risk * 100) / 100:.2f}", "a shorter --seq-len",
-                          *_lighter(req), "--provider all for larger GPUs"]}
+                "explanation": say("pl_bc_risk", limit=plan.result.max_oom_risk, risky=risky_text(least)),
+                "relax": [f"--max-oom-risk {math.ceil(least.risk * 100) / 100:.2f}", say("pl_relax_shorter_seq"),
+                          *_lighter(req), say("pl_relax_larger_gpus")]}
     if not fitting and plan.result.host_ram_short:
         need, have = _closest_ram(plan.result.host_ram_short.values())
         return {"constraint": "host memory",
-                "explanation": f"options fit in GPU memory, but loading the model (and CPU offload) needs more host RAM "
-                               f"than their instances have (closest: {need / GiB:,.0f} GiB per node needed, {have / GiB:,.0f} "
-                               f"GiB available)",
-                "relax": ["more nodes (--max-nodes): ZeRO-3 partitions shrink with the GPU count",
-                          *_lighter(req), "--provider all for instances with more RAM"]}
+                "explanation": say("pl_bc_host_ram", need=need / GiB, have=have / GiB),
+                "relax": [say("pl_relax_more_nodes_zero3"), *_lighter(req), say("pl_relax_more_ram")]}
     pinned = [name for name, _ in req.job if name in _LAYOUT_PINS]
     if not fitting and pinned and not plan.result.no_fit_by_gpu and not plan.result.host_ram_short:
         flags = " ".join(_LAYOUT_PINS[name] for name in pinned)
         return {"constraint": "given layout",
-                "explanation": f"no offered instance runs the layout given ({flags})",
-                "relax": [f"leave out {flags} (the search then chooses)", "other --gpu / --instance filters"]}
+                "explanation": say("pl_bc_given_layout", flags=flags),
+                "relax": [say("pl_relax_leave_out", flags=flags), say("pl_relax_other_filters")]}
     if not fitting:
         need = min((n for n, _ in plan.result.no_fit_by_gpu.values()), default=0.0)
         if pinned:
             flags = " ".join(_LAYOUT_PINS[name] for name in pinned)
             return {"constraint": "memory",
-                    "explanation": f"does not fit on any offered GPU with the layout given ({flags}; smallest need "
-                                   f"{need / GiB:,.1f} GiB per GPU)",
-                    "relax": [f"leave out {flags} (the search then chooses)", *_lighter(req), "a shorter --seq-len"]}
+                    "explanation": say("pl_bc_memory_given", flags=flags, need=need / GiB),
+                    "relax": [say("pl_relax_leave_out", flags=flags), *_lighter(req), say("pl_relax_shorter_seq")]}
         return {"constraint": "memory",
-                "explanation": f"does not fit on any offered GPU even with ZeRO-3 + CPU offload on up to "
-                               f"{req.max_nodes} nodes (smallest need {need / GiB:,.1f} GiB per GPU)",
-                "relax": _lighter(req) + ["a shorter --seq-len", "more nodes (--max-nodes)",
-                                          "--provider all for larger GPUs"]}
+                "explanation": say("pl_bc_memory", nodes=req.max_nodes, need=need / GiB),
+                "relax": _lighter(req) + [say("pl_relax_shorter_seq"), say("pl_relax_more_nodes"),
+                                          say("pl_relax_larger_gpus")]}
     fastest = min(fitting, key=lambda c: (c.hours, c.cost))
     cheapest = min(fitting, key=lambda c: (c.cost, c.hours))
     if fastest.hours > TOO_LONG_HOURS:
         return {"constraint": "duration",
-                "explanation": f"the fastest option takes {fastest.hours / 8766:,.0f} years ({fastest.hours:,.0f} h), "
-                               f"more than ten: {_describe(fastest, cur)}",
-                "relax": ["fewer --dataset-tokens or --epochs", "more nodes (--max-nodes)", *_lighter(req),
-                          "--provider all"],
+                "explanation": say("pl_bc_duration", years=fastest.hours / 8766, hours=fastest.hours,
+                                   desc=_describe(fastest, cur)),
+                "relax": [say("pl_relax_fewer_tokens"), say("pl_relax_more_nodes"), *_lighter(req), "--provider all"],
                 "fastest": {"description": _describe(fastest, cur), "hours": round(fastest.hours, 2),
                             "cost": round(fastest.cost, 2)}}
     in_time = [c for c in fitting if _meets(c, req)[0]]
     in_budget = [c for c in fitting if _meets(c, req)[1]]
     if req.deadline is not None and not in_time:
         out = {"constraint": "deadline",
-               "explanation": f"no plan finishes within {req.deadline / 3600:,.1f} h; fastest: {_describe(fastest, cur)}",
-               "relax": [f"a deadline of at least {fastest.hours:,.1f} h", "more nodes (--max-nodes)",
+               "explanation": say("pl_bc_deadline", hours=req.deadline / 3600, desc=_describe(fastest, cur)),
+               "relax": [say("pl_relax_deadline_at_least", hours=fastest.hours), say("pl_relax_more_nodes"),
                          *_lighter(req), "--provider all"]}
     elif req.budget is not None and not in_budget:
         out = {"constraint": "budget",
-               "explanation": f"no plan costs {_money(req.budget, cur)} or less; cheapest: {_describe(cheapest, cur)}",
-               "relax": [f"a budget of at least {_money(cheapest.cost, cur)}"]}
+               "explanation": say("pl_bc_budget", budget=_money(req.budget, cur), desc=_describe(cheapest, cur)),
+               "relax": [say("pl_relax_budget_at_least", cost=_money(cheapest.cost, cur))]}
     else:  # each constraint alone can be met, not both together
         best = min(in_time, key=lambda c: (c.cost, c.hours))
         out = {"constraint": "deadline and budget",
-               "explanation": f"meets the deadline with {_describe(best, cur)}: over budget by "
-                              f"{_money(best.cost - req.budget, cur)}",
-               "relax": [f"a budget of {_money(best.cost, cur)}",
-                         f"a deadline of {min(in_budget, key=lambda c: c.hours).hours:,.1f} h"]}
+               "explanation": say("pl_bc_both", desc=_describe(best, cur), over=_money(best.cost - req.budget, cur)),
+               "relax": [say("pl_relax_budget", cost=_money(best.cost, cur)),
+                         say("pl_relax_deadline", hours=min(in_budget, key=lambda c: c.hours).hours)]}
     out["fastest"] = {"description": _describe(fastest, cur), "hours": round(fastest.hours, 2),
                       "cost": round(fastest.cost, 2)}
     out["cheapest"] = {"description": _describe(cheapest, cur), "hours": round(cheapest.hours, 2),
@@ -261,38 +255,36 @@ def excluded_gpus(plan: Plan, ranked: list[Candidate]) -> dict[str, str]:
         cands = by_gpu.get(gpu, [])
         risky = [r for r in plan.too_risky if r.gpu == gpu]
         if not cands and risky:
-            out[gpu] = "rejected for out-of-memory risk: " + risky_text(min(risky, key=lambda r: r.risk))
+            out[gpu] = say("pl_ex_risky", risky=risky_text(min(risky, key=lambda r: r.risk)))
             continue
         short = plan.result.host_ram_short.get(gpu)
         if not cands and short:
-            out[gpu] = (f"loading the model (and CPU offload) needs {short[0] / GiB:,.0f} GiB of host RAM per node, "
-                        f"the instance has "
-                        f"{short[1] / GiB:,.0f} GiB")
+            out[gpu] = say("pl_ex_host_ram", need=short[0] / GiB, have=short[1] / GiB)
             continue
         if not cands and gpu not in plan.result.no_fit_by_gpu and any(n in _LAYOUT_PINS for n, _ in req.job):
-            out[gpu] = "no option with the layout given (" + " ".join(
-                _LAYOUT_PINS[n] for n, _ in req.job if n in _LAYOUT_PINS) + ")"
+            out[gpu] = say("pl_ex_layout", flags=" ".join(_LAYOUT_PINS[n] for n, _ in req.job if n in _LAYOUT_PINS))
             continue
         if not cands:
             miss = plan.result.no_fit_by_gpu.get(gpu)
-            need = f" (needs {miss[0] / GiB:,.1f} of {miss[1] / GiB:,.1f} GiB)" if miss else ""
-            out[gpu] = f"does not fit even with ZeRO-3 + CPU offload on the offered GPU counts{need}"
+            out[gpu] = (say("pl_ex_no_fit_need", need=miss[0] / GiB, usable=miss[1] / GiB) if miss
+                        else say("pl_ex_no_fit"))
             continue
         in_time = [c for c in cands if _meets(c, req)[0]]
         if not in_time:
             f = min(cands, key=lambda c: c.hours)
-            out[gpu] = f"too slow for the deadline (fastest {f.hours:,.1f} h with {_describe(f, cur)})"
+            out[gpu] = say("pl_ex_too_slow", hours=f.hours, desc=_describe(f, cur))
             continue
         ok = [c for c in in_time if _meets(c, req)[1]]
         if not ok:
             f = min(in_time, key=lambda c: c.cost)
-            out[gpu] = f"over budget (cheapest meeting the deadline: {_describe(f, cur)})"
+            out[gpu] = say("pl_ex_over_budget", desc=_describe(f, cur))
             continue
         best = min(ok, key=_order_key(req.objective))
         if winner is not None:
             versus = (f"{_money(best.cost, cur)} vs {_money(winner.cost, cur)}" if req.objective == "cheapest"
                       else f"{best.hours:,.1f} h vs {winner.hours:,.1f} h")
-            out[gpu] = f"meets the constraints but loses on {req.objective} ({versus}): {_describe(best, cur)}"
+            objective = say("pl_w_" + req.objective) if req.objective in ("cheapest", "fastest") else req.objective
+            out[gpu] = say("pl_ex_loses", objective=objective, versus=versus, desc=_describe(best, cur))
     return out
 
 
@@ -324,13 +316,12 @@ def hours_cost_band(c: Candidate) -> dict[str, Any] | None:
 
 def risky_text(r: RiskyOption) -> str:
     """One rejected-for-risk option and what would make it safe."""
-    where = f"{r.gpus * r.nodes} x {r.gpu}" + (f" on {r.nodes} nodes" if r.nodes > 1 else "")
-    text = (f"{where}, {r.method}, {r.strategy}, micro-batch {r.micro_batch}: {r.need / GiB:,.1f} of "
-            f"{r.usable / GiB:,.1f} GiB predicted, {r.risk:.0%} out-of-memory risk")
-    if r.safe_need is not None and r.safe_need < r.need:
-        text += (f"; safe with {(r.need - r.safe_need) / GiB:,.1f} GiB less peak memory (a shorter --seq-len, "
-                 f"qlora) or with --max-oom-risk {math.ceil(r.risk * 100) / 100:.2f}")
-    return text
+    where = (say("pl_risky_nodes", gpus=r.gpus * r.nodes, gpu=r.gpu, nodes=r.nodes) if r.nodes > 1
+             else f"{r.gpus * r.nodes} x {r.gpu}")
+    safe = (say("pl_risky_safe", less=(r.need - r.safe_need) / GiB, limit=math.ceil(r.risk * 100) / 100)
+            if r.safe_need is not None and r.safe_need < r.need else "")
+    return say("pl_risky", where=where, method=r.method, strategy=r.strategy, mb=r.micro_batch, need=r.need / GiB,
+               usable=r.usable / GiB, risk=r.risk, safe=safe)
 
 
 def _layout_why(e) -> str:
@@ -338,57 +329,59 @@ def _layout_why(e) -> str:
     s, parts = e.strategy, e.time.parts
     bubble = parts.get("pipeline/bubble", 0.0) / e.step_time_s
     tp = parts.get("communication/tp", 0.0) / e.step_time_s
-    return (f"layout: tensor parallel {s.tp} inside a node x {s.pp} pipeline stage(s) x context parallel {s.cp} x "
-            f"{s.dp} data-parallel copies; pipeline bubble {bubble:.0%}, exposed tensor-parallel communication "
-            f"{tp:.0%} of each step")
+    return say("pl_why_layout", tp=s.tp, pp=s.pp, cp=s.cp, dp=s.dp, bubble=bubble, tp_comm=tp)
 
 
 def why(plan: Plan, c: Candidate, ranked: list[Candidate]) -> list[str]:
     e, cur = c.estimate, plan.currency
-    risk = "" if c.oom_risk is None else f", {c.oom_risk:.0%} out-of-memory risk"
-    lines = [f"bottleneck: {e.bottleneck}; {e.tokens_per_s:,.0f} tokens/s ({e.tokens_per_s_per_gpu:,.0f} per GPU), "
-             f"MFU {e.mfu:.0%}",
-             f"memory: {e.memory.device / GiB:,.1f} of {e.memory.usable / GiB:,.1f} GiB per GPU "
-             f"({headroom_gib(c):,.1f} GiB headroom{risk}), micro-batch {e.training.micro_batch} x "
-             f"grad-accum {e.training.grad_accum}"]
+    bottleneck = say(_WORDS[e.bottleneck]) if e.bottleneck in _WORDS else e.bottleneck
+    memory = dict(used=e.memory.device / GiB, usable=e.memory.usable / GiB, headroom=headroom_gib(c),
+                  mb=e.training.micro_batch, ga=e.training.grad_accum)
+    lines = [say("pl_why_bottleneck", bottleneck=bottleneck, tps=e.tokens_per_s, tps_gpu=e.tokens_per_s_per_gpu,
+                 mfu=e.mfu),
+             say("pl_why_memory", **memory) if c.oom_risk is None
+             else say("pl_why_memory_risk", risk=c.oom_risk, **memory)]
     ram = host_ram_gib(c)
     if ram["loading"] is not None and ram["instance"]:
-        lines.append(f"host RAM: {ram['loading']:,.0f} of {ram['instance']:,.0f} GiB per node to load the model"
-                     + (f" ({ram['offload']:,.0f} GiB more for CPU offload)" if ram["offload"] else ""))
+        lines.append(say("pl_why_host_ram_offload", loading=ram["loading"], instance=ram["instance"],
+                         offload=ram["offload"]) if ram["offload"]
+                     else say("pl_why_host_ram", loading=ram["loading"], instance=ram["instance"]))
     comm = sum(v for k, v in e.time.parts.items() if k.startswith("communication"))
     if e.strategy.is_3d:
         lines.append(_layout_why(e))
     if e.strategy.nodes > 1:
-        lines.append(f"multi-node: {e.strategy.nodes} nodes over {e.cluster.inter_link} "
-                     f"({(e.cluster.inter_bytes_per_s or 0) * 8 / 1e9:,.0f} Gbit/s); exposed communication "
-                     f"{comm / e.step_time_s:.0%} of each step")
+        lines.append(say("pl_why_multi_node", nodes=e.strategy.nodes, link=e.cluster.inter_link,
+                         gbps=(e.cluster.inter_bytes_per_s or 0) * 8 / 1e9, comm=comm / e.step_time_s))
         single = [x for x in plan.result.fitting if x.offer.instance.key == c.offer.instance.key and x.nodes == 1
                   and x.estimate.training.method == e.training.method]
         if not single:
-            lines.append("the job outgrows one machine: it does not fit on a single node of this type")
+            lines.append(say("pl_why_outgrows"))
         else:
             best_single = min(single, key=lambda x: x.hours)
-            lines.append(f"one node would take {best_single.hours:,.1f} h")
+            lines.append(say("pl_why_one_node", hours=best_single.hours))
     elif comm > 0:
-        lines.append(f"communication: {comm / e.step_time_s:.0%} of each step exposed")
+        lines.append(say("pl_why_comm", comm=comm / e.step_time_s))
     idx = ranked.index(c)
     if idx + 1 < len(ranked):
         nxt = ranked[idx + 1]
-        lines.append(f"runner-up: {_describe(nxt, cur)} ({_money(nxt.cost - c.cost, cur)} more)")
+        lines.append(say("pl_why_runner_up", desc=_describe(nxt, cur), more=_money(nxt.cost - c.cost, cur)))
     if c.spot is not None:
         sp = c.spot
-        lines.append(f"spot: can be reclaimed; expected {sp.interruptions:,.1f} interruptions (MTBI {sp.mtbi_h:,.1f} h), "
-                     f"checkpoint every {sp.interval_h * 60:,.0f} min (Young/Daly sqrt(2 C M), C = "
-                     f"{sp.checkpoint_write_h * 3600:,.1f} s): {sp.overhead_h:,.2f} h of lost work, restarts and "
-                     f"checkpoints")
+        lines.append(say("pl_why_spot", n=sp.interruptions, mtbi=sp.mtbi_h, every=sp.interval_h * 60,
+                         write=sp.checkpoint_write_h * 3600, lost=sp.overhead_h))
     if c.offer.price.billing == "subscription_month":
-        lines.append(f"monthly subscription: {c.billed_hours / 730:,.0f} month(s) cost less than pay-as-you-go for "
-                     f"{c.hours:,.0f} h")
+        lines.append(say("pl_why_monthly", months=c.billed_hours / 730, hours=c.hours))
     if c.offer.price.unverified or c.offer.instance.gpu_inferred:
-        flags = [x for x, on in (("price unverified", c.offer.price.unverified),
-                                 ("GPU model inferred by third parties", c.offer.instance.gpu_inferred)) if on]
-        lines.append("caution: " + ", ".join(flags))
+        flags = [say(x) for x, on in (("pl_caution_price", c.offer.price.unverified),
+                                      ("pl_caution_gpu", c.offer.instance.gpu_inferred)) if on]
+        lines.append(say("pl_why_caution", flags=flags[0] if len(flags) == 1
+                         else say("pl_caution_two", first=flags[0], second=flags[1])))
     return lines
+
+
+# the bottleneck's name (estimate.bottleneck) as a word of the message table
+_WORDS = {w: "pl_w_" + w for w in ("compute", "memory", "communication", "offload", "overhead", "pipeline",
+                                    "optimizer")}
 
 
 def plan(model: str, *, max_oom_risk: float | None = None, efficiencies: Efficiencies | None = None,

@@ -18,6 +18,7 @@ from .catalog.efficiency import Efficiencies
 from . import userfiles, userjson
 from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
+from .i18n import say
 from .spec.cluster import cluster_for
 from .spec.model import ModelSpec
 from .spec.training import Fsdp, GradCkpt, Offload, OptimizerImpl, Strategy, Task, TrainingSpec
@@ -36,6 +37,12 @@ NULL_MEMORY_KIND = "reserved"
 
 class Skip(Exception):
     """This case cannot be predicted; the message is the counted reason."""
+
+    @property
+    def reason(self) -> str:
+        """The counted reason as it was given (a sentence of the message table stays one: str() would copy its
+        English)."""
+        return self.args[0] if self.args and isinstance(self.args[0], str) else str(self)
 
 
 @dataclass
@@ -115,22 +122,22 @@ def _model(case: dict) -> ModelSpec:
     # the names transformers' configs give these two (GPT-2: n_embd / n_layer, T5-style: d_model / num_layers)
     if not any(hf.get(k) for k in ("hidden_size", "n_embd", "d_model")) \
             or not any(hf.get(k) for k in ("num_hidden_layers", "n_layer", "num_layers")):
-        raise Skip("model architecture incomplete")
+        raise Skip(say("va_skip_arch"))
     hf = {k: v for k, v in hf.items() if v is not None}
     if "max_position_embeddings" not in hf and hf.get("position_embedding") == "learned":
-        raise Skip("model architecture incomplete")
+        raise Skip(say("va_skip_arch"))
     name = str(case["model"].get("name", "case"))
     try:
         return ModelSpec.from_hf_config(hf, name=name)
     except SpecError as exc:
         if "is not supported" not in str(exc):
-            raise Skip("model config invalid or incomplete") from None
+            raise Skip(say("va_skip_config_invalid")) from None
     try:  # a type without a hand-written family (MoE runs: qwen3_moe, deepseek_v3, ...): the generic reader
         from .catalog.models import spec_from_config
 
         return spec_from_config(hf, name=name)
     except SpecError:
-        raise Skip("model type not supported") from None
+        raise Skip(say("va_skip_type")) from None
 
 
 def framework_defaults() -> dict[str, dict]:
@@ -200,8 +207,7 @@ def power_limited(case: dict, est: Estimate) -> str | None:
     limit, tdp = note_power_limit_w(case), est.gpu.tdp_w
     if limit is None or not tdp or limit >= tdp:
         return None
-    return (f"the run's GPUs were held at a {limit:.0f} W power limit, below the {est.gpu.name}'s {tdp:.0f} W the "
-            "catalog's peaks are for; no source gives the clock that limit leaves: a GPU the catalog does not carry")
+    return say("va_power_limited", limit=limit, gpu=est.gpu.name, tdp=tdp)
 
 
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
@@ -315,7 +321,7 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
     t = case.get("training") or {}
     defaults = framework_defaults().get(str(t.get("framework")), {})
     if not t.get("seq_len") or not t.get("micro_batch"):
-        raise Skip("sequence length or micro-batch unknown")
+        raise Skip(say("va_skip_seq"))
     values = {}
     for f in fields_of("training", CASE):
         raw = t.get(f.name)
@@ -324,7 +330,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         try:
             values[f.name] = f.convert(raw)
         except SpecError:
-            raise Skip(f"unsupported {f.name.replace('_', '-')}") from None
+            name = say("va_w_optimizer") if f.name == "optimizer" else f.name.replace("_", "-")  # a word in zh
+            raise Skip(say("va_skip_unsupported", name=name)) from None
     values.setdefault("task", Task.CLASSIFICATION if m.is_encoder else Task.PRETRAIN)
     values.setdefault("param_dtype", defaults.get("param_dtype", "fp32"))
     # the stack's own default checkpointing (frameworks.yaml), offloaded to host memory where the stack does that
@@ -364,7 +371,7 @@ def _lengths(t: dict) -> dict:
     longest = int(t.get("max_len") or cap)
     avg = int(t["avg_len"]) if t.get("avg_len") else None
     if not 1 <= longest <= cap or (avg is not None and not 1 <= avg <= longest):
-        raise Skip("variable-length fields out of range (avg_len <= max_len <= seq_len)")
+        raise Skip(say("va_skip_varlen_range"))
     return {"seq_len": longest, "variable_length": True, "avg_len": avg,
             "lengths_from": "the case's avg_len / max_len" if avg else ""}
 
@@ -375,13 +382,13 @@ def _strategy(case: dict) -> Strategy:
         if par.get(key) is None:  # only where the case leaves the field null
             par[key] = value
     if par.get("tp") is None and par.get("dp") is None:
-        raise Skip("parallel layout unknown")
+        raise Skip(say("va_skip_layout"))
     gpus = hw.get("num_gpus")
     if not gpus:
-        raise Skip("number of GPUs unknown")
+        raise Skip(say("va_skip_gpus"))
     per_node = min(int(hw.get("gpus_per_node") or min(gpus, 8)), int(gpus))
     if gpus % per_node:
-        raise Skip("GPUs do not divide into nodes")
+        raise Skip(say("va_skip_nodes"))
     fsdp = par.get("fsdp") or None
     if fsdp in ("no_shard",):
         fsdp = None
@@ -411,9 +418,9 @@ def _stage(fn, case: dict, section: str, *args):
     except Skip:
         raise
     except SpecError:
-        raise Skip(f"unsupported {section} settings") from None
+        raise Skip(say("va_skip_unsupported_settings", section=section)) from None
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError):
-        raise Skip(f"malformed {section} fields") from None
+        raise Skip(say("va_skip_malformed", section=section)) from None
 
 
 # torchtitan under pipeline parallelism splits each rank's local batch into micro-batches of this many sequences
@@ -440,7 +447,7 @@ def pipeline_micro_batches(case: dict, t: TrainingSpec, s: Strategy) -> Training
 
 def predict_case(case: dict, eff: Efficiencies) -> Estimate:
     if not isinstance(case, dict):
-        raise Skip("not a JSON object")
+        raise Skip(say("va_skip_not_object"))
     m = _stage(_model, case, "model")
     if "fused_qkv" in note_features(case) and not m.fused_qkv and m.structure is None:
         m = replace(m, fused_qkv=True)
@@ -450,7 +457,7 @@ def predict_case(case: dict, eff: Efficiencies) -> Estimate:
     try:
         gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
     except SpecError:
-        raise Skip("GPU not in the catalog") from None
+        raise Skip(say("va_skip_gpu")) from None
     framework = (case.get("training") or {}).get("framework")
     context = note_cuda_context_gib(case)
     if context is not None:
@@ -463,7 +470,7 @@ def predict_case(case: dict, eff: Efficiencies) -> Estimate:
                               view("default_inter_node_gbps") if s.nodes > 1 else None)
         return run_estimate(m, t, s, cluster, eff)
     except SpecError as exc:
-        raise Skip("incompatible: " + str(exc).split(";")[0][:60]) from None
+        raise Skip(say("va_skip_incompatible", rule=str(exc).split(";")[0][:60])) from None
 
 
 # ---- errors -----------------------------------------------------------------------------------------------------
@@ -507,7 +514,7 @@ def implausible_measurement(measured: dict) -> str | None:
     for key, (low, high) in _PLAUSIBLE.items():
         value = measured.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value and not low <= value <= high:
-            return f"implausible measured {key}"
+            return say("va_skip_implausible", field=key)
     return None
 
 
@@ -540,8 +547,7 @@ def inconsistent_memory(measured_gib: float, est: Estimate) -> str | None:
     floor = est.memory.resident_states / GiB
     if measured_gib * GB_GIB_SLACK >= floor:
         return None
-    return (f"measured {measured_gib:.2f} GiB is below the {floor:.2f} GiB of weights and optimizer states the "
-            "stated setup keeps on each GPU: the run cannot have used the stated setup")
+    return say("va_below_resident", measured=measured_gib, floor=floor)
 
 
 def _ceiling_peak(est: Estimate) -> tuple[float | None, str]:
@@ -572,10 +578,8 @@ def inconsistent_throughput(measured: dict, est: Estimate) -> str | None:
     needed = est.flops.matmul_floor * est.training.grad_accum / est.step_time_s * faster / est.strategy.model_parallel
     if needed <= peak:
         return None
-    what = f"{measured[key]:g} tokens/s per GPU" if key == "tokens_per_s_per_gpu" else f"{measured[key]:g} s per step"
-    return (f"measured {what} needs at least {needed / 1e12:.0f} TFLOP/s of matmuls per GPU (causal attention "
-            f"at half its work), above the {est.gpu.name}'s dense {dtype} peak of {peak / 1e12:.1f}: the figure "
-            "cannot be one GPU's running the stated setup")
+    what = say("va_what_tokens" if key == "tokens_per_s_per_gpu" else "va_what_step", v=measured[key])
+    return say("va_above_peak", what=what, needed=needed / 1e12, gpu=est.gpu.name, dtype=dtype, peak=peak / 1e12)
 
 
 def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
@@ -669,23 +673,10 @@ class Report:
                 "oom": {"n": len(oom_rows), "correct": sum(1 for r in oom_rows if r.error["oom_correct"] == 0.0)},
                 "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                              for r in self.rows for k, (e, why) in r.excluded.items()],
-                "notes": [f"memory cases without a memory_kind are compared with predicted {NULL_MEMORY_KIND} memory",
-                          *(["trace cases (source 'trace': allocations of a traced step) are compared with the "
-                             "predicted allocated peak, without allocator cache or CUDA context; their statistics are "
-                             "under 'trace', apart from the measured runs', and beside them in "
-                             "memory_by_source_kind"] if traced else []),
-                          "a measured peak below the weights and optimizer states its stated setup keeps resident "
-                          "is listed under 'excluded' and left out of the memory statistics (--keep-inconsistent "
-                          "counts it)",
-                          "a measured speed whose matmuls (a causal model's attention at half its work) would need "
-                          "more than the GPU's dense peak is listed under 'excluded' and left out of the throughput "
-                          "and MFU statistics (--keep-inconsistent counts it)",
-                          "a speed measured on GPUs held under a power limit below the catalog GPU's TDP (the case's "
-                          "notes state it) is listed under 'excluded' and left out of the throughput and MFU "
-                          "statistics; its memory is compared",
-                          "throughput: tokens/s per GPU where measured, else step time; variable-length runs are "
-                          "not compared on throughput",
-                          "errors are absolute percentage errors as fractions (0.1 = 10%)"],
+                "notes": [say("va_note_null_kind", kind=NULL_MEMORY_KIND),
+                          *([say("va_note_trace")] if traced else []),
+                          say("va_note_resident"), say("va_note_peak"), say("va_note_power"),
+                          say("va_note_throughput"), say("va_note_errors")],
                 "rows": [r.to_dict() for r in self.rows]}
 
 
@@ -719,30 +710,30 @@ def validate(cases: list[dict], eff: Efficiencies, keep_inconsistent: bool = Fal
             case_id = case.get("id") if isinstance(case, dict) else None
             if isinstance(case_id, str) and case_id:
                 if case_id in seen:  # the same run twice would weigh twice in every error
-                    raise Skip("duplicate case id (the first is counted)")
+                    raise Skip(say("va_skip_duplicate"))
                 seen.add(case_id)
             meas = case.get("measured") or {}
             if not any(meas.get(k) for k in ("tokens_per_s_per_gpu", "step_time_s", "peak_memory_gib", "oom")):
-                raise Skip("nothing measured")
+                raise Skip(say("va_skip_nothing_measured"))
             why = implausible_measurement(meas)
             if why:
                 raise Skip(why)
             if ((case.get("hardware") or {}).get("gpu") or "") == "cpu":
-                raise Skip("CPU measurement")
+                raise Skip(say("va_skip_cpu"))
             if truth_of(case) == TRACE_SOURCE and meas.get("memory_kind") != "allocated":
-                raise Skip("trace case without memory_kind allocated (a trace counts allocated bytes only)")
+                raise Skip(say("va_skip_trace_kind"))
             row = compare(case, predict_case(case, eff), keep_inconsistent)
             if not row.error and not row.excluded:
-                raise Skip("nothing comparable (variable-length throughput only, or no usable measured value)")
+                raise Skip(say("va_skip_nothing_comparable"))
             if bands is not None and row.truth != TRACE_SOURCE:  # the bands are of runs, not of traced steps
                 add_bands(row, bands)
             rows.append(row)
         except Skip as exc:
-            skipped[str(exc)] += 1
+            skipped[exc.reason] += 1
         except (TrainfitError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-            skipped[f"could not predict: {type(exc).__name__}"] += 1
+            skipped[say("va_skip_could_not", error=type(exc).__name__)] += 1
         except Exception as exc:  # noqa: BLE001 - one odd case must never end the run; counted, visible
-            skipped[f"could not predict (unexpected {type(exc).__name__})"] += 1
+            skipped[say("va_skip_unexpected", error=type(exc).__name__)] += 1
     return Report(rows, skipped, len(cases))
 
 

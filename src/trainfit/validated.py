@@ -58,20 +58,15 @@ def throughput_mape_by_gpu(lines: list[str], gpus: set[str] | None = None) -> di
 def note_for(gpu_id: str) -> str | None:
     """What an estimate says about its speed on this GPU: unvalidated (no published run), or the error trainfit
     has on the published runs there when it is large (over 20 %), else nothing."""
+    from .i18n import say  # the sentences: i18n/sentences_estimate.py
+
     row = validated_gpus().get(gpu_id)
     if validated_gpus() and not (row or {}).get("throughput"):
-        return UNVALIDATED_NOTE.format(gpu=gpu_id)
+        return say("es_unvalidated_gpu", gpu=gpu_id)
     mape = (row or {}).get("throughput_mape")
     if mape is not None and mape > 0.2:
-        return LARGE_ERROR_NOTE.format(gpu=gpu_id, n=row["throughput_mape_n"], mape=f"{mape:.0%}")
+        return say("es_large_error_gpu", gpu=gpu_id, n=row["throughput_mape_n"], mape=mape)
     return None
-
-
-LARGE_ERROR_NOTE = ("trainfit's throughput error on the {n} published runs on {gpu} in its validation data is {mape} "
-                    "(MAPE; data/validation): read this speed with that in mind, or measure it with `trainfit bench`")
-UNVALIDATED_NOTE = ("no published throughput measurement on {gpu} is in trainfit's validation data: the speed here is "
-                    "modelled from its datasheet and the fits on other GPUs, not checked against a run on it "
-                    "(`trainfit bench` measures it on your machine)")
 
 
 def main(argv=None) -> int:

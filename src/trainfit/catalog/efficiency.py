@@ -14,6 +14,7 @@ from functools import lru_cache, wraps
 from typing import Any
 
 from ..errors import CatalogError, SpecError, unknown_name
+from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ._io import read_yaml
 
@@ -313,14 +314,12 @@ def load_efficiencies(overrides: dict | None = None, calibration: str | None = N
 
 # How a named value is chosen for one GPU, first match wins (printed by `trainfit efficiencies`).
 PRECEDENCE = (
-    "--set NAME=VALUE (a plain value replaces every per-GPU/architecture/... variant)",
-    "by_link[link] (collectives: the link that carries them)",
-    "by_framework[stack] (--framework, or a validation case's stack)",
-    "by_gpu[gpu] set by a calibration, --calibration FILE or --set",
-    "by_gpu[gpu] from efficiency.yaml alone (uncalibrated): a ratio to its architecture, applied to the "
-    "architecture's current value = by_architecture[arch] x by_gpu[gpu] / efficiency.yaml's by_architecture[arch] "
-    "(so a calibrated architecture moves its GPUs with it and an uncalibrated GPU never overrides it)",
-    "by_architecture[arch] (calibrated or efficiency.yaml)",
+    say("va_prec_set"),
+    say("va_prec_link"),
+    say("va_prec_framework"),
+    say("va_prec_gpu_set"),
+    say("va_prec_gpu_yaml"),
+    say("va_prec_arch"),
     "by_memory_type[type]",
     "default",
 )

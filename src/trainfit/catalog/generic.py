@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import MissingDependency, SpecError
+from ..i18n import Msg, say
 from ..spec.model import ModelSpec, is_fast_path, softcap_value
 from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
 from .preset_data import preset_data
@@ -34,8 +35,7 @@ def text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The text model of a config: multimodal configs (Gemma 3 4B+, Llama 4, Qwen3.5) carry it as text_config."""
     sub = cfg.get("text_config")
     if isinstance(sub, dict) and sub.get("model_type"):
-        return dict(sub), f"{cfg.get('model_type')}: the text model only ({sub['model_type']}); the vision tower " \
-                          "is not counted"
+        return dict(sub), say("va_gen_text_only", model=str(cfg.get("model_type")), text=str(sub["model_type"]))
     return dict(cfg), ""
 
 
@@ -155,18 +155,16 @@ def _checked_template(spec: ModelSpec, key: str, name: str, source: str, params_
         return spec
     model_type = spec.model_type
     if _transformers() is None:
-        return _with_note(spec, f"{model_type}: the structure is trainfit's template made with transformers {made}; "
-                                f"the installed transformers {installed} cannot check it without torch")
+        return _with_note(spec, say("va_gen_no_torch", model=model_type, made=made, installed=installed))
     try:
         ref = _read_cached(key, name, source, params_reported, note, json.dumps(cfg, sort_keys=True, default=str))
     except SpecError as exc:
-        return _with_note(spec, f"{model_type}: the structure is trainfit's template made with transformers {made}; "
-                                f"the installed transformers {installed} cannot build this config ({exc})")
+        return _with_note(spec, say("va_gen_cannot_build", model=model_type, made=made, installed=installed,
+                                    error=str(exc)))
     differs = templates.first_difference(spec_to_dict(spec), spec_to_dict(ref))
     if differs:
-        ref = _with_note(ref, f"{model_type}: transformers {installed} builds this config otherwise than trainfit's "
-                              f"template made with transformers {made} ({differs}); the structure read from "
-                              f"transformers {installed} is used")
+        ref = _with_note(ref, say("va_gen_otherwise", model=model_type, installed=installed, made=made,
+                                  difference=differs))
     _disk_put(key, ref)
     return ref
 
@@ -209,7 +207,7 @@ def _disk_put(key: str, spec: ModelSpec) -> None:
         os.makedirs(os.path.dirname(file), exist_ok=True)
         tmp = f"{file}.{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(spec_to_dict(spec), fh)
+            json.dump({**spec_to_dict(spec), "said": _said(spec.structure.notes)}, fh)
         os.replace(tmp, file)
     except OSError:  # a read-only home: no cache, same answer
         return
@@ -264,14 +262,35 @@ def spec_to_dict(spec: ModelSpec) -> dict:
     return out
 
 
+def _said(notes) -> list:
+    """The notes that are sentences of the message table, as [key, values]: the disk cache keeps them beside their
+    English, so a cached structure's notes render in any language again."""
+    return [[n.key, n.values] for n in notes if isinstance(n, Msg)]
+
+
+def _notes_said(notes: tuple, said: list, note: str) -> tuple:
+    """A stored structure's notes (English text) with each one made again from its facts (the config's text-model
+    note, the cache's [key, values]) where it is that sentence: the same English, rendered in any language."""
+    made = [note] if note else []
+    for entry in said if isinstance(said, list) else []:
+        try:
+            made.append(say(entry[0], **entry[1]))
+        except (KeyError, TypeError, IndexError, ValueError):  # an older or foreign cache file: its English stays
+            continue
+    return tuple(next((m for m in made if m == n), n) for n in notes)
+
+
 def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None, hf_config: dict) -> ModelSpec:
-    fields = {k: v for k, v in d.items() if k not in ("structure", "extra")}
-    text = text_config(hf_config)[0] if isinstance(hf_config, dict) else {}
+    fields = {k: v for k, v in d.items() if k not in ("structure", "extra", "said")}
+    text, note = text_config(hf_config) if isinstance(hf_config, dict) else ({}, "")
     for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
         if field not in fields:  # a preset's or cache's spec recorded before soft-capping was read: the config's
             fields[field] = softcap_value(text.get(key), key)
-    return ModelSpec(name=name, source=source, params_reported=params_reported,
-                     structure=structure_from_dict(d["structure"]),
+    structure = structure_from_dict(d["structure"])
+    from dataclasses import replace
+
+    structure = replace(structure, notes=_notes_said(structure.notes, d.get("said"), note))
+    return ModelSpec(name=name, source=source, params_reported=params_reported, structure=structure,
                      extra={**d.get("extra", {}), "hf_config": hf_config}, **fields)
 
 

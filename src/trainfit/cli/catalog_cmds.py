@@ -190,6 +190,7 @@ def run_efficiencies(args: argparse.Namespace) -> int:
     from ..catalog.efficiency import shipped_calibration
 
     from ..catalog.efficiency import PRECEDENCE
+    from ..i18n import say
     from ..i18n import t as tr
 
     lang = lang_of(args)
@@ -205,7 +206,9 @@ def run_efficiencies(args: argparse.Namespace) -> int:
                 entry["value_for_gpu_from"] = view.used[name]["from"]
             except KeyError:
                 pass
-        hits = [f"{b['level']} = {b['value']:g} at the fit's {b['side']} bound" for b in bounds if b["name"] == name]
+        hits = [say("va_at_bound", level=b["level"], value=b["value"],
+                    side=say("va_bound_" + b["side"]) if b["side"] in ("low", "high") else b["side"])
+                for b in bounds if b["name"] == name]
         if hits:
             entry["at_bound"] = hits
         doc[name] = entry

@@ -117,9 +117,10 @@ def _message(exc: TrainfitError, args: argparse.Namespace | None, argv: list[str
     lang = lang if lang in LANGS else default_lang()
     if isinstance(exc, (LocalizedError,)) or hasattr(exc, "key"):
         return exc.message(lang)
+    from ..errors import sentence_of
     from ..i18n.errors import localize_error
 
-    return localize_error(str(exc), lang)
+    return localize_error(sentence_of(exc), lang)  # a sentence of the message table renders from the table
 
 
 def _top_lang(args: argparse.Namespace) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..i18n import say
 from ..spec.model import ModelSpec
 from ..spec.training import Attention, GradCkpt
 
@@ -430,10 +431,7 @@ def attention_that_runs(m: ModelSpec, t):
     return t
 
 
-SOFTCAP_SDPA_NOTE = ("the model soft-caps its attention logits, which SDPA cannot do: transformers runs its eager "
-                     "attention instead (the default for such a model; an explicit attn_implementation='sdpa' is "
-                     "refused), with s x s scores per head saved for backward; estimated as eager. FlashAttention-2 "
-                     "soft-caps in its kernel (--attention flash)")
+SOFTCAP_SDPA_NOTE = say("es_softcap_eager")  # eager attention where SDPA is asked for (i18n/sentences_estimate.py)
 
 
 # model_types whose eager attention computes softmax in the activation dtype (modeling_*.py, transformers 5.x)

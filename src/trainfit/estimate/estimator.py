@@ -12,6 +12,7 @@ from functools import cached_property, lru_cache
 
 from ..catalog.efficiency import Efficiencies, EfficiencyView, used_by
 from ..errors import SpecError
+from ..i18n import say
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
@@ -112,22 +113,19 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
     warnings: list[str] = []
     cc = gpu.compute_capability or 0.0
     if t.precision == Precision.BF16 and not gpu.bf16_supported:
-        raise SpecError(f"{gpu.name} has no bf16 support (compute capability {cc:g}); use --precision fp16")
+        raise SpecError(say("pl_rule_no_bf16", gpu=gpu.name, cc=cc))  # a sentence of the table (errors.sentence_of)
     if t.precision == Precision.FP8 and not gpu.fp8_supported:
-        raise SpecError(f"{gpu.name} has no FP8 tensor cores (FP8 needs Ada or Hopper); use --precision bf16")
+        raise SpecError(say("pl_rule_no_fp8", gpu=gpu.name))
     if t.attention == Attention.FLASH and cc and cc < 8.0:
-        raise SpecError(f"FlashAttention-2 needs compute capability 8.0+ ({gpu.name} is {cc:g}); "
-                        "use --attention sdpa (memory-efficient kernel)")
+        raise SpecError(say("pl_rule_flash", gpu=gpu.name, cc=cc))
     if t.method == Method.QLORA and s.shards_params:
-        warnings.append("QLoRA with ZeRO-3/FSDP needs bnb_4bit_quant_storage set to the compute dtype "
-                        "(bitsandbytes >= 0.43); generated configs set it")
+        warnings.append(say("es_qlora_quant_storage"))
     if t.method == Method.QLORA and s.offload != Offload.NONE:
-        warnings.append("offloading a 4-bit model is rarely worth it: the adapters' optimizer is tiny")
+        warnings.append(say("es_qlora_offload"))
     if t.optimizer == Optimizer.ADAMW_8BIT and s.offload != Offload.NONE:
-        raise SpecError("8-bit AdamW (bitsandbytes) runs on the GPU and cannot be offloaded; "
-                        "use --optimizer adamw with --offload")
+        raise SpecError(say("pl_rule_adamw8bit_offload"))
     if s.engine == "fsdp" and s.offload == Offload.OPTIMIZER:
-        raise SpecError("FSDP offloads parameters and gradients together: use --offload all")
+        raise SpecError(say("pl_rule_fsdp_offload"))
     if m.position == "learned" and t.seq_len > m.max_sequence:
         raise SpecError(f"{m.name} has learned positions for {m.max_sequence} tokens; --seq-len {t.seq_len} "
                         "is longer")
@@ -136,14 +134,13 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
                         "(max_position_embeddings); a context-extended model says so in its config.json "
                         "(rope_scaling and a larger max_position_embeddings): pass that config.json")
     if t.task == Task.CLASSIFICATION and t.attention == Attention.FLASH and m.is_encoder:
-        warnings.append("BERT-style models have no FlashAttention-2 path in transformers; SDPA is used")
+        warnings.append(say("es_bert_flash"))
     if t.precision == Precision.FP16 and t.method == Method.FULL and s.engine in ("single", "ddp"):
-        warnings.append("fp16 mixed precision needs loss scaling (the generated Trainer config enables it)")
+        warnings.append(say("es_fp16_loss_scaling"))
     if s.engine == "fsdp" and t.precision == Precision.FP16:
-        raise SpecError("trainfit's FSDP setups train in bf16 or fp32; on GPUs without bf16 (V100, T4) use DeepSpeed "
-                        "ZeRO (--zero 1/2/3), which scales fp16 losses")
+        raise SpecError(say("pl_rule_fsdp_fp16"))
     if s.fsdp != Fsdp.NONE and t.method == Method.QLORA and s.offload != Offload.NONE:
-        raise SpecError("QLoRA with FSDP CPU offload is not supported by bitsandbytes")
+        raise SpecError(say("pl_rule_qlora_fsdp_offload"))
     return tuple(warnings)
 
 
@@ -153,13 +150,13 @@ def adapt_to_gpu(t: TrainingSpec, gpu: GpuSpec) -> tuple[TrainingSpec, list[str]
     changes: list[str] = []
     if t.precision == Precision.BF16 and not gpu.bf16_supported:
         t = t.with_(precision=Precision.FP16)
-        changes.append("--precision fp16 (no bf16 on this GPU)")
+        changes.append(say("es_adapt_fp16"))
     if t.precision == Precision.FP8 and not gpu.fp8_supported:
         t = t.with_(precision=Precision.BF16 if gpu.bf16_supported else Precision.FP16)
-        changes.append(f"--precision {t.precision.value} (no FP8 on this GPU)")
+        changes.append(say("es_adapt_fp8", precision=t.precision.value))
     if t.attention == Attention.FLASH and (gpu.compute_capability or 0) < 8.0:
         t = t.with_(attention=Attention.SDPA)
-        changes.append("--attention sdpa (FlashAttention-2 needs Ampere+)")
+        changes.append(say("es_adapt_sdpa"))
     return t, changes
 
 
@@ -181,12 +178,12 @@ def data_parallel_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: 
     host = host_offload_bytes(t, s, split)
     inst = cluster.instance
     if host and inst is not None and inst.ram_gib and host > inst.ram_gib * GiB:
-        warnings = (*warnings, f"CPU offload needs ~{host / GiB:,.0f} GiB of host RAM per node; "
-                               f"{inst.instance_type} has {inst.ram_gib:g} GiB")
+        warnings = (*warnings, say("es_offload_host_ram", need=host / GiB, instance=inst.instance_type,
+                                   ram=inst.ram_gib))
     framework = eff.eff.framework
     refused = stack_refuses(t.model_code, t.method, t.grad_ckpt, s, framework) if framework else None
     if refused:  # the layout the stated stack's own scripts do not run: plan --framework leaves it out
-        warnings = (*warnings, f"{refused}: `plan --framework {framework}` does not offer this layout")
+        warnings = (*warnings, say("pl_stack_warning", rule=refused, framework=framework))
     warnings = (*warnings, *_expert_warning(m, t, s, cluster), *(m.structure.notes if m.structure is not None else ()))
     return Estimate(m, t, s, cluster, split, flops, st, _used(eff, keys), tuple(warnings), eff.eff)
 
@@ -206,12 +203,8 @@ def _expert_warning(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster
     per_gpu = 2.0 * experts / (s.gpus if s.shards_params else 1)  # 16-bit weights
     if per_gpu <= cluster.gpu.memory_bytes:
         return ()
-    head = (f"the routed experts alone take {per_gpu / GiB:,.0f} GiB per GPU in 16 bit, more than a "
-            f"{cluster.gpu.memory_gb:g} GB GPU: ")
-    if t.method == Method.FULL:
-        return (head + "spread them with expert parallelism (--ep: each GPU holds a share of the experts, "
-                "Megatron-Core) or shard them with ZeRO-3 / FSDP",)
-    return (head + "shard them with ZeRO-3 / FSDP (expert parallelism is modelled for full training only)",)
+    key = "es_experts_ep" if t.method == Method.FULL else "es_experts_zero3"  # expert parallelism: full training
+    return (say(key, gib=per_gpu / GiB, gb=cluster.gpu.memory_gb),)
 
 
 def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: ParamSplit,
@@ -227,52 +220,37 @@ def memory_of(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, split: P
 def _standing_assumptions(m: ModelSpec, t: TrainingSpec, s: Strategy) -> list[str]:
     out = [_length_assumption(t)]
     if t.method in (Method.LORA, Method.QLORA):
-        if t.param_dtype == "bf16":
-            out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in bf16 (the stack trains "
-                       "in pure 16-bit)")
-        else:
-            out.append(f"LoRA rank {t.lora_rank} on {','.join(t.lora_targets)}; adapters in fp32 (PEFT default)")
+        out.append(say("es_lora_bf16" if t.param_dtype == "bf16" else "es_lora_peft", rank=t.lora_rank,
+                       targets=",".join(t.lora_targets)))
     if t.model_code == "litgpt":
-        out.append("LitGPT's own model and loop (model_code litgpt): k and v repeated to every head, dropout 0.05 before "
-                   "each adapter, head and loss in 128-token bf16 chunks, the previous step's logits alive into the "
-                   "next forward")
+        out.append(say("es_litgpt_code"))
     if t.method == Method.FREEZE:
-        out.append("freeze: only the last blocks train (freeze_trainable_layers)")
+        out.append(say("es_freeze"))
     if t.task == Task.CLASSIFICATION:
-        out.append(f"classification head with {t.num_labels} labels")
+        out.append(say("es_cls_head", n=t.num_labels))
     if t.task == Task.DPO:
-        out.append("DPO: micro-batch counts preference pairs (chosen + rejected = 2 sequences)")
+        out.append(say("es_dpo_pairs"))
     if t.optimizer.value in ("adamw", "sgd", "sgd-nomomentum") and s.engine != "deepspeed":
-        out.append(f"optimizer_impl {t.optimizer_impl.value}: torch {t.optimizer.value} run as "
-                   + {"fused": "one fused kernel (Hugging Face Trainer's default adamw_torch_fused, train.py)",
-                      "foreach": "multi-tensor foreach ops (torch's own default on CUDA): one more state's worth "
-                                 "of memory during the step",
-                      "forloop": "a loop over tensors: intermediates of the largest tensor during the step"}[
-                       t.optimizer_impl.value])
+        out.append(say(f"es_opt_{t.optimizer_impl.value}", opt=t.optimizer.value))  # fused, foreach, forloop
     if s.engine in ("single", "ddp") and t.method == Method.FULL and t.precision != Precision.FP32:
-        out.append("full fine-tuning without DeepSpeed/FSDP keeps fp32 weights under autocast"
-                   if t.param_dtype == "fp32" else "pure bf16: weights, gradients and AdamW states in bf16")
+        out.append(say("es_full_fp32_autocast" if t.param_dtype == "fp32" else "es_pure_bf16"))
     return out
 
 
 def _length_assumption(t: TrainingSpec) -> str:
     if not t.variable_length:
         if t.data_layout in (None, "packed"):
-            return (f"sequences packed to exactly {t.seq_len} tokens (no padding)"
-                    + (f"; {t.lengths_from}" if t.lengths_from else ""))
-        return (f"samples padded ({t.data_layout}), lengths not given: memory and time at the longest, {t.seq_len} "
-                "tokens (time an upper bound; --avg-len or --data gives them)")
+            return (say("es_len_packed_from", n=t.seq_len, src=t.lengths_from) if t.lengths_from
+                    else say("es_len_packed", n=t.seq_len))
+        return say("es_len_padded_unknown", layout=t.data_layout, n=t.seq_len)
+    src = {"src": t.lengths_from} if t.lengths_from else {}  # "; lengths from ..." where known
+    tail = "_from" if t.lengths_from else ""
     if t.data_layout == "padded-max" and t.avg_len:
-        return (f"every sample padded to {t.seq_len} tokens (padded-max): memory and time at {t.seq_len} tokens "
-                f"(mean sample {t.avg_len}; {1.0 - t.avg_len / t.seq_len:.0%} padding)"
-                + (f"; lengths from {t.lengths_from}" if t.lengths_from else ""))
+        return say("es_len_padded_max" + tail, n=t.seq_len, avg=t.avg_len, waste=1.0 - t.avg_len / t.seq_len, **src)
     if not t.avg_len:
-        return (f"variable-length samples, mean length not given: memory and time at the longest, {t.seq_len} "
-                "tokens (time an upper bound; --avg-len or --data gives it)")
-    waste = 1.0 - t.avg_len / t.time_len
-    return (f"variable-length samples padded to the longest of each micro-batch: memory at the longest, {t.seq_len} "
-            f"tokens; time at {t.time_len} tokens per sequence (mean sample {t.avg_len}; {waste:.0%} padding)"
-            + (f"; lengths from {t.lengths_from}" if t.lengths_from else ""))
+        return say("es_len_varlen_unknown", n=t.seq_len)
+    return say("es_len_varlen" + tail, n=t.seq_len, p=t.time_len, avg=t.avg_len, waste=1.0 - t.avg_len / t.time_len,
+               **src)
 
 
 def gib(x: float) -> float:

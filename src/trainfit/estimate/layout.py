@@ -10,6 +10,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from ..catalog.efficiency import Efficiencies, recorded_cache
+from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.training import Attention, Fsdp, GradCkpt, Strategy, TrainingSpec
@@ -82,8 +83,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
     reserved = allocated * (1 + stage.allocator_fraction) + stage.allocator_constant
     device = reserved + (stage.device - stage.reserved)
     overheads = (("other/allocator_cache", reserved - allocated), ("other/cuda_context_and_nccl", device - reserved))
-    note = (f"memory of the {which} pipeline stage of {s.label()} (estimate/parallel3d.py: Korthikanti et al. 2022 "
-            "activations, Megatron-LM's states)")
+    note = say("es_pp_stage_memory", which=say(f"es_w_{which}"), layout=s.label())  # which: first | last
     # the first stage's peak: the first backward begins with every in-flight micro-batch's activations held (1F1B)
     return MemoryResult(phases=(Phase("backward_start", (dict(peak.parts),), allocated),), peak_phase="backward_start",
                         allocated=allocated, reserved=reserved, device=device, usable=stage.usable,

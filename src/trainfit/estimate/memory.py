@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from ..catalog.efficiency import EfficiencyView
 from ..errors import SpecError
+from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.training import GradCkpt, Method, Offload, Precision, Strategy, Task, TrainingSpec, combination_problem
@@ -118,8 +119,7 @@ def frozen_weights(c: Step) -> dict[str, float]:
     quantized = split.quantized
     if c.upcast:
         _add(states, "weights/frozen_fp32_upcast", (split.frozen - quantized) * 4.0 / c.frozen_shard)
-        c.notes.append("QLoRA through PEFT: embeddings, norms and the output head are cast to fp32, which makes the "
-                       "hidden states and the MLP's intermediates fp32 too (bitsandbytes returns its input's dtype)")
+        c.notes.append(say("es_qlora_upcast"))
     else:
         _add(states, "weights/frozen", (split.frozen - quantized) * c.frozen_bytes / c.frozen_shard)
     nf4_bytes = NF4_SINGLE_QUANT_BYTES_PER_PARAM if r.litgpt else NF4_BYTES_PER_PARAM
@@ -148,7 +148,7 @@ def dpo_reference(c: Step) -> dict[str, float]:
         return {}
     fp32_policy = t.precision == Precision.FP32 or t.param_dtype == "fp32"
     ref_bytes = 4.0 if s.engine in ("single", "ddp") and fp32_policy else c.frozen_bytes
-    c.notes.append("DPO keeps a frozen reference copy of the model (LoRA/QLoRA reuse the base with adapters off)")
+    c.notes.append(say("es_dpo_reference"))
     return {"weights/dpo_reference": c.split.total * ref_bytes / c.frozen_shard}
 
 
@@ -217,14 +217,13 @@ def model_states(c: Step) -> ModelStates:
     grads, step_buffers = trainable_states(c, states)
     problem = combination_problem(c.t, c.s)
     if problem:
-        raise SpecError(problem)
+        raise SpecError(problem)  # a sentence of the table (errors.sentence_of)
     if c.t.optimizer_in_backward:
         in_backward_gradients(c, grads, step_buffers)
     paged = 0.0
     if c.t.paged_optimizer:  # bitsandbytes allocates paged states with cudaMallocManaged, beside PyTorch's allocator
         paged = states.pop("optimizer/states", 0.0)
-        c.notes.append("paged optimizer: its states live in CUDA managed memory, which PyTorch's memory counters do "
-                       "not see; they stay on the GPU while it has room and page out to host memory when it does not")
+        c.notes.append(say("es_paged_optimizer"))
     return ModelStates(states, grads, step_buffers, paged)
 
 

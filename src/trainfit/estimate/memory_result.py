@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..catalog.efficiency import EfficiencyView
+from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ..spec.training import Method, Precision, Strategy, TrainingSpec
 from ..units import GiB
@@ -182,8 +183,7 @@ def varying_shapes_reserve(peak: Phase, t: TrainingSpec | None, eff: EfficiencyV
     name = "allocator_varlen_expandable_fraction" if t.expandable_segments else "allocator_varlen_fraction"
     varying = sum(v for k, v in peak.items.items() if k.startswith(("activations/", "logits/")))
     extra = eff(name) * varying
-    return extra, (f"allocator: shapes vary from step to step, {extra / GiB:.2f} GiB more reserved "
-                   f"({name} = {eff(name):g} of activations and logits)")
+    return extra, say("es_allocator_varlen", gib=extra / GiB, name=name, frac=eff(name))
 
 
 def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Strategy, r: Regime,

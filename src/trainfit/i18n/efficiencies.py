@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 
+from . import Msg
+
 
 def digest(text: str) -> str:
     """The key of an English text: 8 hex digits of the SHA-1 of its words joined by single spaces."""
@@ -248,6 +250,22 @@ def efficiency_text(text: str, lang: str) -> str:
 
 def efficiency_unit(unit: str, lang: str) -> str:
     return _UNITS.get(unit, unit) if lang == "zh" else unit
+
+
+class EfficiencyText(Msg):
+    """A description or basis of efficiency.yaml as a value inside a sentence of the message table (a plan's
+    assumptions): its English is the str, its other languages come from `efficiency_text` (here, by digest)."""
+
+    def __new__(cls, text: str):
+        self = str.__new__(cls, text)
+        self.key, self.values = "", {}
+        return self
+
+    def render(self, lang: str) -> str:
+        return efficiency_text(str.__str__(self), lang)
+
+    def __reduce__(self):
+        return (EfficiencyText, (str.__str__(self),))
 
 
 def missing_chinese() -> list[str]:

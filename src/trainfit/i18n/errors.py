@@ -226,7 +226,20 @@ _ZH: list[tuple[str, str]] = [
     (r"argument (?P<a>\S+): expected one argument \(see (?P<h>.+)\)", "参数 {a}：需要一个值（见 {h}）"),
     (r"internal error, please report it: (?P<rest>.+)", "内部错误，请报告：{rest}"),
 ]
-_COMPILED = _ZH  # compiled on first use (notes.first_match)
+_COMPILED_PAIRS: tuple | None = None
+
+
+def first_match(text: str):
+    """(pattern, Chinese template, match) of the first of `_ZH`'s patterns that matches all of `text`, or None. The
+    patterns are compiled once, when a Chinese message is first asked for."""
+    global _COMPILED_PAIRS
+    if _COMPILED_PAIRS is None:
+        _COMPILED_PAIRS = tuple((re.compile(p), z) for p, z in _ZH)
+    for pattern, template in _COMPILED_PAIRS:
+        m = pattern.fullmatch(text)
+        if m:
+            return pattern, template, m
+    return None
 FALLBACK_ZH = "输入有误："
 _WORDS = {"GPU": "GPU", "model": "模型", "instance type": "实例类型", "region": "地域", "efficiency": "效率参数",
           "provider": "云厂商"}
@@ -249,22 +262,19 @@ def _inner(text: str) -> str:
 
 def localize_error(message: str, lang: str) -> str:
     """A bad-input message in `lang` (English when no pattern knows it)."""
-    from .notes import first_match
+    from . import Msg
 
+    if isinstance(message, Msg):  # a sentence of the message table (an incompatible setting, ...): from the table
+        return message.render(lang)
     if lang != "zh":
         return message
-    hit = first_match(_COMPILED, message)
+    hit = first_match(message)
     if hit is None:
         where = _FILE_PREFIX.match(message)
         if where is not None:  # "req.yaml: <a message a pattern knows>" (a request or data file names itself)
             inner = _known(where.group("rest"))
             if inner != where.group("rest"):
                 return f"{where.group('p')}：{inner}"
-        from .notes import localize
-
-        worded = localize(message, "zh")  # the estimator's own sentences (an incompatible setting, ...) are known there
-        if worded != message:
-            return worded
         return FALLBACK_ZH + message  # a shape no pattern knows: its English detail behind a Chinese lead-in
     pattern, template, m = hit
     values = {k: _inner(_WORDS.get(v, v) if k == "k" else (v or "")) for k, v in m.groupdict().items()}

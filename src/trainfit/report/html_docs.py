@@ -75,7 +75,7 @@ def validate_doc(doc: dict[str, Any], lang: str) -> Doc:
     d.items(summary)
     if doc.get("serving"):
         d.p(w("r_v_serving", lang, n=len(doc["serving"].get("rows") or [])))
-    d.items([localize(str(n), lang) for n in doc.get("notes") or []])
+    d.items([localize(n if isinstance(n, str) else str(n), lang) for n in doc.get("notes") or []])  # a Msg stays one
     return d
 
 

@@ -7,7 +7,9 @@ from typing import Any
 
 from ..catalog.models import all_models, local_config
 from ..catalog.prices import STALE_DAYS, provenance
+from ..i18n import say
 from ..i18n import t as tr
+from ..i18n.efficiencies import EfficiencyText
 from ..plan import Plan, host_ram_gib, hours_cost_band
 from ..planfile import VERSION as PLAN_VERSION
 from ..search.reasons import Reason, Rejection
@@ -66,7 +68,7 @@ def reason_text(r: Rejection, lang: str) -> str:
         return text + tr("rj_no_price_sold_out", lang)
     values = dict(r.values)
     if r.reason == Reason.INCOMPATIBLE:
-        values["rule"] = localize(str(values.get("rule", "")), lang)
+        values["rule"] = localize(values.get("rule", ""), lang)  # a Msg renders from the table
     if r.reason == Reason.LAYOUT:  # parallel3d's typed reason, worded where it is declared
         from ..estimate.parallel3d import Reason as LayoutReason
 
@@ -124,12 +126,13 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "search": {"candidates": res.candidates, "seconds": round(res.seconds, 4), "estimates": res.estimates,
                    "offers": len(res.offers)},
         "assumptions": list(plan.assumptions) + [
-            f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']}: "
-            f"{eff.describe(name)['description'].strip()}" for name in PLAN_ASSUMPTIONS
+            say("pl_named_value", name=name, value=eff.describe(name)["default"],
+                unit=_unit(eff.describe(name)["unit"]),
+                description=EfficiencyText(eff.describe(name)["description"].strip())) for name in PLAN_ASSUMPTIONS
             if not (name == "plan_memory_headroom_fraction" and res.max_oom_risk is not None)] + _risk_assumption(plan)
         + [
-            "billing: " + eff.describe("billing_granularity_s")["basis"].strip(),
-            "cost = price per hour x instances x billed hours; prices are catalog snapshots (see price_date)"]
+            say("pl_billing", basis=EfficiencyText(eff.describe("billing_granularity_s")["basis"].strip())),
+            say("pl_cost")]
         + _spot_assumptions(plan),
     }
 
@@ -147,21 +150,22 @@ def _risk_assumption(plan: Plan) -> list[str]:
     if res.max_oom_risk is None:
         return []
     band = _band(plan)
-    which = (f"the band of {band['framework']} (--framework)" if band["framework_known"] else
-             "the wider band of a training stack the calibration has not seen (--framework NAME narrows it)")
-    return [f"memory: an option is kept when its out-of-memory risk is at most {res.max_oom_risk:.0%} (--max-oom-risk), "
-            "the risk read from leave-one-source-out residuals of peak memory (trainfit calibrate --cv source), "
-            + which]
+    which = (say("pl_band_known", framework=band["framework"]) if band["framework_known"] else say("pl_band_unseen"))
+    return [say("pl_risk_kept", limit=res.max_oom_risk, band=which)]
+
+
+def _unit(unit: str) -> str:
+    """A unit of efficiency.yaml as a plan's assumption writes it: hours and fractions are words of the table."""
+    return say(f"pl_unit_{unit}") if unit in ("h", "fraction") else unit
 
 
 def _spot_assumptions(plan: Plan) -> list[str]:
     if plan.request.pricing != "spot":
         return []
     eff = plan.efficiencies
-    return [f"{name} = {eff.describe(name)['default']:g} {eff.describe(name)['unit']} ({eff.describe(name)['basis']})"
-            .replace("\n", " ") for name in ("spot_mtbi_hours", "spot_restart_hours")] + [
-        "spot instances can be reclaimed at any time; checkpoint interval sqrt(2 x checkpoint time x MTBI) "
-        "(Young 1974), each interruption costs the work since the last checkpoint plus a restart"]
+    return [say("pl_spot_value", name=name, value=eff.describe(name)["default"], unit=_unit(eff.describe(name)["unit"]),
+                basis=EfficiencyText(eff.describe(name)["basis"].replace("\n", " ")))
+            for name in ("spot_mtbi_hours", "spot_restart_hours")] + [say("pl_spot_assumption")]
 
 
 def _params(plan: Plan) -> int:

@@ -16,7 +16,7 @@ from itertools import product
 
 from ..catalog import get_gpu
 from ..catalog.efficiency import Efficiencies, EfficiencyView
-from ..errors import SpecError
+from ..errors import SpecError, sentence_of
 from ..estimate.core import (Estimate, adapt_to_gpu, check_compatibility, memory_of, phases_asked, run_estimate,
                              view_agrees)
 from ..estimate.hostram import LoadingRam, loading_ram_of
@@ -422,7 +422,8 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         est.scans[(method, ckpt, s.zero_stage, s.fsdp, s.offload, n, gpu.id, per_gpu, mbs)] = scan
     if isinstance(scan, SpecError):
         res.candidates += 1
-        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(scan))] += 1
+        # the rule as raised (a sentence of the message table where it is one: worded in any language)
+        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(scan))] += 1
         return
     usable = est.limits(gpu)[0]
     known = est.known(efficiencies) if res.max_oom_risk is not None else False

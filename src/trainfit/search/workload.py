@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from ..errors import SpecError
+from ..i18n import say
 from ..spec.job import PACKED
 from ..spec.model import ModelSpec
 from ..spec.request import PlanRequest
@@ -66,7 +67,7 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
         seq = req.seq_len
     elif task in (Task.CLASSIFICATION, Task.DPO) and req.avg_len:  # samples padded, not packed: to their length
         seq = max(8, _pow2_at_least(req.avg_len))
-        notes.append(f"sequences padded to {seq} tokens (next power of two above --avg-len {req.avg_len:g})")
+        notes.append(say("es_pad_pow2", seq=seq, avg=req.avg_len))
     else:
         seq, capped = default_seq_len(max_pos)
         if capped:
@@ -79,9 +80,9 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
                                "max_position_embeddings): pass that config.json"))
         seq = max_pos if not req.seq_len else seq
         if not req.seq_len:
-            notes.append(f"sequence length capped at the model's {max_pos} positions")
+            notes.append(say("pl_seq_capped", positions=max_pos))
     if req.avg_len and req.avg_len > seq and task == Task.CLASSIFICATION:
-        notes.append(f"samples longer than {seq} tokens are truncated")
+        notes.append(say("es_truncated", seq=seq))
 
     if req.global_batch:
         gb = req.global_batch
@@ -89,24 +90,23 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
         gb = max(1, round(req.global_batch_tokens / seq))
     elif task == Task.PRETRAIN:
         gb = max(1, round(DEFAULT_PRETRAIN_BATCH_TOKENS / seq))
-        notes.append(f"global batch {gb} sequences (~1M tokens) per step (pre-training default; --global-batch)")
+        notes.append(say("pl_global_batch_pretrain", gb=gb))
     else:
         gb = DEFAULT_GLOBAL_BATCH
-        notes.append(f"global batch {gb} sequences per optimizer step (fine-tuning default; --global-batch)")
+        notes.append(say("pl_global_batch_finetune", gb=gb))
 
     layout = data_layout_for(task, req.job_value("data_layout"), bool(req.avg_len))
     tokens = req.dataset_tokens if req.dataset_tokens is not None else req.samples * req.avg_len
     if layout == PACKED:
         processed = tokens * req.epochs
-        notes.append(f"{tokens:,.0f} tokens packed into {seq}-token sequences x {req.epochs:g} epochs")
+        notes.append(say("pl_tokens_packed", tokens=tokens, seq=seq, epochs=req.epochs))
     elif req.samples is not None and req.avg_len:  # the tokens that count: padding is in the time, not here
         mean = min(seq, req.avg_len)
         per_sample = mean * (2 if task == Task.DPO else 1)
         processed = req.samples * per_sample * req.epochs
-        notes.append(f"{req.samples:,.0f} samples x {per_sample:,.0f} tokens ({layout}: time at the padded length) "
-                     f"x {req.epochs:g} epochs")
+        notes.append(say("es_samples_padded", samples=req.samples, per_sample=per_sample, layout=layout,
+                         epochs=req.epochs))
     else:
         processed = tokens * req.epochs
-        notes.append(f"{tokens:,.0f} tokens in {seq}-token sequences ({layout}, sample lengths not given: time as "
-                     f"if every sequence were full) x {req.epochs:g} epochs")
+        notes.append(say("es_tokens_unknown_len", tokens=tokens, seq=seq, layout=layout, epochs=req.epochs))
     return Workload(req, task, seq, gb, processed, tuple(notes), layout)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..catalog import get_gpu
 from ..errors import TrainfitError
+from ..i18n import say
 from ..spec.model import ModelSpec
 from .estimate import ServingEstimate, estimate
 from .spec import ServingSpec
@@ -27,6 +28,11 @@ METRICS = {"kv_capacity": ("kv_cache_tokens", "max_concurrency", "kv_cache_gib")
 
 class Skip(Exception):
     """The counted reason a case is not predicted."""
+
+    @property
+    def reason(self) -> str:
+        """The reason as it was given (a sentence of the message table stays one: str() would copy its English)."""
+        return self.args[0] if self.args and isinstance(self.args[0], str) else str(self)
 
 
 @dataclass
@@ -56,22 +62,22 @@ def is_serving(case: dict) -> bool:
 def _model(case: dict) -> ModelSpec:
     hf = {k: v for k, v in ((case.get("model") or {}).get("hf_config") or {}).items() if v is not None}
     if not hf.get("hidden_size"):
-        raise Skip("model architecture incomplete")
+        raise Skip(say("va_skip_arch"))
     try:
         return ModelSpec.from_hf_config(hf, name=str(case["model"].get("name", "case")))
     except TrainfitError:
-        raise Skip("model type not supported or config incomplete") from None
+        raise Skip(say("va_skip_type_or_config")) from None
 
 
 def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     sv = case.get("serving") or {}
     fmt = WEIGHT_DTYPES.get(str((case.get("model") or {}).get("weight_dtype") or "bf16").lower())
     if fmt is None:
-        raise Skip("weight format not modelled")
+        raise Skip(say("va_skip_weights"))
     if sv.get("engine") not in ("vllm", "sglang"):
-        raise Skip("engine not modelled")
+        raise Skip(say("va_skip_engine"))
     if (sv.get("pp") or 1) != 1:
-        raise Skip("pipeline parallelism not modelled")
+        raise Skip(say("va_skip_pp"))
     max_len = sv.get("max_model_len")
     if max_len is None and sv.get("input_len") and sv.get("output_len"):
         # not stated: the run served its requests, so at least input + output (trainfit's default when larger)
@@ -81,7 +87,7 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     conc = sv.get("concurrency") if rate is None else None
     workload = sv.get("workload")
     if workload not in (None, "fixed"):
-        raise Skip("variable-length workload")
+        raise Skip(say("va_skip_varlen"))
     try:
         version = sv.get("engine_version") or str(sv.get("engine_version_inferred") or "").split(" ")[0]
         spec = ServingSpec(engine=sv["engine"], engine_version=version, weights=fmt,
@@ -94,7 +100,7 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
                            block_size=int(sv.get("block_size") or 16), sampler=sv.get("sampler"),
                            custom_all_reduce=sv.get("custom_all_reduce"))
     except TrainfitError:
-        raise Skip("serving settings invalid or incomplete") from None
+        raise Skip(say("va_skip_serving")) from None
     return spec, sv.get("num_prompts")
 
 
@@ -106,7 +112,7 @@ def predict_case(case: dict, overrides=None) -> ServingEstimate:
     try:
         gpu = get_gpu(str((case.get("hardware") or {}).get("gpu")))
     except TrainfitError:
-        raise Skip("GPU not in the catalog") from None
+        raise Skip(say("va_skip_gpu")) from None
     served = any(isinstance((case.get("measured") or {}).get(k), (int, float))
                  for k in ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_ms", "tpot_ms"))
     return estimate(m, gpu, spec, overrides=overrides, num_prompts=prompts, served=served)
@@ -151,8 +157,7 @@ def _impossible_ttft(est: ServingEstimate, ttft_ms: float) -> str | None:
     floor = prefill_floor_s(est.model, est.spec, est.cluster, est.spec.input_len) * 1e3
     if ttft_ms >= floor:
         return None
-    return (f"measured {ttft_ms:g} ms is below the {floor:.1f} ms a {est.spec.input_len}-token prefill takes at the "
-            "GPU's dense peak: not a full prefill (prefix cache?)")
+    return say("va_sv_ttft", ttft=ttft_ms, floor=floor, tokens=est.spec.input_len)
 
 
 def _stats(values: list[tuple[Row, float]]) -> dict[str, Any]:
@@ -181,26 +186,18 @@ def validate(cases: list[dict], overrides=None) -> dict[str, Any]:
         try:
             row = compare(case, predict_case(case, overrides))
             if not row.error and not row.excluded:
-                raise Skip("nothing comparable (the setup does not fit, or no measured value)")
+                raise Skip(say("va_skip_nothing_fits"))
             rows.append(row)
         except Skip as exc:
-            skipped[str(exc)] += 1
+            skipped[exc.reason] += 1
         except (TrainfitError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-            skipped[f"could not predict: {type(exc).__name__}"] += 1
+            skipped[say("va_skip_could_not", error=type(exc).__name__)] += 1
     doc = {"cases": len(cases), "predicted": len(rows), "skipped": dict(skipped.most_common())}
     doc.update({metric: _metric(rows, metric) for metric in METRICS})
     doc["served_with_predicted_kv_short"] = [r.id for r in rows if r.kv_short]
     doc["excluded"] = [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                        for r in rows for k, (e, why) in r.excluded.items()]
-    doc["notes"] = ["kv_capacity: KV-cache tokens where measured, else max concurrency, else the KV cache's GiB",
-                    "a case without engine_version is predicted with its engine_version_inferred (stated in the "
-                    "case), else the engine's default version",
-                    "throughput: output tokens/s where measured, else total tokens/s, else requests/s",
-                    "GPTQ 8-bit checkpoints are predicted as int8 weights",
-                    "serving.sampler (flashinfer | pytorch), serving.custom_all_reduce and serving.block_size are read "
-                    "where a case states them (fields beyond SERVING_SCHEMA.md, which readers may add)",
-                    "a measured run that served is predicted for speed even where trainfit's KV estimate at the "
-                    "engine's default flags falls below its max_model_len (served_with_predicted_kv_short lists them)",
-                    "errors are absolute percentage errors as fractions (0.1 = 10%)"]
+    doc["notes"] = [say(key) for key in ("va_sv_note_kv", "va_sv_note_version", "va_sv_note_throughput",
+                                         "va_sv_note_gptq", "va_sv_note_fields", "va_sv_note_served", "va_note_errors")]
     doc["rows"] = [r.to_dict() for r in rows]
     return doc

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ..i18n import say
 from ..units import GB, GBIT
 from .hardware import PCIE_X16_BYTES_PER_S, GpuSpec, InstanceSpec
 
@@ -54,9 +55,9 @@ def _bare_link(gpu: GpuSpec, gpus_per_node: int, notes: list[str]) -> tuple[str,
     if gpus_per_node == 1:
         return "single", gpu.pcie_bytes_per_s
     if gpu.nvlink_gbs and gpu.form_factor.upper().startswith("SXM"):
-        notes.append(f"{gpu.id}: SXM GPUs assumed on an NVSwitch/NVLink baseboard ({gpu.nvlink_gbs:g} GB/s NVLink)")
+        notes.append(say("es_sxm_nvswitch", gpu=gpu.id, bw=gpu.nvlink_gbs))
         return ("nvswitch" if gpus_per_node > 2 else "nvlink"), nvlink_per_direction(gpu.nvlink_gbs)
-    notes.append(f"{gpu.id}: GPUs talk over PCIe Gen{gpu.pcie_gen or 3} (no NVLink bridge assumed)")
+    notes.append(say("es_pcie_gen", gpu=gpu.id, gen=gpu.pcie_gen or 3))
     return "pcie", gpu.pcie_bytes_per_s
 
 
@@ -70,9 +71,9 @@ def _instance_link(gpu: GpuSpec, inst: InstanceSpec, gpus_per_node: int, notes: 
         nv = inst.nvlink_gbs or gpu.nvlink_gbs
         if nv:
             return link, nvlink_per_direction(nv)
-        notes.append(f"{inst.instance_type}: NVLink bandwidth not documented; PCIe assumed")
+        notes.append(say("es_nvlink_undocumented", instance=inst.instance_type))
     if link == "unknown":
-        notes.append(f"{inst.instance_type}: GPU interconnect not documented; PCIe assumed (conservative)")
+        notes.append(say("es_link_undocumented", instance=inst.instance_type))
     return "pcie", PCIE_X16_BYTES_PER_S.get(gpu.pcie_gen or 3)
 
 
@@ -97,11 +98,10 @@ def _inter_node(inst: InstanceSpec | None, network_gbps: float | None, default_g
     if best is not None:  # the network a multi-node job of this GPU can rent: the catalog's best, not a default
         bw = best.inter_node_bytes_per_s
         rdma = best.rdma if best.rdma not in ("none", "unknown") else "tcp"
-        notes.append(f"no instance or --network-gbps given: between nodes the network of {best.instance_type} "
-                     f"({bw / GBIT:g} Gbit/s {rdma}), the fastest the catalog has for {gpu.id}")
+        notes.append(say("es_network_catalog", instance=best.instance_type, gbps=bw / GBIT, rdma=rdma, gpu=gpu.id))
         return rdma, bw
     if default_gbps:
-        notes.append(f"no instance or --network-gbps given: {default_gbps:g} Gbit/s RDMA between nodes assumed")
+        notes.append(say("es_network_default", gbps=default_gbps))
         return "infiniband", default_gbps * GBIT
     raise SpecError("a multi-node estimate needs --instance or --network-gbps")
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..errors import SpecError
+from ..i18n import say
 
 # Without the model's tokenizer a sample's tokens are counted from its text: English-like words (split on
 # whitespace) x 4/3 (a common rule of thumb: a token is about 3/4 of an English word, OpenAI's tokenizer guide), and
@@ -201,15 +202,14 @@ def variable_lengths(seq_len: int, avg_len: int | None, data: str | None, sequen
     if data is None:
         if isinstance(avg_len, bool) or not isinstance(avg_len, int) or not 1 <= avg_len <= seq_len:
             raise SpecError(f"--avg-len must be an integer in [1, the longest sample {seq_len}], got {avg_len!r}")
-        return {"variable_length": True, "avg_len": avg_len, "lengths_from": "--avg-len (exponential lengths "
-                "assumed: a micro-batch of b is padded to about avg x (1 + 1/2 + ... + 1/b))"}
+        return {"variable_length": True, "avg_len": avg_len, "lengths_from": say("es_len_avg_exp")}
     tok = _local_tokenizer(model)
     lengths = read_lengths(data, seq_len, tok)
-    how = ("the model's tokenizer" if tok else f"whitespace words x {TOKENS_PER_WORD:.2f}, CJK characters x "
-           f"{TOKENS_PER_CJK_CHAR:g}, no tokenizer at hand")
+    how = say("es_tok_model") if tok else say("es_tok_whitespace", per_word=TOKENS_PER_WORD,
+                                              per_cjk=TOKENS_PER_CJK_CHAR)
     return {"variable_length": True, "avg_len": lengths.avg, "padded_len": lengths.padded(sequences),
             "longest": lengths.longest,
-            "lengths_from": f"--data {data}: {len(lengths.lengths)} samples, longest {lengths.longest} ({how})"}
+            "lengths_from": say("es_len_data", path=data, n=len(lengths.lengths), longest=lengths.longest, how=how)}
 
 
 def _local_tokenizer(model):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from ..errors import SpecError
+from ..i18n import say
 from .choices import (ALL_LINEAR, SAVED_MODULE_NAMES, Attention, Fsdp, GradCkpt, Method, Offload,  # noqa: F401
                       Optimizer, OptimizerImpl, Precision, Task, _Choice, _Ordered, parse_saved_modules,
                       parse_selective_ac, parse_targets)
@@ -241,11 +242,11 @@ def combination_problem(t: TrainingSpec, s: Strategy) -> str | None:
     """Why a training setting cannot run under an engine, or None (the rules of one setting alone are checked
     when the TrainingSpec is made)."""
     if t.optimizer_in_backward and s.engine == "deepspeed":
-        return "optimizer-in-backward is a PyTorch/torchtune feature: not with DeepSpeed ZeRO"
+        return say("pl_rule_oib_deepspeed")
     if t.optimizer_in_backward and s.engine == "ddp":
-        return "optimizer-in-backward steps each gradient before DDP could all-reduce it: use one GPU or FSDP"
+        return say("pl_rule_oib_ddp")
     if t.paged_optimizer and s.engine == "deepspeed":
-        return "paged optimizers are bitsandbytes optimizers: DeepSpeed ZeRO runs its own"
+        return say("pl_rule_paged_deepspeed")
     return None
 
 
@@ -256,7 +257,9 @@ def default_seq_len(max_positions: int | None) -> tuple[int, str | None]:
     """The sequence length when none is given: 2048, capped at the model's positions (BERT: 512), with a note
     when capped. The one place this default lives (CLI, API, plan and generate all come here)."""
     if max_positions and max_positions < DEFAULT_SEQ_LEN:
-        return max_positions, f"sequence length {max_positions} (the model's positions; default {DEFAULT_SEQ_LEN})"
+        from ..i18n import say
+
+        return max_positions, say("es_seq_len_default", n=max_positions, default=DEFAULT_SEQ_LEN)
     return DEFAULT_SEQ_LEN, None
 
 
@@ -272,24 +275,24 @@ def stack_refuses(model_code: str, method: Method, ckpt: GradCkpt, s: Strategy,
     leaves such layouts out; `estimate` warns (estimate/core.py run_estimate)."""
     if framework == "megatron":
         if method != Method.FULL:
-            return "Megatron-LM trains full models (LoRA and QLoRA are not in Megatron-LM)"
+            return say("pl_megatron_full")
         if s.zero_stage > 1 or s.fsdp != Fsdp.NONE or s.offload != Offload.NONE:
-            return "Megatron-LM shards at most the optimizer states (its distributed optimizer), without offload"
+            return say("pl_megatron_shards")
         return None
     if model_code != "litgpt":
         return None
     if s.gpus == 1:
         if s.zero_stage or s.fsdp != Fsdp.NONE or s.offload != Offload.NONE:
-            return "LitGPT's finetune scripts run one device without DeepSpeed, FSDP or offload"
+            return say("pl_litgpt_one_device")
         if ckpt != GradCkpt.NONE:
-            return "LitGPT's finetune scripts do not checkpoint activations on one device"
+            return say("pl_litgpt_one_device_ckpt")
         return None
     if method == Method.QLORA:
-        return "LitGPT's finetune scripts refuse --quantize (QLoRA) on more than one device"
+        return say("pl_litgpt_qlora")
     if s.fsdp != Fsdp.FULL_SHARD or s.zero_stage or s.offload != Offload.NONE:
-        return "LitGPT's finetune scripts run several devices under FSDP full shard, without DeepSpeed or offload"
+        return say("pl_litgpt_fsdp")
     if ckpt != GradCkpt.FULL:
-        return "LitGPT's finetune scripts checkpoint every block under FSDP"
+        return say("pl_litgpt_fsdp_ckpt")
     return None
 
 
@@ -371,8 +374,10 @@ def resolve_data_layout(out: dict, data: str | None, model=None) -> None:
     sequences = out.get("micro_batch", 1) * (2 if task == Task.DPO else 1)
     lengths = variable_lengths(out["seq_len"], out.pop("avg_len", None), data, sequences, model)
     if layout == PACKED:  # said with the packed sequences (estimate/core.py _length_assumption)
-        out["lengths_from"] = (f"mean sample {lengths['avg_len']} tokens from "
-                               + (lengths["lengths_from"] if data else "--avg-len"))
+        from ..i18n import say
+
+        out["lengths_from"] = say("es_len_mean_from", avg=lengths["avg_len"],
+                                  src=lengths["lengths_from"] if data else say("es_src_avg_len"))
         return
     if layout == PADDED_MAX:
         lengths.pop("longest", None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SpecError
+from ..i18n import say
 from ..spec.model import ModelSpec, is_fast_path
 from ..units import GiB
 from .tracer import CATEGORIES, Moment, TraceConfig, trace_step
@@ -94,17 +95,13 @@ def _peak_of(moments: dict[str, dict[str, float]]) -> str:
 def run_trace(cfg: TraceConfig, layers: int, full: bool = False) -> TraceResult:
     """Trace the step; `full` traces all `layers` blocks (slow for big models), else 2 and 3 blocks."""
     start = time.perf_counter()
-    notes = ["one GPU's unsharded view: ZeRO/FSDP sharding, DDP buckets, the CUDA context and allocator caching "
-             "are not traced"]
+    notes = [say("va_tr_unsharded")]
     if cfg.method == "qlora":
-        notes.append("QLoRA traced as LoRA on a 16-bit base (bitsandbytes' 4-bit storage needs CUDA); the weights "
-                     "are corrected to NF4 analytically, and to fp32 for the parameters PEFT's "
-                     "prepare_model_for_kbit_training upcasts")
+        notes.append(say("va_tr_qlora"))
     if cfg.attention == "flash":
-        notes.append("FlashAttention traced as SDPA's flash kernel for the CPU (same saved tensors)")
+        notes.append(say("va_tr_flash"))
     if _has_dropout(cfg.hf_config):
-        notes.append("dropout on the CPU keeps its mask in the activation dtype (CUDA keeps a 1-byte bool mask): "
-                     "the trace counts up to 3 bytes more per dropped element than a GPU holds")
+        notes.append(say("va_tr_dropout"))
     la, lb = cfg.depths or (2, 3)
     if full or layers <= lb or la == lb:
         moments = _by_key(_traced(_with_layers(cfg, layers)), layers)
@@ -241,13 +238,10 @@ def compare_with_estimate(est: Any, full: bool = False) -> dict[str, Any]:
                        "percent": round(100.0 * (analytic - total) / total, 2) if total else None},
         "requested_strategy": None if single is est else {
             "label": est.strategy.label(), "memory_gib": est.memory.gib(),
-            "note": "the trace does not shard: compare the sharded terms analytically"},
-        "notes": result.notes + list(est.model.structure.notes if est.model.structure is not None else ()) + ([
-            "the trace keeps the optimizer states on the device (no paged states): they are not those of the "
-            "requested setup"] if est.training.paged_optimizer else []) + [
-                                 "memory_gib counts allocated bytes (no CUDA context or allocator cache); the "
-                                 "analytic allocated figure is compared",
-                                 "the trace's activations include the logits buffers; temporaries are in other"],
+            "note": say("va_tr_no_shard")},
+        "notes": result.notes + list(est.model.structure.notes if est.model.structure is not None else ()) + (
+            [say("va_tr_paged")] if est.training.paged_optimizer else []) + [say("va_tr_allocated"),
+                                                                            say("va_tr_logits")],
     }
 
 

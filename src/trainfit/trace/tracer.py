@@ -26,10 +26,9 @@ from typing import Any
 
 # selective checkpointing: the attention core under torch.utils.checkpoint, the one implementation train.py runs
 from ..train.runner import selective_attention  # noqa: F401  (the runner imports no torch at module level)
+from ..i18n import say
 
-ROUTING_NOTE = ("MoE routing is data (fake tensors have none): the experts were traced with balanced routing, "
-                "each expert taking the expected share of the tokens x top-k rows (the same tensors transformers' "
-                "grouped_mm experts hold, whatever the routing); the router itself runs as written")
+ROUTING_NOTE = say("va_tr_routing")
 _BALANCED = "trainfit_balanced"
 
 
@@ -553,9 +552,7 @@ def _gpu_kernel_dropout(dropout):
     return dropout_as_on_a_gpu
 
 
-SDPA_NOTE = ("attention with a value head dim other than the query's (MLA) was traced with SDPA's memory-efficient "
-             "kernel, which a GPU selects for it (it saves q, k, v, the output and the log-sum-exp); the CPU would "
-             "fall back to the math path, which keeps the s x s probabilities")
+SDPA_NOTE = say("va_tr_sdpa")
 
 
 def _gpu_kernel_sdpa(sdpa):

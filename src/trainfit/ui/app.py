@@ -13,8 +13,8 @@ import zipfile
 from importlib import resources
 from typing import Any, Iterator
 
-from ..errors import SpecError, TrainfitError
-from ..i18n import LANGS
+from ..errors import SpecError, TrainfitError, sentence_of
+from ..i18n import LANGS, Msg
 from .guard import MAX_BODY, BodyTooLarge, too_large
 from .responses import _known_lang, _one_line, error_response, error_text  # noqa: F401 - error_text: kept here
 from .words import words
@@ -63,6 +63,8 @@ def model_arg(form: dict[str, Any]) -> Iterator[str]:
             try:
                 yield path
             except TrainfitError as exc:  # name the pasted file as the user knows it, not by its temporary path
+                if isinstance(sentence_of(exc), Msg) and path not in sentence_of(exc):
+                    raise  # a sentence of the message table (settings that cannot run together): worded from the table
                 raise SpecError(str(exc).replace(path, "config.json")) from None
         return
     name = str(form.get("model") or "").strip()

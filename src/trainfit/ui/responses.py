@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..i18n import LANGS
+from ..i18n import LANGS, Msg
 
 
 def _one_line(exc: BaseException) -> str:
@@ -18,11 +18,14 @@ def _known_lang(value: Any, default: str = "en") -> str:
 
 def error_text(exc: BaseException, lang: str) -> str:
     """One line in the user's language: a LocalizedError's own wording, else the known error shapes (i18n.errors)."""
-    from ..errors import LocalizedError
+    from ..errors import LocalizedError, sentence_of
     from ..i18n.errors import localize_error
 
     if isinstance(exc, LocalizedError):
         return _one_line(RuntimeError(exc.message(lang)))
+    sentence = sentence_of(exc)
+    if isinstance(sentence, Msg):  # a sentence of the message table (settings that cannot run together): from it
+        return _one_line(RuntimeError(localize_error(sentence, lang)))
     return localize_error(_one_line(exc), lang)
 
 
