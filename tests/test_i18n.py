@@ -432,3 +432,25 @@ def test_plan_says_where_it_wrote_in_chinese(run_cli, tmp_path):
     assert code == 0, err
     flat = "".join(out.split())  # the terminal wraps a long path
     assert f"计划已写入{tmp_path / 'p'}" in flat and "planwritten" not in flat
+
+
+def test_no_language_is_made_by_rewriting_english():
+    """Issue 38: every sentence is a table entry rendered in the asked language; no module of trainfit.i18n matches
+    English text with patterns to produce another language (the regex layers over the estimator's sentences and the
+    errors are gone)."""
+    import ast
+    from pathlib import Path
+
+    import trainfit.i18n as i18n
+
+    folder = Path(i18n.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert "re" not in imported, f"{path.name} imports re"
+    from trainfit.i18n.errors import FALLBACK_ZH, localize_error
+    from trainfit.i18n.notes import localize
+
+    assert localize("an English sentence", "zh") == "an English sentence"
+    assert localize_error("an English sentence", "zh") == FALLBACK_ZH + "an English sentence"

@@ -201,8 +201,14 @@ def test_unknown_lang_is_one_line_with_did_you_mean(run_cli):
         code, out, err = run_cli(*argv)
         assert code == 2 and len(err.strip().splitlines()) == 1, err
         assert "--lang must be en or zh" in err and "did you mean: chinese" in err, err
-    assert localize_error("--lang must be en or zh (or another name of either: zh-CN, zh-Hans, chinese, 中文, en-US, "
-                          "english), got 'fr'", "zh").startswith("--lang 必须是 en 或 zh")
+    from trainfit.cli.common import check_lang
+    from trainfit.errors import SpecError, sentence_of
+
+    with pytest.raises(SpecError) as info:
+        check_lang("fr")
+    assert str(info.value) == ("--lang must be en or zh (or another name of either: zh-CN, zh-Hans, chinese, 中文, "
+                               "en-US, english), got 'fr'")
+    assert localize_error(sentence_of(info.value), "zh").startswith("--lang 必须是 en 或 zh")
 
 
 # ---- 8. LLaMA-Factory and ms-swift ---------------------------------------------------------------------------------

@@ -37,7 +37,9 @@ def estimate(model: str | ModelSpec, gpu: str | None = None, *, instance: str | 
             raise SpecError(f"{inst.instance_type} carries {inst.gpu}, not {gpu_spec.id}")
         gpu_spec = get_gpu(inst.gpu)
     if gpu_spec is None:
-        raise SpecError("give --gpu or --instance")
+        from .i18n import say
+
+        raise SpecError(say("ei_give_gpu"))
     whole = inst is not None and job.get("gpus") is None and (inst.gpu_count or 1) > 1
     if whole:  # an instance is paid whole: its GPUs all train (data-parallel) unless --gpus says otherwise
         job = {**job, "gpus": inst.gpu_count}

@@ -421,7 +421,9 @@ def calibrate(paths: list[str], log: Callable[[str], None] | None = None) -> dic
     from .errors import SpecError
 
     if not train:  # a calibration fitted on nothing would be the shipped values under another name
-        raise SpecError(f"calibrate: no training case to fit in {', '.join(paths)} ({len(cases)} cases read)")
+        from .i18n import say
+
+        raise SpecError(say("ei_calibrate_nothing", paths=", ".join(paths), n=len(cases)))
     base = Efficiencies.shipped()
     overrides = fit(train, base, log)
     fitted = base.with_overrides(overrides, origin="calibration")

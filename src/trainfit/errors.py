@@ -39,15 +39,19 @@ def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
     close = difflib.get_close_matches(word.lower(), [c.lower() for c in choices], n=n, cutoff=0.5)
     if not close:
         return ""
-    return " (did you mean: " + ", ".join(close) + "?)"
+    from .i18n import say
+
+    return say("ei_dym", close=", ".join(close))
 
 
 def unknown_name(kind: str, word: str, choices: Iterable[str], hint: str = "") -> SpecError:
+    """'unknown KIND WORD (did you mean: ...?); HINT' as a sentence of the message table: `kind` and `hint` are
+    sentences of the table too (say("ei_kind_gpu"), say("ei_hint_gpus")) or text shown as it is."""
+    from .i18n import say
+
     choices = list(choices)
-    msg = f"unknown {kind} {word!r}{did_you_mean(word, choices)}"
-    if hint:
-        msg += f"; {hint}"
-    return SpecError(msg)
+    return SpecError(say("ei_unknown_name", kind=kind, word=word, dym=did_you_mean(word, choices),
+                         hint=say("ei_hint", hint=hint) if hint else ""))
 
 
 class LocalizedError(TrainfitError):

@@ -108,7 +108,7 @@ def check_region(region: str) -> None:
 
     known = {p.region for prices in all_prices().values() for p in prices}
     if region not in known:
-        raise unknown_name("region", region, sorted(known), hint="`trainfit instances` lists regions with prices")
+        raise unknown_name(say("ei_kind_region"), region, sorted(known), hint=say("ei_hint_regions"))
 
 
 def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_list: list[Offer] | None = None,

@@ -9,7 +9,8 @@ import os
 from . import userjson
 import difflib
 
-from .errors import GenerateError, SpecError
+from .errors import GenerateError, SpecError, sentence_of
+from .i18n import say
 
 VERSION = 1
 TOP_KEYS = {"trainfit_plan_version", "model", "workload", "choice", "alternatives"}
@@ -98,14 +99,14 @@ def _check_values(choice: dict, path: str) -> None:
         try:
             (training if f.part == "training" else spread)[f.name] = f.convert(value)
         except SpecError as exc:
-            raise SpecError(f"{path} choice.strategy.{f.name}: {exc}") from None
+            raise SpecError(say("ec_plan_strategy_field", path=path, field=f.name, message=sentence_of(exc))) from None
     for name in ("gpus_per_node", "nodes"):
         if choice.get(name) is None:
-            raise SpecError(f"{path} choice: missing {name!r}")
+            raise SpecError(say("ec_plan_choice_missing", path=path, name=name))
         try:
             spread[name] = BY_NAME[name].convert(choice[name])
         except SpecError as exc:
-            raise SpecError(f"{path} choice.{name}: {exc}") from None
+            raise SpecError(say("ec_plan_choice_field", path=path, field=name, message=sentence_of(exc))) from None
     try:
         TrainingSpec(**training)
         engine = Strategy(**spread).engine
@@ -114,28 +115,27 @@ def _check_values(choice: dict, path: str) -> None:
 
             lora_roles(tuple(training["lora_targets"]))
     except SpecError as exc:
-        raise SpecError(f"{path} choice.strategy: {exc}") from None
+        raise SpecError(say("ec_plan_strategy", path=path, message=sentence_of(exc))) from None
     if strategy.setdefault("engine", engine) != engine:  # derived from zero_stage, fsdp and the GPU count
-        raise SpecError(f"{path} choice.strategy.engine: {strategy['engine']!r} disagrees with its ZeRO/FSDP settings "
-                        f"and GPU count, which make it {engine!r}")
+        raise SpecError(say("ec_plan_engine_disagrees", path=path, engine=strategy["engine"], expected=engine))
     strategy.setdefault("freeze_trainable_layers", None)
     from .report.estimate import STRATEGY_FIELDS
 
     missing = [name for name in STRATEGY_FIELDS if name not in strategy and name != "global_batch"]
     if missing:  # plan.json lists every field of the job (trainfit writes them all); a hand edit dropped these
-        raise SpecError(f"{path} choice.strategy: missing {', '.join(map(repr, missing))}")
+        raise SpecError(say("ec_plan_strategy_missing", path=path, names=", ".join(map(repr, missing))))
     if not isinstance(choice.get("gpu"), str):
-        raise SpecError(f"{path} choice.gpu: a GPU name is needed")
+        raise SpecError(say("ec_plan_gpu_needed", path=path))
     get_gpu(choice["gpu"])
     batch = strategy.get("global_batch")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise SpecError(f"{path} choice.strategy.global_batch: a positive integer, got {batch!r}")
+        raise SpecError(say("ec_plan_global_batch_positive", path=path, batch=batch))
     ranks = Strategy(**spread).dp  # the data-parallel ranks: each takes micro_batch x grad_accum per step
     mb, accum = training.get("micro_batch"), training.get("grad_accum")
     if batch is None and mb and accum:
         strategy["global_batch"] = batch = mb * accum * ranks
     if batch is not None and mb and accum and batch != mb * accum * ranks:
-        raise SpecError(f"{path} choice.strategy.global_batch: {batch} is not micro_batch {mb} x grad_accum {accum} x "
-                        f"{ranks} GPU(s) = {mb * accum * ranks}")
+        raise SpecError(say("ec_plan_global_batch_product", path=path, batch=batch, mb=mb, accum=accum, ranks=ranks,
+                               total=mb * accum * ranks))
     if "fits" in choice and not isinstance(choice["fits"], bool):
-        raise SpecError(f"{path} choice.fits: true or false, got {choice['fits']!r}")
+        raise SpecError(say("ec_plan_fits_bool", path=path, value=choice["fits"]))

@@ -278,5 +278,7 @@ def check_max_oom_risk(value: float) -> float:
     from .errors import SpecError
 
     if not 0 < value < 1:
-        raise SpecError(f"--max-oom-risk is a probability between 0 and 1, got {value}")
+        from .i18n import say
+
+        raise SpecError(say("ec_max_oom_risk", value=value))
     return value

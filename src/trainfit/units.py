@@ -9,6 +9,7 @@ import math
 import re
 
 from .errors import BadValue
+from .i18n import say
 
 KiB = 2**10
 MiB = 2**20
@@ -59,7 +60,7 @@ def parse_count(text: str | float | int) -> float:
     except (OverflowError, ValueError):  # an integer of hundreds of digits (YAML reads it as int)
         value = None
     if value is None or not math.isfinite(value):
-        raise BadValue(f"not a count: {text!r} (examples: {COUNT_EXAMPLES})")
+        raise BadValue(say("ec_not_a_count", text=text, examples=COUNT_EXAMPLES))
     return value
 
 
@@ -82,7 +83,7 @@ def parse_duration(text: str | float | int) -> float:
     hours. Raises BadValue on anything else."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text > 1e300 or not math.isfinite(text) or text < 0:  # (an int past float's range compares too)
-            raise BadValue(f"not a duration: {text!r} (examples: {DURATION_EXAMPLES})")
+            raise BadValue(say("ec_not_a_duration", text=text, examples=DURATION_EXAMPLES))
         return float(text) * HOUR
     s = str(text).strip() if len(str(text)) <= _LONGEST else ""
     total, pos, parts = 0.0, 0, []
@@ -96,7 +97,7 @@ def parse_duration(text: str | float | int) -> float:
         total += float(m.group(1)) * _DURATION_UNIT[unit]
         pos = m.end()
     if not parts or not math.isfinite(total):
-        raise BadValue(f"not a duration: {text!r} (examples: {DURATION_EXAMPLES})")
+        raise BadValue(say("ec_not_a_duration", text=text, examples=DURATION_EXAMPLES))
     return total
 
 
@@ -123,11 +124,11 @@ def parse_money(text: str | float | int) -> tuple[float, str | None]:
     m = _MONEY_RE.match(text) if isinstance(text, str) and len(text) <= _LONGEST else None
     named = {_CURRENCY[x.lower()] for x in (m.group("pre"), m.group("post")) if x} if m else set()
     if m is None or len(named) > 1 or not m.group("amount"):
-        raise BadValue(f"not an amount of money: {text!r} (examples: {MONEY_EXAMPLES})")
+        raise BadValue(say("ei_not_money", text=text, examples=MONEY_EXAMPLES))
     try:
         amount = parse_count(m.group("amount"))
     except BadValue:
-        raise BadValue(f"not an amount of money: {text!r} (examples: {MONEY_EXAMPLES})") from None
+        raise BadValue(say("ei_not_money", text=text, examples=MONEY_EXAMPLES)) from None
     return amount, (named.pop() if named else None)
 
 

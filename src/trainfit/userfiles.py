@@ -183,7 +183,9 @@ def read_user_yaml(path: str, what: str, cap_bytes: int = SMALL_FILE) -> Any:
 # ---- JSON --------------------------------------------------------------------------------------------------------
 
 def _no_constant(name: str):
-    raise ValueError(f"{name} is not a JSON number")
+    from .i18n import say
+
+    raise ValueError(say("ei_json_constant", name=name))
 
 
 class _Duplicate(Exception):
@@ -203,16 +205,21 @@ def _unique(pairs: list) -> dict:
 def load_user_json(text: str, where: str, max_depth: int = MAX_DEPTH) -> Any:
     """JSON text -> Python data: standard JSON only (no NaN / Infinity), duplicate keys and deep nesting refused.
     trainfit.userjson.loads is this function."""
+    from .errors import sentence_of
+    from .i18n import Msg, say
+
     try:
         doc = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
     except _Duplicate as exc:
         raise UserFileError("uf_json_duplicate_key", where=where, name=repr(exc.key)) from None
     except json.JSONDecodeError as exc:
-        raise SpecError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        raise SpecError(say("ei_not_json", where=where, detail=f"{exc.msg}, line {exc.lineno}")) from None
     except ValueError as exc:  # NaN / Infinity, an integer of more than 4300 digits
         if "integer string conversion" in str(exc):
-            raise SpecError(f"{where}: a number with more than 4300 digits is not a value any field takes") from None
-        raise SpecError(f"{where}: {' '.join(str(exc).split())[:200]}") from None
+            raise SpecError(say("ei_json_digits", where=where)) from None
+        inner = sentence_of(exc)  # "NaN is not a JSON number" (a sentence of the table), else the parser's words
+        raise SpecError(say("ei_in_file", where=where,
+                            message=inner if isinstance(inner, Msg) else " ".join(str(exc).split())[:200])) from None
     except RecursionError:
         raise UserFileError("uf_too_deep", where=where, limit=max_depth) from None
     return check_depth(doc, where, max_depth)

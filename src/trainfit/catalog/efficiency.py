@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache, wraps
 from typing import Any
 
-from ..errors import CatalogError, SpecError, unknown_name
+from ..errors import CatalogError, SpecError, did_you_mean
 from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ._io import read_yaml
@@ -33,7 +33,7 @@ def merge_tables(base: dict[str, dict], over: dict[str, dict]) -> dict[str, dict
     out = copy.deepcopy(base)
     for name, entry in over.items():
         if name not in out:
-            raise SpecError(f"unknown efficiency {name!r}" + unknown_name("", name, out).args[0].split("'", 2)[-1])
+            raise SpecError(say("ei_unknown_efficiency", name=name, dym=did_you_mean(name, out)))
         if not isinstance(entry, dict):
             entry = {"default": entry}
         for key, value in entry.items():
@@ -131,11 +131,11 @@ def check_value(name: str, value: Any, interval: str | None, origin: str) -> Non
             check_value(f"{name}.{key}", inner, interval, origin)
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SpecError(f"{origin}: {name} must be a number, got {value!r}")
+        raise SpecError(say("ei_eff_number", origin=origin, name=name, value=value))
     if value != value or value in (float("inf"), float("-inf")):
-        raise SpecError(f"{origin}: {name} = {value} is not a finite number")
+        raise SpecError(say("ei_eff_not_finite", origin=origin, name=name, value=value))
     if interval and not in_interval(float(value), interval):
-        raise SpecError(f"{origin}: {name} = {value:g} is outside its valid range {interval}")
+        raise SpecError(say("ei_eff_range", origin=origin, name=name, value=value, interval=interval))
 
 
 @lru_cache(maxsize=1)
@@ -280,7 +280,7 @@ def load_calibration(path: str) -> dict:
     # laughs" file), no duplicate keys, bounded nesting: each a one-line error
     doc = read_user_yaml(path, "calibration file")
     if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
-        raise SpecError(f"{path}: not a calibration file (no 'values')")
+        raise SpecError(say("ei_not_calibration", path=path))
     return doc["values"]
 
 

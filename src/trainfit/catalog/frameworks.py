@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import unknown_name
+from ..i18n import say
 from ._io import read_yaml
 
 # A stack the catalog does not describe (ms-swift, LLaMA-Factory, Axolotl, one's own loop): estimated as eager
@@ -28,8 +29,8 @@ def check_framework(name: str | None) -> str | None:
         return None
     key = str(name).strip().lower()
     if key not in framework_names():
-        raise unknown_name("framework", str(name), framework_names(),
-                           f"choose from {', '.join(framework_names())} ('{OTHER}': a stack not listed)")
+        raise unknown_name(say("ei_kind_framework"), str(name), framework_names(),
+                           say("ei_hint_frameworks", names=", ".join(framework_names()), other=OTHER))
     return key
 
 

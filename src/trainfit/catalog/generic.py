@@ -304,8 +304,8 @@ def _read_cached(key: str, name: str, source: str, params_reported: int | None, 
         structure = read_structure(model, conf, config_hash(text), note)
         return spec_from_structure(conf, structure, name, source, params_reported, text, json.loads(full))
     except (TypeError, ValueError, AttributeError, KeyError, ZeroDivisionError) as exc:
-        raise SpecError(f"cannot read the structure of this {conf.model_type} model "
-                        f"({type(exc).__name__}: {_first_line(exc)})") from None
+        raise SpecError(say("ei_structure_unreadable", model_type=conf.model_type, kind=type(exc).__name__,
+                            why=_first_line(exc))) from None
 
 
 MAX_LAYERS = 1024  # far above any published model; a larger count is a typo and would take minutes to build
@@ -338,13 +338,11 @@ def hf_config_object(text: dict[str, Any]):
         if "Unrecognized model" in str(exc) or "model_type" in str(exc) or model_type not in _known_types():
             import transformers
 
-            raise SpecError(
-                f"model_type {model_type!r} is known neither to trainfit's built-in families nor to transformers "
-                f"{transformers.__version__}: a newer transformers may know it (pip install -U transformers), or "
-                "pass the config.json of a supported architecture") from None
-        raise SpecError(f"transformers rejects this {model_type} config: {_first_line(exc)}") from None
+            raise SpecError(say("ei_model_type_unknown", model_type=model_type,
+                                version=transformers.__version__)) from None
+        raise SpecError(say("ei_transformers_rejects", model_type=model_type, why=_first_line(exc))) from None
     except Exception as exc:  # noqa: BLE001 - config classes validate in their own ways; one line for all
-        raise SpecError(f"transformers rejects this {model_type} config: {_first_line(exc)}") from None
+        raise SpecError(say("ei_transformers_rejects", model_type=model_type, why=_first_line(exc))) from None
 
 
 def _known_types() -> set[str]:

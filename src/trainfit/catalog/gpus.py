@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import CatalogError, unknown_name
+from ..i18n import say
 from ..spec.hardware import GpuSpec, tflops
 from ..units import GiB
 from ._io import boolean, items, norm_name, num, read_csv
@@ -71,5 +72,5 @@ def get_gpu(name: str) -> GpuSpec:
         key = key[len("nvidia"):]
     gpu_id = _alias_index().get(key)
     if gpu_id is None:
-        raise unknown_name("GPU", name, all_gpus(), hint="`trainfit gpus` lists the catalog")
+        raise unknown_name(say("ei_kind_gpu"), name, all_gpus(), hint=say("ei_hint_gpus"))
     return all_gpus()[gpu_id]

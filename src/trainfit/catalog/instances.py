@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import unknown_name
+from ..i18n import say
 from ..spec.hardware import InstanceSpec, Price
 from ._io import norm_name
 from .instance_table import INTERCONNECTS, PROVIDERS, RDMA_KINDS, all_instances  # noqa: F401 - re-exported
@@ -17,8 +18,8 @@ def get_instance(name: str, provider: str | None = None) -> InstanceSpec:
             continue
         if norm_name(inst.instance_type) in (wanted, "ecs" + wanted, norm_name("ecs." + name)):
             return inst
-    raise unknown_name("instance type", name, [i.instance_type for i in all_instances().values()],
-                       hint="`trainfit instances` lists the catalog")
+    raise unknown_name(say("ei_kind_instance_type"), name, [i.instance_type for i in all_instances().values()],
+                       hint=say("ei_hint_instances"))
 
 
 def instances_for_gpu(gpu_id: str, provider: str | None = None) -> list[InstanceSpec]:

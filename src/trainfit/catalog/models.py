@@ -9,6 +9,7 @@ from functools import lru_cache
 
 from .. import userjson
 from ..errors import SpecError, unknown_name
+from ..i18n import say
 from ..spec.model import ModelSpec, is_fast_path
 from ._io import norm_name
 from .preset_data import preset_data
@@ -81,8 +82,7 @@ def _alias_index() -> dict[str, str]:
 def get_model(name: str) -> ModelPreset:
     key = _alias_index().get(norm_name(name))
     if key is None:
-        raise unknown_name("model", name, all_models(),
-                           hint="use a preset (`trainfit models`), a config.json path or a model directory")
+        raise unknown_name(say("ei_kind_model"), name, all_models(), hint=say("ei_hint_models"))
     return all_models()[key]
 
 
@@ -107,7 +107,7 @@ def local_config(path: str) -> dict | None:
         return None
     cfg = userjson.read(file, "config.json")
     if not isinstance(cfg, dict):
-        raise SpecError(f"{file}: a config.json holds a JSON object, not {type(cfg).__name__}")
+        raise SpecError(say("ei_config_not_object", file=file, type=type(cfg).__name__))
     check_config_sizes(cfg, file)
     return cfg
 
@@ -143,8 +143,8 @@ def check_config_sizes(cfg: dict, where: str) -> None:
         if not isinstance(part, dict):
             continue
         if part.get("model_type") is not None and not isinstance(part["model_type"], str):
-            raise SpecError(f"{where}: model_type must be text (such as \"llama\"), not "
-                            f"{type(part['model_type']).__name__} {part['model_type']!r:.40}")
+            raise SpecError(say("ei_model_type_text", where=where, type=type(part["model_type"]).__name__,
+                                value=f"{part['model_type']!r:.40}"))
         for key, limit in _SIZE_LIMITS.items():
             value = part.get(key)
             if value is None:
@@ -152,18 +152,18 @@ def check_config_sizes(cfg: dict, where: str) -> None:
             whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
             low = 1 if key in _POSITIVE else 0
             if isinstance(value, bool) or not whole or not low <= value <= limit:
-                raise SpecError(f"{where}: {key} = {value!r} is not a plausible size (a whole number from {low} "
-                                f"up to {limit:,})")
+                raise SpecError(say("ei_cfg_size", where=where, key=key, value=value, low=low, limit=limit))
         for key in _BOOLEANS:
             if part.get(key) is not None and not isinstance(part[key], bool):
-                raise SpecError(f"{where}: {key} = {part[key]!r} must be true or false")
+                raise SpecError(say("ei_cfg_bool", where=where, key=key, value=part[key]))
         for key in _OBJECTS:
             if part.get(key) is not None and not isinstance(part[key], dict):
-                raise SpecError(f"{where}: {key} must be an object, not {type(part[key]).__name__} {part[key]!r:.40}")
+                raise SpecError(say("ei_cfg_object", where=where, key=key, type=type(part[key]).__name__,
+                                    value=f"{part[key]!r:.40}"))
         top_k = next((part[k] for k in _TOP_K if part.get(k)), None)
         experts = next((part[k] for k in _EXPERTS if part.get(k)), None)
         if top_k and experts and top_k > experts:
-            raise SpecError(f"{where}: each token is routed to {int(top_k)} experts but the model has {int(experts)}")
+            raise SpecError(say("ei_cfg_top_k", where=where, top_k=int(top_k), experts=int(experts)))
 
 
 def _from_path(path: str) -> ModelSpec:
@@ -189,7 +189,7 @@ def _hub_reachable(timeout: float = 3.0) -> str | None:
     try:
         socket.create_connection((endpoint.hostname or "huggingface.co", endpoint.port or 443), timeout=timeout).close()
     except OSError as exc:
-        return f"cannot reach {endpoint.hostname}: {exc.strerror or exc}"
+        return say("ei_cannot_reach", host=endpoint.hostname, why=exc.strerror or str(exc))
     return None
 
 
@@ -197,8 +197,7 @@ def _from_hub(hub_id: str) -> ModelSpec:
     offline = os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes")
     problem = None if offline else _hub_reachable()
     if problem:
-        raise SpecError(f"{hub_id!r} is not a preset and the Hugging Face Hub is not reachable ({problem}); "
-                        "use a preset (`trainfit models`) or a local config.json")
+        raise SpecError(say("ei_hub_unreachable", model=hub_id, problem=problem))
     try:
         from transformers import AutoConfig  # heavy: only for Hub ids
     except ImportError:

@@ -18,6 +18,9 @@ def preset_data() -> dict[str, dict]:
         try:
             name, _ = data["name"], data["hf_config"]
         except KeyError as exc:
-            raise CatalogError(f"models/{filename}: missing {exc}") from None
+            from ..i18n import say
+
+            missing = say("ei_missing", what=str(exc))
+            raise CatalogError(say("ei_in_file", where=f"models/{filename}", message=missing)) from None
         out[name] = data
     return out

@@ -376,7 +376,9 @@ def listing(provider: str | None = None, region: str | None = None, gpu: str | N
 
     gpu_id = get_gpu(gpu).id if gpu else None
     if provider and provider not in PROVIDERS:
-        raise CatalogError(f"--provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+        from ..i18n import say
+
+        raise CatalogError(say("ec_provider_one_of", choices=", ".join(PROVIDERS), value=provider))
     if billing and billing not in BILLINGS:
         raise CatalogError(f"--billing must be one of {', '.join(BILLINGS)}, got {billing!r}")
     rows = []

@@ -87,7 +87,9 @@ def run_cv(args: argparse.Namespace) -> int:
     from ..errors import SpecError
 
     if args.jobs < 1:
-        raise SpecError(f"--jobs must be positive, got {args.jobs}")
+        from ..i18n import say
+
+        raise SpecError(say("ec_positive", option="jobs", value=args.jobs))
     if args.out:
         check_out(args.out, "file")
     log = None if (args.quiet or args.json) else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -95,7 +97,9 @@ def run_cv(args: argparse.Namespace) -> int:
 
     rounds = ROUNDS if args.rounds is None else args.rounds
     if rounds < 1:
-        raise SpecError(f"--rounds must be positive, got {rounds}")
+        from ..i18n import say
+
+        raise SpecError(say("ec_positive", option="rounds", value=rounds))
     from ..calibrate import METRICS
 
     metrics = (args.metric,) if args.metric else METRICS

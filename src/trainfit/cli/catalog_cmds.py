@@ -138,7 +138,9 @@ def run_instances(args: argparse.Namespace) -> int:
     lang_of(args)
     apply_prices(args)
     if args.provider and args.provider not in PROVIDERS:
-        raise SpecError(f"--provider must be one of {', '.join(PROVIDERS)}")
+        from ..i18n import say
+
+        raise SpecError(say("ec_provider_one_of_bare", choices=", ".join(PROVIDERS)))
     gpu_id = get_gpu(args.gpu).id if args.gpu else None
     rows = []
     for inst in all_instances().values():

@@ -94,11 +94,15 @@ def parse_sets(items: list[str]) -> dict[str, float]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise SpecError(f"--set expects NAME=VALUE, got {item!r}")
+            from ..i18n import say
+
+            raise SpecError(say("ei_set_form", item=item))
         try:
             out[name.strip()] = float(value)
         except ValueError:
-            raise SpecError(f"--set {name}: {value!r} is not a number") from None
+            from ..i18n import say
+
+            raise SpecError(say("ei_set_number", name=name, value=value)) from None
     return out
 
 
@@ -146,8 +150,9 @@ def check_lang(value: object, flag: str = "--lang") -> str:
 
     lang = normalize_lang(value)
     if lang is None:
-        raise SpecError(f"{flag} must be en or zh (or another name of either: zh-CN, zh-Hans, chinese, 中文, en-US, "
-                        f"english), got {value!r}{did_you_mean(str(value), _LANG_NAMES)}")
+        from ..i18n import say
+
+        raise SpecError(say("ei_lang", flag=flag, value=value, dym=did_you_mean(str(value), _LANG_NAMES)))
     return lang
 
 
@@ -181,7 +186,9 @@ def print_json(doc: Any) -> None:
     except ValueError as exc:
         if "not JSON compliant" not in str(exc):
             raise
-        raise SpecError("the result holds a number that is not finite (NaN or infinity): check the inputs") from None
+        from ..i18n import say
+
+        raise SpecError(say("ei_result_not_finite")) from None
     sys.stdout.write(text + "\n")
 
 
@@ -208,25 +215,27 @@ def check_out(path: str, kind: str) -> str:
     and removed in the nearest existing folder, so read-only and virtual file systems (/proc) are caught too."""
     import tempfile
 
+    from ..i18n import say
+
     if not path or "\0" in path or any(len(part.encode()) > 255 for part in path.split(os.sep)) or len(path) > 4000:
-        raise SpecError(f"--out {path!r}: not a usable path (empty, or a name longer than the file system allows)")
+        raise SpecError(say("ei_out_unusable", path=path))
     full = os.path.abspath(path)
     if os.path.exists(full):
         if kind == "dir" and not os.path.isdir(full):
-            raise SpecError(f"--out {path}: exists and is not a directory")
+            raise SpecError(say("ei_out_not_dir", path=path))
         if kind == "file" and not os.path.isfile(full):
-            raise SpecError(f"--out {path}: exists and is not a regular file")
+            raise SpecError(say("ei_out_not_file", path=path))
     folder = full if kind == "dir" else os.path.dirname(full)
     while not os.path.exists(folder):
         folder = os.path.dirname(folder)
     if not os.path.isdir(folder):
-        raise SpecError(f"--out {path}: {folder} is a file, not a directory")
+        raise SpecError(say("ei_out_folder_is_file", path=path, folder=folder))
     try:
         fd, probe = tempfile.mkstemp(prefix=".trainfit-probe-", dir=folder)
         os.close(fd)
         os.remove(probe)
     except OSError as exc:
-        raise SpecError(f"--out {path}: cannot write in {folder} ({exc.strerror or exc})") from None
+        raise SpecError(say("ei_out_cannot_write", path=path, folder=folder, why=exc.strerror or str(exc))) from None
     return full
 
 

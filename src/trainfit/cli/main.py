@@ -17,7 +17,29 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line (usage is one `--help` away) that main() prints in the chosen form."""
 
     def error(self, message: str):
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
+        raise UsageError(_usage_sentence(message, self.prog))
+
+
+# argparse's own messages (its English, the only form it gives them in) -> the sentence of the message table
+_ARGPARSE = ((r"argument (?P<argument>\S+): invalid choice: (?P<value>'.*?') \(choose from (?P<choices>.+)\)",
+              "ec_argparse_invalid_choice"),
+             (r"unrecognized arguments: (?P<arguments>.+)", "ec_argparse_unrecognized"),
+             (r"the following arguments are required: (?P<arguments>.+)", "ec_argparse_required"),
+             (r"argument (?P<argument>\S+): expected one argument", "ec_argparse_expected_one"))
+
+
+def _usage_sentence(message: str, prog: str) -> str:
+    """argparse's `message` with where to read the usage: a sentence of the message table where its shape is
+    known, else the text as argparse words it."""
+    import re
+
+    from ..i18n import say
+
+    for pattern, key in _ARGPARSE:
+        m = re.fullmatch(pattern, message, re.S)
+        if m:
+            return say(key, prog=prog, **m.groupdict())
+    return f"{message} (see `{prog} --help`)"
 
 
 class UsageError(TrainfitError):
@@ -157,14 +179,16 @@ def _check_numbers(args: argparse.Namespace) -> None:
     positive value means anything."""
     import math
 
+    from ..i18n import say
+
     for name, value in vars(args).items():
         if isinstance(value, bool) or not isinstance(value, float):
             continue
         option = "--" + name.replace("_", "-")
         if not math.isfinite(value):
-            raise SpecError(f"{option} must be a finite number, got {value}")
+            raise SpecError(say("ei_option_finite", what=option, value=value))
         if name in _POSITIVE_OPTIONS and value <= 0:
-            raise SpecError(f"{option} must be a positive number, got {value:g}")
+            raise SpecError(say("ei_option_positive", what=option, value=value))
 
 
 _LONG_WORD = 240  # a longer run of ASCII without a space is a value the user pasted (a 100,000-character name)

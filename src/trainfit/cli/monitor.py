@@ -43,11 +43,15 @@ def run(args: argparse.Namespace) -> int:
 
         # size checked before reading (64 MB), strict UTF-8 and JSON, no duplicate keys, bounded depth
         text = userjson.read_text(args.replay, "monitor record")
-        doc = userjson.loads(text, f"cannot read samples from {args.replay}")
+        from ..errors import sentence_of
+        from ..i18n import say
+
+        where = say("ei_samples_where", path=args.replay)
+        doc = userjson.loads(text, where)
         try:
             samples = mon.samples_from_dicts(doc["samples"])
         except (ValueError, KeyError, TypeError) as exc:
-            raise SpecError(f"cannot read samples from {args.replay}: {exc}") from None
+            raise SpecError(say("ei_in_file", where=where, message=sentence_of(exc))) from None
         return _report(args, mon.summarize(samples), None)
     sampler = mon.Sampler(args.interval)  # raises NoGpu (one line, exit 2) without a GPU or NVML
     sampler.start()

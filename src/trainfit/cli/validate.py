@@ -50,38 +50,42 @@ def add_parser(sub) -> None:
 
 
 def _serving_limits(args: argparse.Namespace, doc: dict | None) -> list[str]:
+    from ..i18n import say
+
     failed = []
     for metric, limit in (("kv_capacity", args.max_mape_kv), ("throughput", args.max_mape_serving_throughput),
                           ("ttft", args.max_mape_ttft), ("tpot", args.max_mape_tpot)):
         mape = (doc or {}).get(metric, {}).get("mape")
         if limit is not None and mape is None:  # a gate on nothing fails: an empty file must not pass CI
-            failed.append(f"serving {metric}: no case was compared, the limit holds nothing")
+            failed.append(say("ei_limit_nothing", metric=say("ei_limit_serving", metric=metric)))
         elif limit is not None and mape > limit:
-            failed.append(f"serving {metric} MAPE {mape:.1%} > {limit:.1%}")
+            failed.append(say("ei_limit_mape", metric=say("ei_limit_serving", metric=metric), mape=mape, limit=limit))
     return failed
 
 
 def _limits(args: argparse.Namespace, doc: dict) -> list[str]:
+    from ..i18n import say
+
     failed = []
     for metric, limit in (("throughput", args.max_mape_throughput), ("memory", args.max_mape_memory)):
         if limit is None:
             continue
         mape = doc[metric]["mape"]
         if mape is None:  # a gate on nothing fails: an empty or unpredictable file must not pass CI
-            failed.append(f"{metric}: no case was compared, the limit holds nothing")
+            failed.append(say("ei_limit_nothing", metric=metric))
         elif mape > limit:
-            failed.append(f"{metric} MAPE {mape:.1%} > {limit:.1%}")
+            failed.append(say("ei_limit_mape", metric=metric, mape=mape, limit=limit))
     trace = (doc.get("trace") or {}).get("memory") or {}
     if args.max_mape_trace is not None and trace.get("mape") is None:
-        failed.append("trace memory: no case was compared, the limit holds nothing")
+        failed.append(say("ei_limit_nothing", metric="trace memory"))
     elif args.max_mape_trace is not None and trace["mape"] > args.max_mape_trace:
-        failed.append(f"trace memory MAPE {trace['mape']:.1%} > {args.max_mape_trace:.1%}")
+        failed.append(say("ei_limit_mape", metric="trace memory", mape=trace["mape"], limit=args.max_mape_trace))
     if args.min_predicted is not None and not doc["cases"]:
-        failed.append("no case was read, --min-predicted holds nothing")
+        failed.append(say("ei_limit_no_cases"))
     elif args.min_predicted is not None:
         share = doc["predicted"] / doc["cases"]
         if share < args.min_predicted:
-            failed.append(f"predicted {share:.1%} of the cases < {args.min_predicted:.1%}")
+            failed.append(say("ei_limit_predicted", share=share, limit=args.min_predicted))
     return failed
 
 

@@ -127,12 +127,10 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
     if s.engine == "fsdp" and s.offload == Offload.OPTIMIZER:
         raise SpecError(say("pl_rule_fsdp_offload"))
     if m.position == "learned" and t.seq_len > m.max_sequence:
-        raise SpecError(f"{m.name} has learned positions for {m.max_sequence} tokens; --seq-len {t.seq_len} "
-                        "is longer")
+        raise SpecError(say("ei_learned_positions", model=m.name, positions=m.max_sequence, seq=t.seq_len))
     if m.position == "rope" and m.max_positions and t.seq_len > m.max_positions:
-        raise SpecError(f"--seq-len {t.seq_len} is longer than {m.name}'s {m.max_positions} positions "
-                        "(max_position_embeddings); a context-extended model says so in its config.json "
-                        "(rope_scaling and a larger max_position_embeddings): pass that config.json")
+        raise SpecError(say("ei_seq_len_too_long", seq=t.seq_len, model=m.name, positions=m.max_positions,
+                            rest=say("ei_seq_len_rope_mpe")))
     if t.task == Task.CLASSIFICATION and t.attention == Attention.FLASH and m.is_encoder:
         warnings.append(say("es_bert_flash"))
     if t.precision == Precision.FP16 and t.method == Method.FULL and s.engine in ("single", "ddp"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from ..catalog.efficiency import EfficiencyView
 from ..errors import SpecError
+from ..i18n import say
 from ..spec.cluster import Cluster
 from ..spec.model import ModelSpec
 from ..spec.training import Method, Strategy, TrainingSpec
@@ -37,13 +38,12 @@ TP_OVERLAP, P2P_OVERLAP, CP_OVERLAP, EP_OVERLAP = 0.0, 0.0, 1.0, 0.0
 def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
     """The layout, or a SpecError naming the first rule it breaks (parallel3d.layout_problems)."""
     if t.method in (Method.LORA, Method.QLORA):
-        raise SpecError(f"{t.method.value} with tp / pp / cp / ep is not modelled (Megatron-LM and torchtitan train "
-                        "full models): use data parallelism (--zero / --fsdp) for adapters")
+        raise SpecError(say("ec_mp_adapters", method=t.method.value))
     layout = layout_of(s)
     problems = p3.layout_problems(p3.arch_of(m), layout, s.gpus_per_node, gpus=s.gpus, seq_len=t.seq_len,
                                   micro_batches=t.grad_accum, recompute=recompute_of(t))
     if problems:
-        raise SpecError(f"layout {s.label()}: {problems[0].text('en')}")
+        raise SpecError(say("ec_mp_layout", layout=s.label(), reason=problems[0].msg()))
     return layout
 
 

@@ -169,57 +169,13 @@ class Reason(str, Enum):
     EP_OVERLAP_MEGATRON = "ep_overlap_megatron"
 
     def text(self, lang: str = "en") -> str:
-        en, zh = _REASON_TEXT[self]
-        return zh if lang == "zh" else en
+        return self.msg().render(lang)
 
+    def msg(self):
+        """The reason as a sentence of the message table (i18n/errors_commands.py), any language from it."""
+        from ..i18n import say
 
-_REASON_TEXT: dict[Reason, tuple[str, str]] = {
-    Reason.HEADS_TP: ("the attention heads do not divide evenly among the tensor-parallel GPUs",
-                      "注意力头数不能被张量并行（TP）GPU 数整除"),
-    Reason.KV_HEADS_TP: ("the key/value heads are neither a multiple nor a divisor of the tensor-parallel size "
-                         "(Megatron-Core replicates them when fewer, else splits them)",
-                         "键值头数既不是张量并行规模的倍数也不是其约数（头数较少时 Megatron-Core 复制，否则切分）"),
-    Reason.LAYERS_STAGES: ("fewer layers than pipeline stages x virtual stages: some stage would hold none",
-                           "层数少于流水线阶段数与虚拟阶段数之积：有的阶段一层也没有"),
-    Reason.EXPERTS_EP: ("the experts do not divide evenly among the expert-parallel GPUs",
-                        "专家数不能被专家并行（EP）GPU 数整除"),
-    Reason.EP_WITHOUT_EXPERTS: ("expert parallelism needs a mixture-of-experts model; this one is dense",
-                                "专家并行需要混合专家（MoE）模型，而此模型是稠密模型"),
-    Reason.TP_ACROSS_NODES: ("a tensor-parallel group must fit inside one node (it talks in every layer)",
-                             "张量并行组必须位于同一节点内（每一层都要通信）"),
-    Reason.GPU_COUNT: ("the GPU count is not the product of the tensor, pipeline, context and data parallel sizes",
-                       "GPU 总数不等于张量、流水线、上下文与数据并行规模的乘积"),
-    Reason.EP_FOLDING: ("expert-parallel size times expert tensor-parallel size does not divide the GPUs of one "
-                        "pipeline stage (Megatron-Core: world size must be divisible by etp x ep x pp)",
-                        "专家并行规模乘以专家张量并行规模不能整除一个流水线阶段的 GPU 数"
-                        "（Megatron-Core 要求总 GPU 数能被三者之积整除）"),
-    Reason.SEQ_CP: ("the sequence length is not a multiple of twice the context-parallel size (load-balanced "
-                    "ring attention splits each sequence into 2 x cp chunks)",
-                    "序列长度不是上下文并行规模两倍的整数倍（负载均衡的环形注意力把每条序列切成 2 x cp 块）"),
-    Reason.FEW_MICRO_BATCHES: ("fewer micro-batches per step than pipeline stages: the pipeline never fills",
-                               "每步的微批次数少于流水线阶段数：流水线始终无法填满"),
-    Reason.INTERLEAVED_MICRO_BATCHES: ("the interleaved schedule needs the micro-batches per step to be a multiple "
-                                       "of the pipeline stages",
-                                       "交错式流水线调度要求每步微批次数是流水线阶段数的整数倍"),
-    Reason.VPP_SCHEDULE: ("virtual stages need the interleaved schedule and more than one pipeline stage, and the "
-                          "interleaved schedule needs virtual stages",
-                          "虚拟阶段需要交错式调度且流水线阶段数大于一，交错式调度也需要虚拟阶段"),
-    Reason.MOE_TP_NEEDS_SP: ("expert parallelism together with tensor parallelism needs sequence parallelism "
-                             "(Megatron-Core refuses it otherwise)",
-                             "专家并行与张量并行同时使用时必须开启序列并行（否则 Megatron-Core 拒绝运行）"),
-    Reason.EP_OVERLAP_NEEDS_EP: ("overlapping the expert all-to-all needs expert parallelism (ep > 1)",
-                                 "专家 all-to-all 与计算重叠需要专家并行（ep > 1）"),
-    Reason.EP_OVERLAP_NEEDS_VPP: ("overlapping the expert all-to-all under pipeline parallelism needs virtual stages "
-                                  "(Megatron-Core asserts it)",
-                                  "流水线并行下专家 all-to-all 与计算重叠需要虚拟阶段（Megatron-Core 的断言）"),
-    Reason.EP_OVERLAP_FULL_RECOMPUTE: ("overlapping the expert all-to-all does not run with full recomputation "
-                                       "(Megatron-Core asserts it): use selective or no checkpointing",
-                                       "专家 all-to-all 与计算重叠不能与完全重计算同用（Megatron-Core 的断言）："
-                                       "请用选择性检查点或不用检查点"),
-    Reason.EP_OVERLAP_MEGATRON: ("overlapping the expert all-to-all is Megatron-Core's option; torchtitan's FSDP "
-                                 "layouts do not have it",
-                                 "专家 all-to-all 与计算重叠是 Megatron-Core 的选项，torchtitan 的 FSDP 布局没有"),
-}
+        return say(f"ec_layout_{self.value}")
 
 
 def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int | None = None,

@@ -73,8 +73,9 @@ def lora_roles(targets: tuple[str, ...]) -> frozenset[str]:
         elif key in _ROLE_ALIASES:
             roles.add(_ROLE_ALIASES[key])
         else:
-            raise SpecError(f"unknown LoRA target {name!r} (use all-linear or names like q_proj,k_proj,v_proj,"
-                            "o_proj,gate_proj,up_proj,down_proj)")
+            from ..i18n import say
+
+            raise SpecError(say("ei_unknown_lora_target", name=name))
     return frozenset(roles)
 
 

@@ -145,7 +145,9 @@ def check_out_dir(out_dir: str, inputs=()) -> None:
 def check_not_empty(out_dir: str, force: bool) -> None:
     """A non-empty `out_dir` needs --force (which then replaces only what generate wrote there before)."""
     if os.path.islink(out_dir) and not os.path.exists(out_dir):
-        raise SpecError(f"--out {out_dir}: exists and is not a directory")
+        from ..i18n import say
+
+        raise SpecError(say("ei_out_not_dir", path=out_dir))
     if os.path.isdir(out_dir) and os.listdir(out_dir) and not force:
         raise GenerateError("gen_e_out_not_empty", out=out_dir)
 

@@ -341,6 +341,8 @@ def t(key: str, lang: str) -> str:
 
 def _register_areas() -> None:
     """The one message table: the CLI's messages above and each area's own entries, every key once."""
+    from .errors_commands import MESSAGES as COMMAND_ERRORS
+    from .errors_inputs import MESSAGES as INPUT_ERRORS
     from .generate import GENERATE_MESSAGES
     from .report import REPORT_MESSAGES
     from .sentences_estimate import SENTENCES as ESTIMATE_SENTENCES
@@ -351,7 +353,8 @@ def _register_areas() -> None:
     from .userfiles import USERFILE_MESSAGES
 
     for area in (SERVING_MESSAGES, GENERATE_MESSAGES, USERFILE_MESSAGES, REPORT_MESSAGES, UI_MESSAGES,
-                 VALIDATE_SENTENCES, ESTIMATE_SENTENCES, PLAN_SENTENCES):
+                 VALIDATE_SENTENCES, ESTIMATE_SENTENCES, PLAN_SENTENCES, INPUT_ERRORS,
+                 COMMAND_ERRORS):
         clash = sorted(set(area) & set(_MESSAGES))
         if clash:
             raise RuntimeError(f"message keys defined twice: {clash}")
@@ -388,7 +391,7 @@ def _format(key: str, lang: str, values: dict) -> str:
     return t(key, lang).format(**{k: v.render(lang) if isinstance(v, Msg) else v for k, v in values.items()})
 
 
-def say(key: str, **values) -> Msg:
+def say(key: str, /, **values) -> Msg:
     """The sentence `key` of the message table with its values: English as a str, any language by `.render(lang)`
     or `trainfit.i18n.notes.localize`."""
     return Msg(key, values)

@@ -203,20 +203,22 @@ def samples_from_dicts(rows: list[dict]) -> list[Sample]:
     import dataclasses
     import math
 
+    from ..i18n import say
+
     if not isinstance(rows, list):
-        raise TypeError("'samples' must be a list")
+        raise TypeError(say("ei_samples_list"))
     required = {f.name for f in dataclasses.fields(Sample) if f.default is dataclasses.MISSING}
     out = []
     for i, row in enumerate(rows, 1):
         if not isinstance(row, dict):
-            raise TypeError(f"sample {i} is not an object")
+            raise TypeError(say("ei_sample_not_object", i=i))
         for key, value in row.items():
             ok = value is None and key not in required or \
                 isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             if not ok:
-                raise ValueError(f"sample {i}: {key} = {value!r:.40} is not a finite number")
+                raise ValueError(say("ei_sample_not_finite", i=i, key=key, value=f"{value!r:.40}"))
         if key_gpu := row.get("gpu"):
             if not float(key_gpu).is_integer():
-                raise ValueError(f"sample {i}: gpu must be an index")
+                raise ValueError(say("ei_sample_gpu_index", i=i))
         out.append(Sample(**row))
     return out

@@ -74,10 +74,8 @@ def resolve_workload(req: PlanRequest, m: ModelSpec) -> Workload:
             notes.append(capped)
     if max_pos and seq > max_pos:
         if req.seq_len:
-            raise SpecError(f"--seq-len {seq} is longer than {m.name}'s {max_pos} positions"
-                            + (" (learned)" if m.position == "learned" else
-                               "; a context-extended model says so in its config.json (rope_scaling and a larger "
-                               "max_position_embeddings): pass that config.json"))
+            raise SpecError(say("ei_seq_len_too_long", seq=seq, model=m.name, positions=max_pos,
+                                rest=say("ei_seq_len_learned" if m.position == "learned" else "ei_seq_len_rope")))
         seq = max_pos if not req.seq_len else seq
         if not req.seq_len:
             notes.append(say("pl_seq_capped", positions=max_pos))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from enum import Enum
 
 from ..errors import SpecError
+from ..i18n import say
 
 
 class _Choice(str, Enum):
@@ -21,7 +22,8 @@ class _Choice(str, Enum):
             if text in (member.value, member.name.lower().replace("_", "-")):
                 return member
         choices = ", ".join(m.value for m in cls)
-        raise SpecError(f"invalid {what or cls.__name__.lower()} {value!r} (choose from: {choices})")
+        raise SpecError(say("ei_invalid_choice", what=what or cls.__name__.lower(), value=value, choices=choices,
+                            dym=""))
 
     def __str__(self) -> str:
         return self.value
@@ -106,7 +108,7 @@ class Fsdp(_Choice):
         for member in cls:
             if text == member.value:
                 return member
-        raise SpecError(f"invalid fsdp {value!r} (choose from: shard_grad_op, full_shard)")
+        raise SpecError(say("ei_invalid_choice", what="fsdp", value=value, choices="shard_grad_op, full_shard", dym=""))
 
 
 ALL_LINEAR = ("all-linear",)
@@ -126,7 +128,7 @@ def parse_saved_modules(names: "str | tuple[str, ...] | list[str] | None") -> tu
     for item in (x for x in items if x):
         key = SAVED_MODULE_NAMES.get(item.lower())
         if key is None:
-            raise SpecError(f"unknown module to save {item!r} (choose from: embed_tokens, lm_head)")
+            raise SpecError(say("ei_unknown_saved_module", item=item))
         out.add(key)
     return tuple(sorted(out))
 
@@ -142,7 +144,7 @@ def parse_selective_ac(value: "str | int | None") -> str:
     if value is None:
         return "attention"
     if isinstance(value, bool):
-        raise SpecError(f"selective-ac must be attention, op or a block interval such as 2, got {value!r}")
+        raise SpecError(say("ei_selective_ac", value=value, hint=""))
     text = str(value).strip().lower()
     if text in SELECTIVE_AC_POLICIES:
         return text
@@ -152,11 +154,11 @@ def parse_selective_ac(value: "str | int | None") -> str:
         from difflib import get_close_matches
 
         close = get_close_matches(text, SELECTIVE_AC_POLICIES, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise SpecError(f"selective-ac must be attention, op or a block interval such as 2, got {value!r}{hint}") \
+        hint = say("ei_dym_one", close=close[0]) if close else ""
+        raise SpecError(say("ei_selective_ac", value=value, hint=hint)) \
             from None
     if not 1 <= every <= 1024:
-        raise SpecError(f"selective-ac block interval must be 1 to 1024, got {value!r}")
+        raise SpecError(say("ei_selective_ac_interval", value=value))
     return str(every)
 
 
@@ -170,12 +172,12 @@ def parse_targets(targets: "str | tuple[str, ...] | list[str] | None") -> tuple[
     if targets is None:
         return ALL_LINEAR
     if not isinstance(targets, (str, list, tuple)):
-        raise SpecError(f"lora-targets must be text, got {type(targets).__name__} {targets!r}")
+        raise SpecError(say("ei_text", what="lora-targets", type=type(targets).__name__, value=targets))
     odd = [x for x in ([] if isinstance(targets, str) else targets) if not isinstance(x, str) or not x.strip()]
     if odd:  # [[q_proj]] or [1] in a request file: each target is a module name
-        raise SpecError(f"lora-targets must be text, got {type(odd[0]).__name__} {odd[0]!r}")
+        raise SpecError(say("ei_text", what="lora-targets", type=type(odd[0]).__name__, value=odd[0]))
     items = tuple(x.strip() for x in targets.split(",") if x.strip()) if isinstance(targets, str) else \
         tuple(x.strip() for x in targets)
     if not items:
-        raise SpecError("--lora-targets is empty")
+        raise SpecError(say("ei_lora_targets_empty"))
     return items

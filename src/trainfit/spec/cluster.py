@@ -80,7 +80,7 @@ def _instance_link(gpu: GpuSpec, inst: InstanceSpec, gpus_per_node: int, notes: 
 def check_network_gbps(network_gbps: float) -> None:
     if isinstance(network_gbps, bool) or not isinstance(network_gbps, (int, float)) or \
             not 0 < network_gbps <= 100_000:
-        raise SpecError(f"--network-gbps must be a bandwidth in Gbit/s in (0, 100000], got {network_gbps!r}")
+        raise SpecError(say("ei_network_gbps", high=100000, value=network_gbps))
 
 
 def _inter_node(inst: InstanceSpec | None, network_gbps: float | None, default_gbps: float | None,

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any, Callable
 
 from ..errors import SpecError, did_you_mean
+from ..i18n import say
 from .choices import (ALL_LINEAR, Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, OptimizerImpl, Precision,
                       Task, parse_saved_modules, parse_selective_ac, parse_targets)
 
@@ -96,7 +97,7 @@ class JobField:
             if value is None:
                 return self.default
             if not isinstance(value, (str, Enum)):
-                raise SpecError(f"{what} must be a name (text), got {type(value).__name__} {value!r}")
+                raise SpecError(say("ei_name_text", what=what, type=type(value).__name__, value=value))
             return self.kind.parse(value, what)
         if self.kind is bool:
             if isinstance(value, bool):
@@ -106,36 +107,36 @@ class JobField:
                 return True
             if text in ("false", "no", "0", "off"):
                 return False
-            raise SpecError(f"{what} must be true or false, got {value!r}")
+            raise SpecError(say("ei_bool", what=what, value=value))
         if self.kind in (int, float):
             if isinstance(value, bool) or value is None:
-                raise SpecError(f"{what} must be a number, got {value!r}")
+                raise SpecError(say("ei_number", what=what, value=value))
             try:
                 number = float(value) if not isinstance(value, (int, float)) else value
             except (TypeError, ValueError):
                 number = _typed_tokens(self, value)  # '4k', '2,048': a length as people write it (issue 33)
             if not math.isfinite(number):
-                raise SpecError(f"{what} must be a finite number, got {value!r}")
+                raise SpecError(say("ei_finite", what=what, value=value))
             if self.kind is int:
                 if number != int(number):
-                    raise SpecError(f"{what} must be an integer, got {value!r}")
+                    raise SpecError(say("ei_integer", what=what, value=value))
                 number = int(number)
             self.check_range(number)
             return number
         if self.kind is str:
             if not isinstance(value, str):
-                raise SpecError(f"{what} must be text, got {type(value).__name__} {value!r}")
+                raise SpecError(say("ei_text", what=what, type=type(value).__name__, value=value))
             if self.choices and value not in self.choices:
-                raise SpecError(f"invalid {what} {value!r} (choose from: {', '.join(self.choices)})"
-                                + did_you_mean(value, self.choices))
+                raise SpecError(say("ei_invalid_choice", what=what, value=value, choices=", ".join(self.choices),
+                                    dym=did_you_mean(value, self.choices)))
             return value
         raise SpecError(f"{what}: cannot read {value!r}")
 
     def check_range(self, number: float) -> None:
         what = self.cli_flag.lstrip("-")
         if (self.low is not None and number < self.low) or (self.high is not None and number > self.high):
-            kind = "an integer" if self.kind is int else "a number"
-            raise SpecError(f"{what} must be {kind} in [{_num(self.low)}, {_num(self.high)}], got {number!r}")
+            key = "ei_int_in_range" if self.kind is int else "ei_number_in_range"
+            raise SpecError(say(key, what=what, low=_num(self.low), high=_num(self.high), value=number))
 
     def check(self, value: Any) -> None:
         """A value already converted (a constructor argument): its type and range. Called for every field of every
@@ -152,16 +153,17 @@ class JobField:
         what = self.cli_flag.lstrip("-")
         if self.kind is int:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise SpecError(f"{what} must be an integer in [{_num(self.low)}, {_num(self.high)}], got {value!r}")
+                raise SpecError(say("ei_int_in_range", what=what, low=_num(self.low), high=_num(self.high),
+                                    value=value))
             self.check_range(value)
         elif self.kind is float:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise SpecError(f"{what} must be a finite number, got {value!r}")
+                raise SpecError(say("ei_finite", what=what, value=value))
             self.check_range(value)
         elif self.kind is bool and not isinstance(value, bool):
-            raise SpecError(f"{what} must be true or false, got {value!r}")
+            raise SpecError(say("ei_bool", what=what, value=value))
         elif self.kind is str and self.choices and value not in self.choices:
-            raise SpecError(f"invalid {what} {value!r} (choose from: {', '.join(self.choices)})")
+            raise SpecError(say("ei_invalid_choice", what=what, value=value, choices=", ".join(self.choices), dym=""))
 
     @staticmethod
     def to_json(value: Any) -> Any:
@@ -180,7 +182,7 @@ _POWER_OF_TWO_LENGTHS = ("seq_len", "max_len")
 def _typed_tokens(f: JobField, value: Any) -> float:
     what = f.cli_flag.lstrip("-")
     if f.unit != "tokens" or not isinstance(value, str):
-        raise SpecError(f"{what} must be a number, got {value!r}")
+        raise SpecError(say("ei_number", what=what, value=value))
     from ..units import parse_count, parse_seq_len
 
     binary = f.name in _POWER_OF_TWO_LENGTHS
@@ -188,7 +190,7 @@ def _typed_tokens(f: JobField, value: Any) -> float:
         return (parse_seq_len if binary else parse_count)(value)
     except SpecError:
         examples = "2048, 4k = 4096, 32k = 32768" if binary else "900, 1.5k = 1500"
-        raise SpecError(f"{what} must be a number of tokens, got {value!r} (examples: {examples})") from None
+        raise SpecError(say("ei_tokens", what=what, value=value, examples=examples)) from None
 
 
 def _num(x: float | None) -> str:
@@ -230,12 +232,12 @@ def _data_layout(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise SpecError(f"data-layout must be one of {', '.join(DATA_LAYOUTS)}, got {value!r}")
+        raise SpecError(say("ei_data_layout", choices=", ".join(DATA_LAYOUTS), value=value, dym=""))
     key = value.strip().lower()
     key = _LAYOUT_SPELLINGS.get(key, key)
     if key not in DATA_LAYOUTS:
-        raise SpecError(f"data-layout must be one of {', '.join(DATA_LAYOUTS)}, got {value!r}"
-                        + did_you_mean(key, DATA_LAYOUTS))
+        raise SpecError(say("ei_data_layout", choices=", ".join(DATA_LAYOUTS), value=value,
+                            dym=did_you_mean(key, DATA_LAYOUTS)))
     return key
 
 
@@ -243,13 +245,13 @@ def _zero(value: Any) -> int:
     if value is None:
         return 0
     if isinstance(value, bool):
-        raise SpecError(f"zero must be 0, 1, 2 or 3, got {value!r}")
+        raise SpecError(say("ei_zero", value=value))
     try:
         stage = int(str(value).strip()) if not isinstance(value, int) else value
     except ValueError:
-        raise SpecError(f"zero must be 0, 1, 2 or 3, got {value!r}") from None
+        raise SpecError(say("ei_zero", value=value)) from None
     if stage not in (0, 1, 2, 3):
-        raise SpecError(f"zero stage must be 0, 1, 2 or 3, got {value!r}")
+        raise SpecError(say("ei_zero_stage", value=value))
     return stage
 
 
@@ -483,7 +485,7 @@ def split_keywords(values: dict[str, Any], door: str = API, where: str = "") -> 
     for key, value in values.items():
         f = allowed.get(key)
         if f is None:
-            raise SpecError(f"{where}unknown job field {key!r}{did_you_mean(key, allowed)}")
+            raise SpecError(say("ei_unknown_job_field", where=where, key=key, dym=did_you_mean(key, allowed)))
         if value is None:  # "not given": the declared default, or one resolved against the model
             continue
         out[f.part][f.name] = f.convert(value)

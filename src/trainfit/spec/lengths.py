@@ -82,14 +82,13 @@ def _texts(path: str):
         for n, raw in enumerate(iter(lambda: fh.readline(LINE_BYTES + 1), b""), 1):
             nul = raw.find(b"\x00")
             if nul >= 0:
-                raise SpecError(f"--data {path}: a NUL byte at byte offset {offset + nul} (line {n}): not a text file")
+                raise SpecError(say("ei_data_nul", path=path, offset=offset + nul, line=n))
             if len(raw) > LINE_BYTES:
-                raise SpecError(f"--data {path}: line {n} is longer than {LINE_BYTES >> 20} MB: not one sample "
-                                "per line")
+                raise SpecError(say("ei_data_long_line", path=path, line=n, mb=LINE_BYTES >> 20))
             try:
                 line = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:
-                raise SpecError(f"--data {path}: not UTF-8 text (line {n}, byte offset {offset + exc.start})") from None
+                raise SpecError(say("ei_data_not_utf8", path=path, line=n, offset=offset + exc.start)) from None
             offset += len(raw)
             if offset > READ_BYTES:
                 return
@@ -158,7 +157,7 @@ def read_lengths(path: str, max_len: int, tokenizer=None, limit: int = 200_000) 
     import os
 
     if not os.path.isfile(path):
-        raise SpecError(f"--data {path}: no such file")
+        raise SpecError(say("ei_data_no_file", path=path))
     count = tokenizer or count_tokens
     out, textless = [], 0
     for text, chat in _texts(path):
@@ -169,10 +168,9 @@ def read_lengths(path: str, max_len: int, tokenizer=None, limit: int = 200_000) 
         if len(out) >= limit:
             break
     if not out and textless:
-        raise SpecError(f"--data {path}: no text in any of its {textless} JSON values (expected a sample's text as "
-                        "strings, e.g. {\"text\": ...} or {\"messages\": [...]})")
+        raise SpecError(say("ei_data_no_text", path=path, n=textless))
     if not out:
-        raise SpecError(f"--data {path}: no samples (expected JSON lines or one sample per line)")
+        raise SpecError(say("ei_data_no_samples", path=path))
     return Lengths(tuple(out), "tokenizer" if tokenizer else "whitespace")
 
 
@@ -198,10 +196,10 @@ def variable_lengths(seq_len: int, avg_len: int | None, data: str | None, sequen
     if avg_len is None and data is None:
         return {}
     if avg_len is not None and data is not None:
-        raise SpecError("give --avg-len or --data (whose lengths give the mean), not both")
+        raise SpecError(say("ei_avg_len_and_data"))
     if data is None:
         if isinstance(avg_len, bool) or not isinstance(avg_len, int) or not 1 <= avg_len <= seq_len:
-            raise SpecError(f"--avg-len must be an integer in [1, the longest sample {seq_len}], got {avg_len!r}")
+            raise SpecError(say("ei_avg_len_range", seq_len=seq_len, value=avg_len))
         return {"variable_length": True, "avg_len": avg_len, "lengths_from": say("es_len_avg_exp")}
     tok = _local_tokenizer(model)
     lengths = read_lengths(data, seq_len, tok)

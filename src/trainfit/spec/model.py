@@ -168,7 +168,12 @@ class ModelSpec:
         try:
             return _from_hf_config(cls, cfg, name, source, params_reported)
         except (KeyError, TypeError, ValueError) as exc:
-            raise SpecError(f"malformed model config{' for ' + name if name else ''}: {exc}") from None
+            from ..errors import sentence_of
+            from ..i18n import say
+
+            detail = sentence_of(exc)
+            raise SpecError(say("ec_malformed_config_for", name=name, detail=detail) if name
+                            else say("ec_malformed_config", detail=detail)) from None
 
 
 def _first(cfg: dict[str, Any], *keys: str, default: Any = None) -> Any:
@@ -208,7 +213,9 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
     intermediate = _intermediate(cfg, model_type, hidden)
     vocab = _positive_int(_require(cfg, "padded_vocab_size", "vocab_size"), "vocab_size")
     if heads % kv_heads:
-        raise ValueError(f"num_attention_heads {heads} is not a multiple of num_key_value_heads {kv_heads}")
+        from ..i18n import say
+
+        raise ValueError(say("ei_not_multiple", a="num_attention_heads", x=heads, b="num_key_value_heads", y=kv_heads))
 
     qkv_bias, o_bias, mlp_bias, norm_bias = _biases(cfg, model_type, lay)
     position = (get("position_embedding") or lay["position"]).lower()

@@ -11,7 +11,8 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import SpecError, did_you_mean
+from ..errors import SpecError, did_you_mean, sentence_of
+from ..i18n import Msg, say
 from ..units import currency_code, parse_count, parse_duration, parse_money
 
 METHODS = ("full", "lora", "qlora", "freeze", "auto")
@@ -71,49 +72,47 @@ class PlanRequest:
         if self.currency is not None:
             _one_of("currency", self.currency, CURRENCIES)
         if self.dataset_tokens is None and (self.samples is None or self.avg_len is None):
-            raise SpecError("give the dataset size: --dataset-tokens 200M, or --samples 50k with --avg-len 900")
+            raise SpecError(say("ec_give_dataset_size"))
         for name in ("dataset_tokens", "samples", "avg_len", "epochs", "deadline", "budget", "usd_cny"):
             value = getattr(self, name)
             if value is not None and (not math.isfinite(value) or value <= 0):
-                raise SpecError(f"--{name.replace('_', '-')} must be positive, got {value!r}")
+                raise SpecError(say("ec_positive", option=name.replace('_', '-'), value=value))
         for name in ("dataset_tokens", "samples"):
             value = getattr(self, name)
             if value is not None and value < 1:
-                raise SpecError(f"--{name.replace('_', '-')} must be at least 1, got {value:g}")
+                raise SpecError(say("ec_at_least_1", option=name.replace('_', '-'), value=value))
         if self.epochs > 1000:
-            raise SpecError(f"--epochs {self.epochs:g} is absurd (at most 1000)")
+            raise SpecError(say("ec_epochs_absurd", epochs=self.epochs))
         self._check_dataset_size()
         for name, high in (("max_nodes", 512), ("top", 100)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
-                raise SpecError(f"--{name.replace('_', '-')} must be an integer in [1, {high}], got {value!r}")
+                raise SpecError(say("ei_int_in_range", what="--" + name.replace("_", "-"), low=1, high=high,
+                                    value=value))
         for name in ("global_batch", "global_batch_tokens"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise SpecError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+                raise SpecError(say("ec_positive_integer", option=name.replace('_', '-'), value=value))
         if self.provider == "all" and self.usd_cny is None:
-            raise SpecError("--provider all compares offers priced in CNY and in USD: give the rate with --usd-cny "
-                            "(CNY per USD, e.g. 7.1); without it AWS/GCP/Azure offers could not be compared")
+            raise SpecError(say("ec_provider_all_rate"))
         if self.global_batch and self.global_batch_tokens:
-            raise SpecError("give --global-batch (sequences) or --global-batch-tokens, not both")
+            raise SpecError(say("ec_global_batch_both"))
 
     def _check_dataset_size(self) -> None:
         """One dataset size (issue 33): --samples beside --dataset-tokens must agree with it (x --avg-len), and no
         more tokens than any published training run used (the largest pre-training runs: about 36T = 3.6e13)."""
         if self.dataset_tokens is not None and self.samples is not None:
-            stated = f"--dataset-tokens {self.dataset_tokens:,.0f} and --samples {self.samples:,.0f}"
             if self.avg_len is None:
-                raise SpecError(f"{stated} both give the dataset size: give one (--samples goes with --avg-len)")
+                raise SpecError(say("ei_dataset_size_twice", tokens=self.dataset_tokens, samples=self.samples))
             if not math.isclose(self.samples * self.avg_len, self.dataset_tokens, rel_tol=0.01):
-                raise SpecError(f"{stated} x --avg-len {self.avg_len:g} = {self.samples * self.avg_len:,.0f} tokens "
-                                "disagree: give one of them")
+                raise SpecError(say("ei_dataset_size_disagree", tokens=self.dataset_tokens, samples=self.samples,
+                                    avg_len=self.avg_len, total=self.samples * self.avg_len))
         given = self.dataset_tokens is not None
         tokens, what = (self.dataset_tokens, "--dataset-tokens") if given else (self.samples * self.avg_len,
                                                                                 "--samples x --avg-len")
         for what, value in ((what, tokens), (f"{what} x --epochs", tokens * self.epochs)):
             if value > MAX_TRAINING_TOKENS:
-                raise SpecError(f"{what} = {value:.3g} tokens is more than any published training run used (the "
-                                f"largest pre-training runs are about 3.6e13 = 36T tokens): at most 1e+14")
+                raise SpecError(say("ei_tokens_absurd", what=what, value=value))
 
     @property
     def budget_currency(self) -> str:
@@ -128,7 +127,7 @@ class PlanRequest:
 
 def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise SpecError(f"invalid --{name} {value!r} (choose from: {', '.join(allowed)})")
+        raise SpecError(say("ei_invalid_choice", what="--" + name, value=value, choices=", ".join(allowed), dym=""))
 
 
 _COUNT_FIELDS = ("dataset_tokens", "samples", "avg_len")  # avg_len a mean: '1.5k' is 1500 (seq_len's k is 1024)
@@ -155,10 +154,15 @@ def _convert(name: str, value: Any) -> Any:
             return int(number)
         if name in _FLOAT_FIELDS:
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):  # `epochs: true` is no number
-                raise ValueError(f"not a number: {value!r}")
-            return float(value)
+                raise ValueError(say("ei_not_a_number", value=value))
+            try:
+                return float(value)
+            except ValueError:  # (a str: Python's own words for it, as a sentence of the table)
+                raise ValueError(say("ec_not_a_float", text=value)) from None
     except (TypeError, ValueError, OverflowError) as exc:
-        raise SpecError(f"--{name.replace('_', '-')}: {exc}") from None
+        message = sentence_of(exc)  # a sentence of the table (not a count: ...) stays one in the option's sentence
+        raise SpecError(say("ec_option_detail", option=name.replace('_', '-'), message=message)
+                        if isinstance(message, Msg) else f"--{name.replace('_', '-')}: {exc}") from None
     if name in ("gpu", "instance"):
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(dict.fromkeys(str(x).strip() for x in items if str(x).strip()))  # each name once
@@ -187,18 +191,19 @@ def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRe
             if value is not None:
                 try:
                     job[name] = job_fields[name].convert(value)
-                except SpecError as exc:
-                    raise SpecError(f"{where}: {exc}") from None
+                except SpecError as exc:  # the field's own sentence after the file's name
+                    raise SpecError(say("ei_in_file", where=where, message=sentence_of(exc))) from None
             continue
         if name not in known:
-            raise SpecError(f"{where}: unknown key {key!r}{did_you_mean(name, known | set(job_fields))}")
+            raise SpecError(say("ec_request_unknown_key", where=where, key=key,
+                                close=did_you_mean(name, known | set(job_fields))))
         values[name] = _convert(name, value)
     if "model" not in values or not values["model"]:
-        raise SpecError(f"{where}: 'model' is required")
+        raise SpecError(say("ec_request_model_required", where=where))
     for name, value in values.items():
         if name in ("model", "method", "objective", "provider", "region", "pricing", "currency") \
                 and value is not None and not isinstance(value, str):
-            raise SpecError(f"{where}: {name!r} must be a name (text), got {type(value).__name__} {value!r}")
+            raise SpecError(say("ec_request_name_text", where=where, name=name, kind=type(value).__name__, value=value))
     _budget_currency(values)
     order = list(job_fields)
     return PlanRequest(**{k: v for k, v in values.items() if v is not None or k == "model"},
@@ -216,19 +221,18 @@ def _budget_currency(values: dict[str, Any]) -> None:
         return
     given, provider = values.get("currency"), values.get("provider") or "alibaba"
     if given is not None and given != named:
-        raise SpecError(f"--budget {text} is in {named} but --currency is {given}: give one currency")
+        raise SpecError(say("ei_budget_currency", text=text, named=named, given=given))
     home = {"alibaba": "CNY", "aws": "USD", "gcp": "USD", "azure": "USD"}.get(provider) \
         if isinstance(provider, str) else None
     if given is None and home not in (None, named) and values.get("usd_cny") is None:
-        raise SpecError(f"--budget {text} is in {named} but {provider} prices in {home}: give the budget in {home}, "
-                        f"or the rate with --usd-cny (CNY per USD, e.g. 7.1)")
+        raise SpecError(say("ei_budget_home_currency", text=text, named=named, provider=provider, home=home))
     values["currency"] = named
 
 
 def load_request_file(path: str) -> dict[str, Any]:
     """A YAML (.yaml/.yml) or TOML (.toml) request file -> dict."""
     if not os.path.isfile(path):
-        raise SpecError(f"request file not found: {path}")
+        raise SpecError(say("ec_request_missing", path=path))
     from ..userfiles import UserFileError, check_depth, load_user_yaml, read_user_text
 
     text = read_user_text(path, "request file")  # size checked before reading, strict UTF-8, no NUL bytes
@@ -242,7 +246,9 @@ def load_request_file(path: str) -> dict[str, Any]:
     except UserFileError:
         raise
     except Exception as exc:  # noqa: BLE001 - any parse error becomes one clear line
-        raise SpecError(f"cannot read {path}: {exc}".splitlines()[0]) from None
+        text, msg = f"cannot read {path}: {exc}".splitlines()[0], say("ei_cannot_read", path=path,
+                                                                      why=(str(exc).splitlines() or [""])[0])
+        raise SpecError(msg if msg == text else text) from None
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of request keys")
+        raise SpecError(say("ec_request_not_mapping", path=path))
     return data

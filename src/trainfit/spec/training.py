@@ -73,24 +73,23 @@ class _TrainingSpec(_Spec):
 
     def _rules(self) -> None:
         if parse_selective_ac(self.selective_ac) != self.selective_ac:
-            raise SpecError(f"selective-ac {self.selective_ac!r}: give attention, op or a block interval such as '2'")
+            raise SpecError(say("ei_selective_ac_given", value=self.selective_ac))
         if self.optimizer_in_backward and self.grad_accum > 1:
-            raise SpecError("optimizer-in-backward steps every micro-batch: it needs grad-accum 1")
+            raise SpecError(say("ei_oib_grad_accum"))
         if self.optimizer_in_backward and self.precision == Precision.FP16:
-            raise SpecError("optimizer-in-backward cannot unscale fp16 loss-scaled gradients: use bf16")
+            raise SpecError(say("ei_oib_fp16"))
         for name in ("avg_len", "padded_len"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or not 1 <= value <= self.seq_len):
-                raise SpecError(f"{name.replace('_', '-')} must be an integer in [1, max-len {self.seq_len}], "
-                                f"got {value!r}")
+                raise SpecError(say("ei_len_in_range", what=name.replace("_", "-"), seq_len=self.seq_len, value=value))
         if (self.avg_len or self.padded_len) and not self.variable_length:
             raise SpecError("avg-len / padded-len describe variable-length data (variable_length)")
         if self.avg_len and self.padded_len and self.padded_len < self.avg_len:
             raise SpecError(f"padded-len {self.padded_len} is below avg-len {self.avg_len}: a micro-batch is padded "
                             "to its longest sample")
         if self.paged_optimizer and self.optimizer not in (Optimizer.ADAMW, Optimizer.ADAMW_8BIT, Optimizer.LAMB):
-            raise SpecError(f"paged optimizers are AdamW, 8-bit AdamW or LAMB, not {self.optimizer.value}")
+            raise SpecError(say("ei_paged_optimizer", optimizer=self.optimizer.value))
 
     @property
     def is_peft(self) -> bool:
@@ -152,30 +151,25 @@ class _Strategy(_Spec):
 
     def _rules(self) -> None:
         if self.zero_stage and self.fsdp != Fsdp.NONE:
-            raise SpecError("choose either --zero or --fsdp, not both")
+            raise SpecError(say("ei_zero_and_fsdp"))
         if self.offload != Offload.NONE and self.zero_stage == 0 and self.fsdp == Fsdp.NONE:
-            raise SpecError("offload needs DeepSpeed ZeRO (--zero 1/2/3) or FSDP")
+            raise SpecError(say("ei_offload_needs_sharding"))
         if self.offload == Offload.ALL and not (self.zero_stage == 3 or self.fsdp == Fsdp.FULL_SHARD):
-            raise SpecError("--offload all (parameters too) needs --zero 3 or --fsdp full_shard; "
-                            "use --offload optimizer with ZeRO-1/2")
+            raise SpecError(say("ei_offload_all"))
         self._parallel_rules()
 
     def _parallel_rules(self) -> None:
         """The layout rules that do not depend on the model (those that do: estimate/parallel3d.layout_problems)."""
         if self.gpus % self.model_parallel:
-            raise SpecError(f"{self.gpus} GPUs do not divide into tp {self.tp} x pp {self.pp} x cp {self.cp} "
-                            "(GPUs = tp x pp x cp x data-parallel size)")
+            raise SpecError(say("ec_mp_gpus_divide", gpus=self.gpus, tp=self.tp, pp=self.pp, cp=self.cp))
         if self.gpus_per_node % self.tp:
-            raise SpecError(f"tp {self.tp} must divide the {self.gpus_per_node} GPUs of a node (tensor parallelism "
-                            "stays inside a node)")
+            raise SpecError(say("ec_mp_tp_node", tp=self.tp, per_node=self.gpus_per_node))
         if (self.vpp > 1) != (self.pp_schedule == "interleaved") or (self.vpp > 1 and self.pp == 1):
-            raise SpecError(f"vpp {self.vpp} with schedule {self.pp_schedule}: the interleaved schedule and "
-                            "vpp > 1 go together, with pp > 1")
+            raise SpecError(say("ec_mp_vpp_schedule", vpp=self.vpp, schedule=self.pp_schedule))
         if self.ep_overlap and self.ep == 1:
-            raise SpecError("--ep-overlap overlaps the MoE all-to-all of expert parallelism: it needs --ep above 1")
+            raise SpecError(say("ec_mp_ep_overlap"))
         if self.is_3d and (self.offload != Offload.NONE or self.zero_stage > 1):
-            raise SpecError("with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer "
-                            "(--zero 1) or FSDP (--fsdp full_shard); ZeRO-2/3 and offload are not modelled there")
+            raise SpecError(say("ec_mp_sharding"))
 
     @cached_property
     def gpus(self) -> int:
@@ -350,8 +344,7 @@ def data_layout_for(task: "Task", given: str | None, lengths_given: bool) -> str
     from .job import PACKED, PADDED_BATCH
 
     if given == PACKED and task in (Task.DPO, Task.CLASSIFICATION):
-        raise SpecError(f"data-layout packed: {task.value} samples are not packed (a DPO pair or a labelled sample "
-                        "is one sequence each): use padded-batch or padded-max")
+        raise SpecError(say("ei_packed_task", task=task.value))
     return given or (PADDED_BATCH if lengths_given or task in (Task.DPO, Task.CLASSIFICATION) else PACKED)
 
 

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Any, Iterator
 
 from ..errors import SpecError, TrainfitError, sentence_of
-from ..i18n import LANGS, Msg
+from ..i18n import LANGS, Msg, say
 from .guard import MAX_BODY, BodyTooLarge, too_large
 from .responses import _known_lang, _one_line, error_response, error_text  # noqa: F401 - error_text: kept here
 from .words import words
@@ -26,7 +26,7 @@ WORKLOAD = ("method", "seq_len", "micro_batch", "grad_accum", "grad_ckpt", "lora
 def _lang(form: dict[str, Any]) -> str:
     lang = str(form.get("lang") or "en")
     if lang not in LANGS:
-        raise SpecError(f"lang must be one of {', '.join(LANGS)}, got {lang!r}")
+        raise SpecError(say("ec_ui_lang", choices=", ".join(LANGS), value=lang))
     return lang
 
 
@@ -38,7 +38,7 @@ def _int(form: dict[str, Any], name: str, default: int) -> int:
     try:
         return int(str(value).strip())
     except ValueError:
-        raise SpecError(f"{name.replace('_', '-')}: {value!r} is not a whole number") from None
+        raise SpecError(say("ec_ui_not_whole", field=name.replace("_", "-"), value=value)) from None
 
 
 def workload(form: dict[str, Any]) -> dict[str, Any]:
@@ -47,6 +47,13 @@ def workload(form: dict[str, Any]) -> dict[str, Any]:
     for name, default in (("seq_len", 2048), ("micro_batch", 1), ("grad_accum", 1), ("lora_rank", 16)):
         out[name] = _int(form, name, default)
     return out
+
+
+def _renamed(sentence: Msg, old: str, new: str) -> Msg:
+    """`sentence` with `old` replaced by `new` in its text values (and in the sentences inside it)."""
+    values = {k: _renamed(v, old, new) if isinstance(v, Msg) else v.replace(old, new) if isinstance(v, str) else v
+              for k, v in sentence.values.items()}
+    return Msg(sentence.key, values)
 
 
 @contextlib.contextmanager
@@ -63,17 +70,23 @@ def model_arg(form: dict[str, Any]) -> Iterator[str]:
             try:
                 yield path
             except TrainfitError as exc:  # name the pasted file as the user knows it, not by its temporary path
-                if isinstance(sentence_of(exc), Msg) and path not in sentence_of(exc):
+                sentence = sentence_of(exc)
+                if isinstance(sentence, Msg) and path not in sentence:
                     raise  # a sentence of the message table (settings that cannot run together): worded from the table
+                if isinstance(sentence, Msg):  # the same sentence of the table, naming the file as the user knows it
+                    raise SpecError(_renamed(sentence, path, "config.json")) from None
                 raise SpecError(str(exc).replace(path, "config.json")) from None
         return
     name = str(form.get("model") or "").strip()
     if not name:
-        raise SpecError("model: choose a preset or paste a config.json")
+        from ..i18n import say  # (a local name of this function: imported below too)
+
+        raise SpecError(say("ec_ui_choose_model"))
     if name not in all_models():
         from ..errors import unknown_name
+        from ..i18n import say
 
-        raise unknown_name("model", name, sorted(all_models()), hint="choose a preset or paste a config.json")
+        raise unknown_name(say("ei_kind_model"), name, sorted(all_models()), hint=say("ei_hint_paste"))
     yield name
 
 
@@ -163,7 +176,7 @@ def do_setup_zip(form: dict[str, Any]) -> bytes:
     with model_arg(form) as model:
         plan = _plan(form, model)
         if not plan.recommendations:
-            raise SpecError(f"no configuration meets the request ({(plan.binding or {}).get('constraint')})")
+            raise SpecError(say("ec_ui_nothing_meets", constraint=(plan.binding or {}).get("constraint")))
         with tempfile.TemporaryDirectory(prefix="trainfit-ui-") as tmp:
             path = write_plan(plan, tmp)
             files = {"plan.json": open(path, encoding="utf-8").read(),
@@ -209,9 +222,9 @@ def create_app(host: str | None = None, port: int | None = None):
         body = b"".join(chunks)
         from .. import userjson
 
-        form = userjson.loads(body.decode("utf-8", errors="strict") or "{}", "form") if body else {}
+        form = userjson.loads(body.decode("utf-8", errors="strict") or "{}", say("ec_ui_form")) if body else {}
         if not isinstance(form, dict):
-            raise SpecError("form: expected a JSON object")
+            raise SpecError(say("ec_ui_form_object"))
         return form
 
     def endpoint(fn, binary: bool = False):
@@ -236,8 +249,8 @@ def create_app(host: str | None = None, port: int | None = None):
             except (TrainfitError, UnicodeDecodeError, ValueError) as exc:
                 return error_response(exc, 400, lang)
             except Exception as exc:  # noqa: BLE001 - a bug: one line for the page, never a traceback
-                return error_response(RuntimeError(f"internal error, please report it: {type(exc).__name__}: "
-                                                   f"{_one_line(exc)}"), 500, lang)
+                return error_response(RuntimeError(say("ec_internal_error", kind=type(exc).__name__,
+                                                       detail=_one_line(exc))), 500, lang)
             if binary:
                 return Response(result, media_type="application/zip",
                                 headers={"Content-Disposition": 'attachment; filename="trainfit-setup.zip"'})

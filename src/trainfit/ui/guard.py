@@ -21,6 +21,7 @@ import socket
 from typing import Any
 
 from ..errors import SpecError
+from ..i18n import say
 
 MAX_BODY = 1_000_000  # bytes of one request: a config.json is a few KB
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
@@ -46,8 +47,8 @@ class Refused(SpecError):
 
 def too_large(size: int | None = None) -> BodyTooLarge:
     if size is None:
-        return BodyTooLarge(f"request too large (over {MAX_BODY:,} bytes; a config.json is a few KB)")
-    return BodyTooLarge(f"request too large ({size:,} bytes; a config.json is a few KB)")
+        return BodyTooLarge(say("ec_ui_too_large_over", limit=MAX_BODY))
+    return BodyTooLarge(say("ec_ui_too_large", size=size))
 
 
 # ---- addresses ------------------------------------------------------------------------------------------------------
@@ -150,26 +151,24 @@ def check(method: str, path: str, headers: dict[str, str], address: Address) -> 
     """Raise Refused (403, 415) or BodyTooLarge (413) for a request the calculator must not serve."""
     host = headers.get("host")
     if not address.allows(host):
-        raise Refused(403, f"forbidden: Host {host or ''!r} is not this calculator's address "
-                           f"(open {address.shown()})")
+        raise Refused(403, say("ec_ui_forbidden_host", host=host or "", address=address.shown()))
     api = path.startswith("/api/")
     origin = headers.get("origin")
     if origin is not None and (api or method not in SAFE_METHODS):
         scheme, sep, authority = origin.strip().lower().partition("://")
         if not (sep and scheme == "http" and split_host(authority) == split_host(host or "")):
-            raise Refused(403, f"forbidden: a page from {origin!r} cannot use this calculator (cross-origin request)")
+            raise Refused(403, say("ec_ui_forbidden_origin", origin=origin))
     if method not in SAFE_METHODS:
         length = headers.get("content-length")
         if length is not None:
             if not length.strip().isdigit():
-                raise Refused(400, f"bad Content-Length {length!r}")
+                raise Refused(400, say("ec_ui_bad_length", length=length))
             if int(length) > MAX_BODY:
                 raise too_large(int(length))
         if api:
             kind = (headers.get("content-type") or "").split(";")[0].strip().lower()
             if kind != "application/json":
-                raise Refused(415, f"the calculator's API takes Content-Type: application/json, "
-                                   f"got {kind or 'none'!r}")
+                raise Refused(415, say("ec_ui_content_type", kind=kind or "none"))
 
 
 class Guard:
@@ -234,8 +233,8 @@ def bind(host: str, port: int) -> socket.socket:
     try:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError) as exc:
-        raise SpecError(f"--host {host}: not an address of this machine ({getattr(exc, 'strerror', None) or exc})") \
-            from None
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise SpecError(say("ec_ui_not_an_address", host=host, why=why)) from None
     family, kind, proto, _, addr = infos[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -244,7 +243,6 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise SpecError(f"--port {port}: address already in use on {host} (another program listens there; "
-                            f"choose another --port)") from None
-        raise SpecError(f"--host {host} --port {port}: cannot listen there ({exc.strerror or exc})") from None
+            raise SpecError(say("ec_ui_port_in_use", port=port, host=host)) from None
+        raise SpecError(say("ec_ui_cannot_listen", host=host, port=port, why=exc.strerror or str(exc))) from None
     return sock

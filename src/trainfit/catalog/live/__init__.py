@@ -37,7 +37,9 @@ class RefreshResult:
 
 def provider_module(provider: str):
     if provider not in PROVIDERS:
-        raise SpecError(f"--provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+        from ...i18n import say
+
+        raise SpecError(say("ec_provider_one_of", choices=", ".join(PROVIDERS), value=provider))
     return importlib.import_module(f"{__name__}.{MODULES[provider]}")
 
 
