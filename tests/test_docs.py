@@ -50,8 +50,9 @@ def test_readme_links_resolve():
 @DOCS_GROUP
 def test_shown_outputs_are_current():
     """Every marked block in README.md and docs/ shows what its command prints with the code as it is now, and
-    docs/reference.md is the parser's (`make docs` rewrites both)."""
-    done = _docs_py("--check")
+    docs/reference.md is the parser's (`make docs` rewrites both). The slow block (serving's cross-validation, about
+    35 s) is rerun too: every shown output is checked."""
+    done = _docs_py("--check", "--slow")
     assert done.returncode == 0, (
         "stale docs: run `make docs` and read what changed\n" + done.stdout[-6000:] + done.stderr[-3000:])
     rerun = re.search(r"\b(\d+) marked blocks rerun", done.stderr)
