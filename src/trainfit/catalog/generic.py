@@ -17,6 +17,7 @@ import json
 import os
 import re
 import warnings
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -170,8 +171,6 @@ def _checked_template(spec: ModelSpec, key: str, name: str, source: str, params_
 
 
 def _with_note(spec: ModelSpec, text: str) -> ModelSpec:
-    from dataclasses import replace
-
     structure = replace(spec.structure, notes=(*spec.structure.notes, text))
     return replace(spec, structure=structure)
 
@@ -287,8 +286,6 @@ def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None,
         if field not in fields:  # a preset's or cache's spec recorded before soft-capping was read: the config's
             fields[field] = softcap_value(text.get(key), key)
     structure = structure_from_dict(d["structure"])
-    from dataclasses import replace
-
     structure = replace(structure, notes=_notes_said(structure.notes, d.get("said"), note))
     return ModelSpec(name=name, source=source, params_reported=params_reported, structure=structure,
                      extra={**d.get("extra", {}), "hf_config": hf_config}, **fields)
