@@ -201,7 +201,9 @@ def test_published_model_parallel_runs_within_their_error_limit():
     baselines), 6.2% over the 6 model-parallel Megatron-LM SC21 runs of published_dev.jsonl. The 7 MoE runs with
     expert parallelism (after the all-to-all's network path, DeepEP / HybridEP's once-per-node sends, the EP overlap
     schedule and the MoE layer's kernel launches were modelled from the code): 18.9% over 6, 42.7% with the 25.11
-    Qwen3-30B-A3B row (+186%), whose layout the next releases ran 1.7x as fast (9058 tok/s in 26.02.01, while 26.02
+    Qwen3-30B-A3B row (+186%); 2026-12-07, after DeepSeek-V3's node-limited routing (n_group 8, topk_group 4) and
+    its recipe's expert TP 1 (DeepSeek-V3 -19.5% -> -5.3%): 16.6% over 6, 40.7% over 7, 15.35% over all 28 (the
+    25.11 row whose layout the next releases ran 1.7x as fast (9058 tok/s in 26.02.01, while 26.02
     printed 5113 for it: a software state, not the hardware), held apart. Nothing is fitted on these runs: the
     stacks' switches come from their recipes (frameworks.yaml, the cases' notes). A model change that moves them
     past these limits fails here."""
@@ -211,12 +213,12 @@ def test_published_model_parallel_runs_within_their_error_limit():
     cases = load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
     rest = validate([c for c in cases if not _is_moe_case(c)], Efficiencies.default()).to_dict()
     assert rest["throughput"]["n"] >= 21 and rest["throughput"]["mape"] <= 0.075
-    assert validate(cases, Efficiencies.default()).to_dict()["throughput"]["mape"] <= 0.16
+    assert validate(cases, Efficiencies.default()).to_dict()["throughput"]["mape"] <= 0.155
     moe = validate([c for c in cases if _is_moe_case(c)], Efficiencies.default()).to_dict()
-    assert moe["throughput"]["n"] == 7 and moe["throughput"]["mape"] <= 0.44
+    assert moe["throughput"]["n"] == 7 and moe["throughput"]["mape"] <= 0.41
     held = [c for c in cases if _is_moe_case(c) and c["id"] != "mbridge-2511-h100-qwen3-30b-a3b-g16-gbs512"]
     moe6 = validate(held, Efficiencies.default()).to_dict()
-    assert moe6["throughput"]["n"] == 6 and moe6["throughput"]["mape"] <= 0.20
+    assert moe6["throughput"]["n"] == 6 and moe6["throughput"]["mape"] <= 0.17
     dense = [c for c in cases if is_model_parallel_case(c) and c["model"]["hf_config"]["model_type"] in ("llama", "gpt2")
              and not (c["parallel"].get("ep") or 0) > 1]
     r = validate(dense, Efficiencies.default()).to_dict()
@@ -317,6 +319,46 @@ def test_expert_all_to_all_crosses_nodes_through_each_gpus_own_nic():
     assert flex == pytest.approx(max(4096 * 2048 * 2 * p3.remote_nodes_per_token(128, 8, 2) / 40e9,
                                      4096 * 8 * 2048 * 2 * 7 / 8 / 300e9))
     assert flex < naive / 3
+
+
+def test_group_limited_routing_reaches_only_the_chosen_groups_nodes():
+    """Megatron-Core's group_limited_topk (DeepSeek-V3's node-limited routing, n_group 8 / topk_group 4): with one
+    group per node a token reaches the nodes of its 4 chosen groups, so another node is reached with probability
+    1 - C(7, 4) / C(8, 4) = 1/2: 3.5 of the 7 other nodes, against 7 (1 - C(224, 8) / C(256, 8)) = 4.6 unlimited.
+    Groups that do not sit inside one node (fewer groups than nodes) keep the unlimited count."""
+    import math as _m
+
+    assert p3.remote_nodes_per_token(256, 8, 8, 8, 4) == pytest.approx(3.5)
+    assert p3.remote_nodes_per_token(256, 8, 8) == pytest.approx(7 * (1 - _m.comb(224, 8) / _m.comb(256, 8)))
+    assert p3.remote_nodes_per_token(256, 8, 16, 8, 4) == p3.remote_nodes_per_token(256, 8, 16)
+    assert p3.remote_nodes_per_token(256, 8, 4, 8, 4) == pytest.approx(3 * (1 - _m.comb(6, 4) / _m.comb(8, 4)))
+    links = p3.Links(intra=300e9, inter=40e9, gpus_per_node=8)
+    kw = dict(hidden=7168, layers=61, heads=128, kv_heads=128, intermediate=2048, vocab=129280, num_experts=256,
+              experts_per_tok=8, gated_mlp=True)
+    lay = p3.Layout(tp=2, etp=1, ep=64, dp=64, sequence_parallel=True, dispatcher="deepep")
+    limited, free = (p3.expert_a2a_s(p3.Arch(**kw, **g), lay, links, 4096, 1)
+                     for g in ({"expert_groups": 8, "group_topk": 4}, {}))
+    assert limited == pytest.approx(2048 * 7168 * 2 * 3.5 / 40e9) and limited < free
+
+
+def test_deepseek_v3_reads_its_routing_groups_from_the_config():
+    """n_group / topk_group come from config.json (the preset, a validation case, a cached read alike); a router
+    with one group, or as many groups per token as groups, has no limit."""
+    from trainfit.catalog.generic import spec_from_dict
+    from trainfit.catalog.models import get_model, resolve_model
+    from trainfit.spec.model import expert_groups_of
+
+    m = resolve_model("deepseek-v3")
+    assert (m.expert_groups, m.group_topk) == (8, 4)
+    assert p3.arch_of(m).expert_groups == 8
+    assert expert_groups_of({"n_group": 1, "topk_group": 1}, 64) == {}
+    assert expert_groups_of({"n_group": 8, "topk_group": 8}, 256) == {}
+    assert expert_groups_of({"n_group": 8, "topk_group": 4}, 0) == {}
+    assert expert_groups_of({"n_group": 8, "topk_group": 4}, 256) == {"expert_groups": 8, "group_topk": 4}
+    preset = get_model("deepseek-v3")  # its stored structure read with another config: the config's groups count
+    one = dict(preset.hf_config, n_group=1, topk_group=1)
+    assert spec_from_dict(preset.structure, "x", "", None, one).expert_groups == 0
+    assert spec_from_dict(preset.structure, "x", "", None, preset.hf_config).expert_groups == 8
 
 
 def test_ep_overlap_hides_the_all_to_all_behind_the_other_micro_batch():

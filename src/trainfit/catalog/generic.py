@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import MissingDependency, SpecError
 from ..i18n import Msg, say
-from ..spec.model import ModelSpec, is_fast_path, softcap_value
+from ..spec.model import ModelSpec, expert_groups_of, is_fast_path, softcap_value
 from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
 from .preset_data import preset_data
 
@@ -280,8 +280,9 @@ def _notes_said(notes: tuple, said: list, note: str) -> tuple:
 
 
 def spec_from_dict(d: dict, name: str, source: str, params_reported: int | None, hf_config: dict) -> ModelSpec:
-    fields = {k: v for k, v in d.items() if k not in ("structure", "extra", "said")}
+    fields = {k: v for k, v in d.items() if k not in ("structure", "extra", "said", "expert_groups", "group_topk")}
     text, note = text_config(hf_config) if isinstance(hf_config, dict) else ({}, "")
+    fields.update(expert_groups_of(text, fields.get("num_experts", 0)))  # the config's own, whatever was cached
     for field, key in (("attn_softcap", "attn_logit_softcapping"), ("final_softcap", "final_logit_softcapping")):
         if field not in fields:  # a preset's or cache's spec recorded before soft-capping was read: the config's
             fields[field] = softcap_value(text.get(key), key)
@@ -696,4 +697,5 @@ def spec_from_structure(conf, s: Structure, name: str, source: str, params_repor
         attn_softcap=softcap_value(_text_attr(conf, "attn_logit_softcapping"), "attn_logit_softcapping"),
         final_softcap=softcap_value(_text_attr(conf, "final_logit_softcapping"), "final_logit_softcapping"),
         num_experts=experts, experts_per_tok=topk, params_reported=params_reported, source=source,
+        **expert_groups_of(text, experts),
         structure=s, extra=extra)

@@ -112,6 +112,11 @@ class ModelSpec:
     final_softcap: float = 0.0
     num_experts: int = 0  # 0 = dense
     experts_per_tok: int = 0
+    # group-limited routing (DeepSeek-V3's node-limited routing; Megatron-Core's --moe-router-num-groups /
+    # --moe-router-group-topk, mapped from config.json's n_group / topk_group by Megatron-Bridge's model_bridge.py):
+    # the experts in `expert_groups` equal groups, each token routed inside `group_topk` of them; 0 = no limit
+    expert_groups: int = 0
+    group_topk: int = 0
     params_reported: int | None = None
     source: str = ""
     # the exact module structure, read from the real HF code by catalog/generic.py (None: a hand-written family)
@@ -251,10 +256,21 @@ def _from_hf_config(cls, cfg, name, source, params_reported) -> ModelSpec:
         attn_softcap=_softcap(cfg, "attn_logit_softcapping", model_type),
         final_softcap=_softcap(cfg, "final_logit_softcapping", model_type),
         num_experts=experts, experts_per_tok=int(get("num_experts_per_tok", default=0) or 0) if experts else 0,
+        **expert_groups_of(cfg, experts),
         params_reported=params_reported, source=source,
         extra={k: cfg[k] for k in ("rope_theta", "sliding_window", "torch_dtype", "pad_token_id", "layer_types")
                if k in cfg},
     )
+
+
+def expert_groups_of(cfg: dict, experts: int) -> dict:
+    """n_group / topk_group of a group-limited router (DeepSeek-V2/V3), kept when they limit anything: more than
+    one group, fewer groups per token than groups, and the experts split evenly."""
+    groups, topk = cfg.get("n_group"), cfg.get("topk_group")
+    ok = all(isinstance(v, int) and not isinstance(v, bool) for v in (groups, topk))
+    if not experts or not ok or not 1 < groups <= experts or experts % groups or not 0 < topk < groups:
+        return {}
+    return {"expert_groups": groups, "group_topk": topk}
 
 
 _DROPOUT_01 = frozenset({"bert", "roberta", "gpt2"})
