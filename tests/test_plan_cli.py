@@ -141,6 +141,18 @@ def test_other_providers_need_an_exchange_rate(run_cli, plan_json):
     assert d["recommendations"] and all(r["currency"] == "USD" for r in d["recommendations"])
 
 
+def test_the_advice_to_widen_the_providers_runs_as_given(run_cli, plan_json):
+    """When no Alibaba offer has the GPU, plan suggests every provider: with the rate that flag needs (without it
+    the suggested command stopped with the exchange-rate error), and plainly once the rate is given."""
+    job = ("--model", "qwen3-30b-a3b", "--method", "full", "--dataset-tokens", "5B", "--gpu", "h100-sxm")
+    relax = plan_json(*job)["binding_constraint"]["relax"]
+    assert "--provider all --usd-cny RATE" in relax
+    relax = plan_json(*job, "--usd-cny", "7.1")["binding_constraint"]["relax"]
+    assert "--provider all" in relax
+    code, out, err = run_cli("plan", *job, "--provider", "all", "--usd-cny", "7.1", "--top", "1")
+    assert code == 0, err
+
+
 def test_plan_text_output_in_chinese(run_cli):
     code, out, _ = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
                            "--lang", "zh")

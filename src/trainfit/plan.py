@@ -173,24 +173,29 @@ def _lighter(req: PlanRequest) -> list[str]:
             "lora": ["--method qlora"]}.get(req.method, [])
 
 
+def _all_providers(req: PlanRequest) -> str:
+    """The flag that widens the search to every provider; offers in CNY and USD need the exchange rate with it."""
+    return "--provider all" if req.usd_cny is not None else "--provider all --usd-cny RATE"
+
+
 def binding_constraint(plan: Plan) -> dict[str, Any]:
     """Which constraint binds when nothing satisfies the request, and what would relax it."""
     req, cur = plan.request, plan.currency
     fitting = best_per_layout(plan.result.fitting, "cheapest")
     if not plan.result.offers:
         return {"constraint": "catalog", "explanation": say("pl_bc_catalog"),
-                "relax": ["--provider all", say("pl_relax_drop_filters")]}
+                "relax": [_all_providers(req), say("pl_relax_drop_filters")]}
     if not fitting and plan.too_risky:
         least = min(plan.too_risky, key=lambda r: r.risk)
         return {"constraint": "out-of-memory risk",
                 "explanation": say("pl_bc_risk", limit=plan.result.max_oom_risk, risky=risky_text(least)),
                 "relax": [f"--max-oom-risk {math.ceil(least.risk * 100) / 100:.2f}", say("pl_relax_shorter_seq"),
-                          *_lighter(req), say("pl_relax_larger_gpus")]}
+                          *_lighter(req), say("pl_relax_larger_gpus", flag=_all_providers(req))]}
     if not fitting and plan.result.host_ram_short:
         need, have = _closest_ram(plan.result.host_ram_short.values())
         return {"constraint": "host memory",
                 "explanation": say("pl_bc_host_ram", need=need / GiB, have=have / GiB),
-                "relax": [say("pl_relax_more_nodes_zero3"), *_lighter(req), say("pl_relax_more_ram")]}
+                "relax": [say("pl_relax_more_nodes_zero3"), *_lighter(req), say("pl_relax_more_ram", flag=_all_providers(req))]}
     pinned = [name for name, _ in req.job if name in _LAYOUT_PINS]
     if not fitting and pinned and not plan.result.no_fit_by_gpu and not plan.result.host_ram_short:
         flags = " ".join(_LAYOUT_PINS[name] for name in pinned)
@@ -207,14 +212,14 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
         return {"constraint": "memory",
                 "explanation": say("pl_bc_memory", nodes=req.max_nodes, need=need / GiB),
                 "relax": _lighter(req) + [say("pl_relax_shorter_seq"), say("pl_relax_more_nodes"),
-                                          say("pl_relax_larger_gpus")]}
+                                          say("pl_relax_larger_gpus", flag=_all_providers(req))]}
     fastest = min(fitting, key=lambda c: (c.hours, c.cost))
     cheapest = min(fitting, key=lambda c: (c.cost, c.hours))
     if fastest.hours > TOO_LONG_HOURS:
         return {"constraint": "duration",
                 "explanation": say("pl_bc_duration", years=fastest.hours / 8766, hours=fastest.hours,
                                    desc=_describe(fastest, cur)),
-                "relax": [say("pl_relax_fewer_tokens"), say("pl_relax_more_nodes"), *_lighter(req), "--provider all"],
+                "relax": [say("pl_relax_fewer_tokens"), say("pl_relax_more_nodes"), *_lighter(req), _all_providers(req)],
                 "fastest": {"description": _describe(fastest, cur), "hours": round(fastest.hours, 2),
                             "cost": round(fastest.cost, 2)}}
     in_time = [c for c in fitting if _meets(c, req)[0]]
@@ -223,7 +228,7 @@ def binding_constraint(plan: Plan) -> dict[str, Any]:
         out = {"constraint": "deadline",
                "explanation": say("pl_bc_deadline", hours=req.deadline / 3600, desc=_describe(fastest, cur)),
                "relax": [say("pl_relax_deadline_at_least", hours=fastest.hours), say("pl_relax_more_nodes"),
-                         *_lighter(req), "--provider all"]}
+                         *_lighter(req), _all_providers(req)]}
     elif req.budget is not None and not in_budget:
         out = {"constraint": "budget",
                "explanation": say("pl_bc_budget", budget=_money(req.budget, cur), desc=_describe(cheapest, cur)),
