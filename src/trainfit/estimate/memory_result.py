@@ -46,6 +46,11 @@ class Phase:
             out[key.split("/", 1)[0]] += value
         return out
 
+    @cached_property
+    def varying(self) -> float:
+        """The bytes whose shapes follow the batch's length: the activations and logits."""
+        return sum(v for k, v in self.items.items() if k.startswith(("activations/", "logits/")))
+
 
 @dataclass(frozen=True)
 class MemoryResult:
@@ -115,6 +120,11 @@ class AffineMemory:
     fixed fraction plus a constant, and the CUDA context and NCCL buffers constants. Three estimates fit it; the
     search then tests every micro-batch and GPU count for the price of those three. `tests/test_search.py` checks it
     against direct estimates.
+
+    Variable-length batches add the allocator's reserve for shapes that change (`varying_shapes_reserve`): a
+    fraction of the activations and logits of the peak phase, each phase's share affine in b and 1/n the same way,
+    so the device memory is the peak phase's total plus that fraction of the same phase's varying bytes — exact,
+    though not convex in b (the peak phase can change).
     """
 
     intercepts: tuple[float, ...]
@@ -122,24 +132,46 @@ class AffineMemory:
     per_inverse_gpus: tuple[float, ...]
     overhead_fraction: float
     constant: float
+    # variable-length batches: each phase's varying bytes (activations, logits) a + c·b + s/n, and the fraction of
+    # the peak phase's the allocator reserves beyond them (0: fixed shapes)
+    varying: tuple[tuple[float, float, float], ...] = ()
+    varying_fraction: float = 0.0
 
     @classmethod
     def fit(cls, base: "MemoryResult", more_batch: "MemoryResult", more_gpus: "MemoryResult | None",
-            b: int, n: int, b2: int, n2: int) -> "AffineMemory":
+            b: int, n: int, b2: int, n2: int, varying_fraction: float = 0.0) -> "AffineMemory":
         """From estimates at (b, n), (b2, n) and (b, n2)."""
-        per_b = tuple((m.total - a.total) / (b2 - b) for a, m in zip(base.phases, more_batch.phases))
-        if more_gpus is None:
-            per_n = (0.0,) * len(per_b)
-        else:
-            per_n = tuple((a.total - g.total) / (1 / n - 1 / n2) for a, g in zip(base.phases, more_gpus.phases))
-        intercepts = tuple(a.total - pb * b - pn / n for a, pb, pn in zip(base.phases, per_b, per_n))
-        return cls(intercepts, per_b, per_n, base.allocator_fraction,
-                   base.device - base.reserved + base.allocator_constant)
+        def affine(values) -> tuple[tuple[float, float, float], ...]:
+            out = []
+            for a, m, g in values:
+                per_b = (m - a) / (b2 - b)
+                per_n = 0.0 if g is None else (a - g) / (1 / n - 1 / n2)
+                out.append((a - per_b * b - per_n / n, per_b, per_n))
+            return tuple(out)
+
+        gpus = more_gpus.phases if more_gpus is not None else (None,) * len(base.phases)
+        totals = affine((a.total, m.total, None if g is None else g.total)
+                        for a, m, g in zip(base.phases, more_batch.phases, gpus))
+        varying = affine((varying_bytes(a), varying_bytes(m), None if g is None else varying_bytes(g))
+                         for a, m, g in zip(base.phases, more_batch.phases, gpus)) if varying_fraction else ()
+        return cls(tuple(x[0] for x in totals), tuple(x[1] for x in totals), tuple(x[2] for x in totals),
+                   base.allocator_fraction, base.device - base.reserved + base.allocator_constant,
+                   varying, varying_fraction)
+
+    def phase_totals(self, micro_batch: int, gpus: int) -> list[float]:
+        return [a + c * micro_batch + s / gpus
+                for a, c, s in zip(self.intercepts, self.per_micro_batch, self.per_inverse_gpus)]
 
     def device(self, micro_batch: int, gpus: int) -> float:
-        allocated = max(a + c * micro_batch + s / gpus
-                        for a, c, s in zip(self.intercepts, self.per_micro_batch, self.per_inverse_gpus))
-        return allocated * (1.0 + self.overhead_fraction) + self.constant
+        if not self.varying_fraction:
+            allocated = max(a + c * micro_batch + s / gpus
+                            for a, c, s in zip(self.intercepts, self.per_micro_batch, self.per_inverse_gpus))
+            return allocated * (1.0 + self.overhead_fraction) + self.constant
+        totals = self.phase_totals(micro_batch, gpus)
+        peak = max(range(len(totals)), key=totals.__getitem__)  # the first largest, as _finish takes it
+        a, c, s = self.varying[peak]
+        return totals[peak] * (1.0 + self.overhead_fraction) + self.constant + \
+            self.varying_fraction * (a + c * micro_batch + s / gpus)
 
 
 def regime_for(t: TrainingSpec, s: Strategy) -> Regime:
@@ -180,10 +212,19 @@ def varying_shapes_reserve(peak: Phase, t: TrainingSpec | None, eff: EfficiencyV
     grows segments in place and keeps a smaller one. Not in allocated memory."""
     if t is None or not t.variable_length:
         return 0.0, None
-    name = "allocator_varlen_expandable_fraction" if t.expandable_segments else "allocator_varlen_fraction"
-    varying = sum(v for k, v in peak.items.items() if k.startswith(("activations/", "logits/")))
-    extra = eff(name) * varying
+    name = varlen_fraction_name(t)
+    extra = eff(name) * varying_bytes(peak)
     return extra, say("es_allocator_varlen", gib=extra / GiB, name=name, frac=eff(name))
+
+
+def varlen_fraction_name(t: TrainingSpec) -> str:
+    """The efficiency value naming the share of varying bytes the allocator keeps beyond them."""
+    return "allocator_varlen_expandable_fraction" if t.expandable_segments else "allocator_varlen_fraction"
+
+
+def varying_bytes(phase: Phase) -> float:
+    """The bytes of a phase whose shapes follow the batch's length: its activations and logits."""
+    return phase.varying
 
 
 def _finish(phases: tuple[Phase, ...], gpu: GpuSpec, eff: EfficiencyView, s: Strategy, r: Regime,

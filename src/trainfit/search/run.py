@@ -21,6 +21,7 @@ from ..estimate.core import (Estimate, adapt_to_gpu, check_compatibility, memory
                              view_agrees)
 from ..estimate.hostram import LoadingRam, loading_ram_of
 from ..estimate.memory import AffineMemory, usable_bytes
+from ..estimate.memory_result import varlen_fraction_name
 from ..estimate.params import count_params
 from ..estimate.trainable import split_params
 from ..spec.cluster import Cluster, cluster_for
@@ -202,6 +203,9 @@ class _Estimator:
         first = w.training(method, ckpt, 1, ga)
         if first.model_code == "litgpt":
             return DirectMemory(at, {(1, n): base.device})
+        # variable-length batches: the allocator's reserve for varying shapes, a fraction of the peak phase's
+        # activations and logits, each phase's affine like its total (AffineMemory.varying)
+        vf = self.view(gpu)(varlen_fraction_name(first)) if first.variable_length else 0.0
         # A GPU whose phases at (1, n) are another GPU's (estimate/core.py shares them where the efficiency values
         # agree) takes that GPU's fit when its values agree at the fit's other points too: only the allocator,
         # context and NCCL terms (base) are its own (issue 36: one fit per kind of GPU, not per GPU)
@@ -209,11 +213,11 @@ class _Estimator:
         shape = self.shapes.get(shape_key)
         if shape is not None and shape[0] is base.phases and view_agrees(self.view(gpu), shape[1]):
             hit = replace(shape[2], overhead_fraction=base.allocator_fraction,
-                          constant=base.device - base.reserved + base.allocator_constant)
+                          constant=base.device - base.reserved + base.allocator_constant, varying_fraction=vf)
             asked = None
         else:
             more_b, more_n = at(2, n), at(1, n2) if many else None
-            hit = AffineMemory.fit(base, more_b, more_n, 1, n, 2, n2)
+            hit = AffineMemory.fit(base, more_b, more_n, 1, n, 2, n2, vf)
             asked = [phases_asked(r) for r in (base, more_b, more_n) if r is not None]
         # each moment is affine in the micro-batch, so the peak (their maximum) is convex in it: a fit that also holds
         # at CHECK_MICRO_BATCH holds at every micro-batch up to it. Where the largest moment of a phase changes
@@ -237,15 +241,17 @@ class _Estimator:
         # through 2 and 3 that also holds at CHECK_MICRO_BATCH is exact from 2 up (convex, equal at three points);
         # micro-batch 1 is estimated directly
         below = DirectMemory(at, {(1, n): base.device})
-        if base.paged or first.variable_length:  # the reserve for varying shapes follows the peak phase: not convex
+        if base.paged:  # managed memory stays resident while the GPU has room: not affine
             return below
         try:
             two, three = at(2, n), at(3, n)
             two_n = at(2, n2) if many else None
         except SpecError:
             return below
-        later = AffineMemory.fit(two, three, two_n, 2, n, 3, n2)
-        return FromMicroBatch(2, later, below) if _agrees(later, check, n) else below
+        later = AffineMemory.fit(two, three, two_n, 2, n, 3, n2, vf)
+        if _agrees(later, check, n):
+            return FromMicroBatch(2, later, below)
+        return _pieces(at, n, n2 if many else None, vf, below)
 
     def __call__(self, t: TrainingSpec, s: Strategy, cluster: Cluster) -> Estimate | SpecError:
         t = self.adapted(t, cluster.gpu)
@@ -267,9 +273,72 @@ class _Estimator:
 CHECK_MICRO_BATCH = 64  # the affine memory fit is checked here (exact up to it: the peak is convex in the micro-batch)
 
 
-def _agrees(fit: AffineMemory, check, n: int) -> bool:
-    """Whether an affine fit gives the direct estimate at CHECK_MICRO_BATCH (a refused check says nothing)."""
-    return check is None or abs(fit.device(CHECK_MICRO_BATCH, n) - check.device) <= 1e-9 * max(abs(check.device), 1.0)
+POWERS = tuple(2 ** i for i in range(CHECK_MICRO_BATCH.bit_length()) if 2 ** i <= CHECK_MICRO_BATCH)
+
+
+def _pieces(at, n: int, n2: int | None, vf: float, below: "DirectMemory") -> "PiecewiseMemory | DirectMemory":
+    """Affine pieces between powers of two where a phase's largest moment changes more than once (a variable-length
+    BERT fine-tune's backward top block): each fit through two powers of two (and n2 GPUs) holds up to the largest
+    power of two where it agrees with a direct estimate — each phase is convex in the micro-batch, so equal to its
+    fit at three points it is its fit in between, and past a point where it leaves the fit it stays off it (hence a
+    bisection). Micro-batches outside every piece are estimated directly."""
+    def direct(b: int):
+        return _direct_or_refused(lambda: at(b, n))
+
+    pieces, i = [], 0
+    while i < len(POWERS) - 1:
+        lo, hi = POWERS[i], POWERS[i + 1]
+        a, b = direct(lo), direct(hi)
+        g = _direct_or_refused(lambda: at(lo, n2)) if n2 else None
+        if a is None or b is None or (n2 and g is None):
+            break
+        fit = AffineMemory.fit(a, b, g, lo, n, hi, n2 or n, vf)
+        good, left, right = i + 1, i + 2, len(POWERS) - 1  # the largest power of two where the fit agrees
+        while left <= right:
+            mid = (left + right) // 2
+            check = direct(POWERS[mid])
+            if check is not None and _agrees(fit, check, n, POWERS[mid]):
+                good, left = mid, mid + 1
+            else:
+                right = mid - 1
+        if good > i + 1:
+            pieces.append((lo, POWERS[good], fit))
+        i = good
+    return PiecewiseMemory(tuple(pieces), below) if pieces else below
+
+
+@dataclass(frozen=True)
+class PiecewiseMemory:
+    """Device bytes by affine pieces over micro-batches [lo, hi] (`_pieces`), directly elsewhere."""
+
+    pieces: tuple[tuple[int, int, AffineMemory], ...]
+    below: "DirectMemory"
+
+    def device(self, micro_batch: int, gpus: int) -> float:
+        for lo, hi, fit in self.pieces:
+            if lo <= micro_batch <= hi:
+                return fit.device(micro_batch, gpus)
+        return self.below.device(micro_batch, gpus)
+
+
+def _agrees(fit: AffineMemory, check, n: int, at: int = CHECK_MICRO_BATCH) -> bool:
+    """Whether an affine fit gives the direct estimate at micro-batch `at` (a refused check says nothing). With
+    variable-length batches every phase's total and varying bytes must agree too: the device memory then follows
+    whichever phase peaks (not convex), and each phase, the largest of its affine moments, is convex — equal to its
+    fit at three points, it is its fit in between."""
+    if check is None:
+        return True
+    if abs(fit.device(at, n) - check.device) > 1e-9 * max(abs(check.device), 1.0):
+        return False
+    if not fit.varying_fraction:
+        return True
+    totals = fit.phase_totals(at, n)
+    for phase, total, (a, c, s) in zip(check.phases, totals, fit.varying):
+        varying = a + c * at + s / n
+        if abs(total - phase.total) > 1e-9 * max(abs(phase.total), 1.0) or \
+                abs(varying - phase.varying) > 1e-9 * max(abs(phase.varying), 1.0):
+            return False
+    return True
 
 
 def _direct_or_refused(direct):
