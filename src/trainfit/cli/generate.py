@@ -54,7 +54,8 @@ def add_parser(sub) -> None:
     g.add_argument("--dataset-tokens", default=None, help="tokens to train on (sets the number of steps)")
     sv = p.add_argument_group("serving (--serving): the engine's launch command instead of a training setup")
     sv.add_argument("--serving", action="store_true", help="write serve.sh (vLLM / SGLang) for the trained model")
-    sv.add_argument("--engine", default="vllm", help="vllm | sglang (default vllm)")
+    sv.add_argument("--engine", default="vllm", help="vllm | sglang | trtllm (alias tensorrt-llm) | lmdeploy "
+                    "(default vllm)")
     sv.add_argument("--engine-version", default="", help="engine version whose defaults to assume")
     sv.add_argument("--weights", default=None,
                     help="bf16 | fp16 | fp8 | int8 | awq | gptq (default bf16; fp16 for a --from model trained in fp16)")
@@ -63,6 +64,8 @@ def add_parser(sub) -> None:
     sv.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192)")
     sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
     sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    sv.add_argument("--lmdeploy-backend", default=None, help="LMDeploy: turbomind | pytorch (default turbomind); "
+                    "--kv-cache-dtype int8 | int4 is its --quant-policy 8 | 4")
     sv.add_argument("--from", dest="from_run", metavar="RUN_DIR", default=None,
                     help="serve the model a training run wrote: train.py's output directory (its merged/ folder "
                          "holds the model, config.json included), or a folder holding a Hugging Face model; "
@@ -151,7 +154,7 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
                 engine=args.engine, engine_version=args.engine_version, weights=weights,
                 kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                 max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                cuda_graphs=not args.enforce_eager)
+                cuda_graphs=not args.enforce_eager, lmdeploy_backend=args.lmdeploy_backend)
     if not est.fits:
         from ..report.serving import reason_text
 

@@ -25,22 +25,32 @@ def add_parser(sub) -> None:
     p.add_argument("--instance", default=None, help="cloud instance type: GPU, count and links from the catalog")
     p.add_argument("--gpus", type=int, default=None, help="GPUs in tensor parallel (default 1; an instance: all)")
     e = p.add_argument_group("engine")
-    e.add_argument("--engine", default="vllm", help="vllm | sglang (default vllm)")
+    e.add_argument("--engine", default="vllm", help="vllm | sglang | trtllm (TensorRT-LLM; alias tensorrt-llm) "
+                   "| lmdeploy (default vllm)")
     e.add_argument("--engine-version", default="", help="engine version whose behaviour to model (default: vllm "
-                   "0.10.1, sglang 0.4.6)")
+                   "0.10.1, sglang 0.4.6, trtllm 1.0.0)")
     e.add_argument("--weights", default="bf16", help="bf16 | fp16 | fp8 | int8 | awq | gptq (default bf16)")
     e.add_argument("--kv-cache-dtype", default="auto", help="auto | fp8 (default auto = the model's dtype)")
     e.add_argument("--gpu-memory-utilization", type=float, default=None,
-                   help="vLLM gpu_memory_utilization (default 0.9) / SGLang mem_fraction_static (default by TP)")
+                   help="vLLM gpu_memory_utilization (default 0.9) / SGLang mem_fraction_static (default by TP) / "
+                   "TensorRT-LLM kv_cache_free_gpu_memory_fraction (default 0.9 of the free memory)")
     e.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192, capped at the "
                    "model's)")
     e.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together (engine default)")
     e.add_argument("--max-num-batched-tokens", type=int, default=None, help="tokens per engine step (engine "
                    "default)")
     e.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (vLLM --enforce-eager)")
+    e.add_argument("--lmdeploy-backend", default=None, help="LMDeploy: turbomind | pytorch (default turbomind, its "
+                   "CLI's default); --kv-cache-dtype int8 | int4 is its --quant-policy 8 | 4")
     w = p.add_argument_group("workload")
-    w.add_argument("--input-len", type=int, default=512, help="prompt tokens per request (default 512)")
-    w.add_argument("--output-len", type=int, default=256, help="output tokens per request (default 256)")
+    w.add_argument("--input-len", type=int, default=None, help="prompt tokens per request, the mean for a mix "
+                   "(default 512; sharegpt: 230)")
+    w.add_argument("--output-len", type=int, default=None, help="output tokens per request, the mean for a mix "
+                   "(default 256; sharegpt: 203)")
+    w.add_argument("--workload", default="fixed", metavar="MIX", help="request lengths: fixed | uniform (vLLM "
+                   "random dataset) | sharegpt | FILE (CSV/JSONL of input,output lengths); default fixed")
+    w.add_argument("--range-ratio", type=float, default=0.0, help="uniform: lengths in [len*(1-r), len*(1+r)] "
+                   "(vLLM --random-range-ratio; default 0)")
     w.add_argument("--concurrency", type=int, default=None, help="requests in flight (closed loop; default 1)")
     w.add_argument("--request-rate", type=float, default=None, help="requests per second (open loop, Poisson)")
     s = p.add_argument_group("comparison and search")
@@ -65,9 +75,24 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
     return dict(engine=args.engine, engine_version=args.engine_version, weights=args.weights,
                 kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                 max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                max_num_batched_tokens=args.max_num_batched_tokens, input_len=args.input_len,
-                output_len=args.output_len, concurrency=args.concurrency, request_rate=args.request_rate,
-                cuda_graphs=not args.enforce_eager)
+                max_num_batched_tokens=args.max_num_batched_tokens, concurrency=args.concurrency,
+                request_rate=args.request_rate, cuda_graphs=not args.enforce_eager,
+                lmdeploy_backend=args.lmdeploy_backend, **_mix_kwargs(args))
+
+
+def _mix_kwargs(args: argparse.Namespace) -> dict:
+    """--workload / --range-ratio / lengths: a name, or a file path (file:PATH); sharegpt without lengths takes
+    the published ShareGPT_V3 means (catalog/data/sharegpt_lengths.yaml)."""
+    w = str(args.workload or "fixed").strip()
+    if w.lower() not in ("fixed", "uniform", "sharegpt") and not w.startswith("file:"):
+        w = "file:" + w
+    inp, out = 512, 256
+    if w.lower() == "sharegpt":
+        from ..serving.workload import sharegpt_shape
+
+        inp, out = (round(sharegpt_shape()[k]) for k in ("mean_input", "mean_output"))
+    return dict(workload=w, range_ratio=args.range_ratio, input_len=args.input_len or inp,
+                output_len=args.output_len or out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,7 +149,8 @@ def _compare(model: str, gpus_csv: str, spec: dict, gpus, overrides, provider: s
     m = resolve_model(model)
     names = [g.strip() for g in gpus_csv.split(",") if g.strip()]
     rows = compare(m, names, ServingSpec(tp=gpus or 1, **spec), overrides, (provider,))
-    doc = {"model": m.name, "provider": provider, "rows": [option_dict(o, lang) for o in rows]}
+    doc = {"model": m.name, "provider": provider, "rows": [option_dict(o, lang) for o in rows],
+           "mix": next((o.est.mix.summary() for o in rows if getattr(o.est, "mix", None)), None)}
     return doc, render_options(t("sv_compare", lang).format(model=m.name), rows, lang)
 
 
@@ -147,7 +173,8 @@ def _search(args: argparse.Namespace, spec: dict, overrides, lang: str):
     target = Target(args.target_tokens_per_s, args.max_ttft_ms, args.max_tpot_ms)
     options, tried = search(m, base, target, overrides, (provider,), formats)
     doc = {"model": m.name, "provider": provider, "target": vars(target), "setups_tried": tried,
-           "options": [option_dict(o, lang) for o in options[:args.top]]}
+           "options": [option_dict(o, lang) for o in options[:args.top]],
+           "mix": next((o.est.mix.summary() for o in options if getattr(o.est, "mix", None)), None)}
     if not options:
         from rich.text import Text
 

@@ -11,6 +11,7 @@ Flag names are the engines' own (pinned by tests/test_serving_generate.py):
 Quantised checkpoints (AWQ, GPTQ, int8 W8A8) carry a quantization_config that both engines read, and vLLM then
 picks its fastest kernel (awq_marlin, gptq_marlin); naming `--quantization awq` would force the slower one, so
 only fp8 (quantised at load time from a 16-bit checkpoint) is passed explicitly.
+  LMDeploy `lmdeploy serve api_server MODEL`: serving/engine_lmdeploy.py launch_command (0.18.0 flag names).
 """
 
 from __future__ import annotations
@@ -128,6 +129,14 @@ def launch_command(est: ServingEstimate, model_path: str = DEFAULT_MODEL_PATH, a
                    lora_rank: int | None = None) -> list[str]:
     if est.spec.engine == "sglang":
         return sglang_command(est, model_path, adapter)
+    if est.spec.engine == "lmdeploy":
+        from ..serving.engine_lmdeploy import launch_command as lmdeploy_command
+
+        return lmdeploy_command(est, model_path, adapter)
+    if est.spec.engine == "trtllm":
+        from ..serving.engine_trtllm import launch_command as trtllm_command
+
+        return trtllm_command(est, model_path, adapter)
     return vllm_command(est, model_path, adapter, lora_rank)
 
 
@@ -188,4 +197,11 @@ def readme(est: ServingEstimate, model_path: str, adapter: str | None, lang: str
 def serving_files(est: ServingEstimate, model_path: str = DEFAULT_MODEL_PATH, adapter: str | None = None,
                   lora_rank: int | None = None, lang: str = "en", trained: TrainedModel | None = None) -> dict[str, str]:
     return {"serve.sh": serve_script(est, model_path, adapter, lora_rank),
-            "README.md": readme(est, model_path, adapter, lang, trained)}
+            "README.md": readme(est, model_path, adapter, lang, trained), **_engine_files(est)}
+
+
+def _engine_files(est: ServingEstimate) -> dict[str, str]:
+    """Files an engine's command names beside serve.sh (TensorRT-LLM's LLM-API options for an FP8 KV cache)."""
+    from ..serving.engine_trtllm import extra_files
+
+    return extra_files(est)

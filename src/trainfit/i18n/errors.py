@@ -25,4 +25,5 @@ def localize_error(message: str, lang: str) -> str:
 # The Chinese of the kinds of user file (trainfit.userfiles' `what`), by their English name.
 USERFILE_WHAT_ZH = {"request file": "请求文件", "calibration file": "校准文件", "config.json": " config.json",
                     "plan.json": " plan.json", "JSONL file of cases": "案例 JSONL 文件",
-                    "monitor record": "监控记录文件", "FSDP config": " FSDP 配置文件"}
+                    "monitor record": "监控记录文件", "FSDP config": " FSDP 配置文件",
+                    "request-length file": "请求长度文件"}

@@ -71,6 +71,7 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                "zh": "{what}：KV {kv} tokens，{ctx} tokens 时最大并发 {conc:.1f}"},
     "sv_alt_weights": {"en": "weights {fmt}", "zh": "权重 {fmt}"},
     "sv_alt_kv": {"en": "fp8 KV cache", "zh": "fp8 KV 缓存"},
+    "sv_alt_kv_int8": {"en": "int8 KV cache (LMDeploy --quant-policy 8)", "zh": "int8 KV 缓存（LMDeploy --quant-policy 8）"},
     "sv_alt_len": {"en": "--max-model-len {n}", "zh": "--max-model-len {n}"},
     "sv_alt_tp": {"en": "TP {tp} over {tp} x {gpu}", "zh": "{tp} 张 {gpu} 张量并行（TP {tp}）"},
     "sv_alt_gpu": {"en": "one {gpu}", "zh": "单张 {gpu}"},
@@ -97,9 +98,59 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                           "zh": "实例 {name} 没有可用的整卡 GPU 信息"},
     "sv_e_target": {"en": "the serving search needs a target: --target-tokens-per-s, --max-ttft-ms or --max-tpot-ms",
                     "zh": "服务搜索需要目标：--target-tokens-per-s、--max-ttft-ms 或 --max-tpot-ms"},
+    "sv_e_lmd_version": {"en": "LMDeploy versions before 0.2.0 are not modelled (their cache_max_entry_count was a "
+                                "block count), got {value!r}",
+                         "zh": "不支持 0.2.0 之前的 LMDeploy 版本（当时 cache_max_entry_count 是块数），收到 {value!r}"},
+    "sv_e_lmd_kv": {"en": "LMDeploy's KV cache dtype (--quant-policy) must be one of {choices}, got {value!r}",
+                    "zh": "LMDeploy 的 KV 缓存类型（--quant-policy）必须是 {choices} 之一，收到 {value!r}"},
+    "sv_e_lmd_kv_old": {"en": "LMDeploy before 0.4.0 has no {value} KV cache (only int8)",
+                        "zh": "0.4.0 之前的 LMDeploy 没有 {value} KV 缓存（只有 int8）"},
+    "sv_e_lmd_weights": {"en": "LMDeploy's {backend} engine does not serve {value!r} weights; it serves {choices}",
+                         "zh": "LMDeploy 的 {backend} 引擎不支持 {value!r} 权重；支持 {choices}"},
+    "sv_lmd_budget_free": {"en": "GPU memory ({backend}: KV = {frac:.0%} of the free after the weights)",
+                           "zh": "显存（{backend}：KV = 加载权重后空闲显存的 {frac:.0%}）"},
+    "sv_lmd_budget_total": {"en": "GPU memory ({backend}: KV = {frac:.0%} of the total)",
+                            "zh": "显存（{backend}：KV = 总显存的 {frac:.0%}）"},
+    "sv_e_lmd_lora": {"en": "LMDeploy serves LoRA adapters on its PyTorch engine only: add --lmdeploy-backend pytorch",
+                      "zh": "LMDeploy 只有 PyTorch 引擎能加载 LoRA 适配器：请加 --lmdeploy-backend pytorch"},
+    "sv_e_lmd_format_old": {"en": "LMDeploy serves {value} checkpoints from {since} on (--engine-version)",
+                            "zh": "LMDeploy 从 {since} 起才支持 {value} 权重（--engine-version）"},
+    "sv_e_lmd_kv_engine": {"en": "--kv-cache-dtype {value} is LMDeploy's (--engine lmdeploy); {engine} takes auto | fp8",
+                           "zh": "--kv-cache-dtype {value} 仅用于 LMDeploy（--engine lmdeploy）；{engine} 只接受 auto | fp8"},
     "sv_e_version": {"en": "--engine-version must look like 0.6.3, got {value!r}",
                      "zh": "--engine-version 格式应如 0.6.3，收到 {value!r}"},
     "sv_e_nofit": {"en": "this setup does not fit ({why}); `trainfit serving` lists what would",
                    "zh": "该配置放不下（{why}）；`trainfit serving` 会列出可行的调整"},
     "sv_e_set": {"en": "unknown serving value {name!r}; known: {known}", "zh": "未知的服务参数 {name!r}；可用：{known}"},
+    # TensorRT-LLM (serving/engine_trtllm.py)
+    "sv_e_trt_weights": {"en": "--weights {value!r} is not modelled for TensorRT-LLM; choose one of {choices}",
+                         "zh": "TensorRT-LLM 暂不支持 --weights {value!r} 的建模；请选择 {choices} 之一"},
+    "sv_e_trt_fraction": {"en": "--gpu-memory-utilization (TensorRT-LLM's kv_cache_free_gpu_memory_fraction) must be "
+                                "below 1, got {value!r}",
+                          "zh": "--gpu-memory-utilization（TensorRT-LLM 的 kv_cache_free_gpu_memory_fraction）必须小于 1，"
+                                "收到 {value!r}"},
+    "sv_e_trt_lora": {"en": "trtllm-serve has no LoRA flag; serve the merged model (train.py's merged/ folder) instead",
+                      "zh": "trtllm-serve 没有 LoRA 参数；请改为部署合并后的模型（train.py 的 merged/ 目录）"},
+    "sv_trt_budget": {"en": "GPU memory {total:.1f} GiB (KV cache: {frac:.0%} of the {free:.1f} GiB left free)",
+                      "zh": "GPU 显存 {total:.1f} GiB（KV 缓存取剩余 {free:.1f} GiB 的 {frac:.0%}）"},
+    "sv_trt_note": {"en": "TensorRT-LLM {version} ({backend} backend): KV cache = {frac:.0%} of the {free:.1f} GiB "
+                          "left free after the weights, a {tokens}-token profiling pass and runtime memory; "
+                          "max_batch_size {bs}, max_num_tokens {tokens} ({source})",
+                    "zh": "TensorRT-LLM {version}（{backend} 后端）：KV 缓存 = 权重、{tokens} token 预分析和运行时内存之后"
+                          "剩余 {free:.1f} GiB 的 {frac:.0%}；max_batch_size {bs}，max_num_tokens {tokens}（{source}）"},
+    # request mixes (serving/workload.py)
+    "sv_e_workload": {"en": "--workload must be fixed, uniform, sharegpt or a CSV/JSONL file of lengths, got {value!r}",
+                      "zh": "--workload 必须是 fixed、uniform、sharegpt 或一个长度 CSV/JSONL 文件，收到 {value!r}"},
+    "sv_e_range_ratio": {"en": "--range-ratio must be at least 0 and below 1 (vLLM's rule), got {value!r}",
+                         "zh": "--range-ratio 必须不小于 0 且小于 1（vLLM 的规则），收到 {value!r}"},
+    "sv_e_mix_row": {"en": "{path}, line {line}: expected two positive integers (input, output tokens), got {text!r}",
+                     "zh": "{path} 第 {line} 行：应为两个正整数（输入、输出 tokens），收到 {text!r}"},
+    "sv_e_mix_rows": {"en": "{path}: more than {cap} requests; give a sample of them",
+                      "zh": "{path}：请求超过 {cap} 条；请给出其中的样本"},
+    "sv_e_mix_empty": {"en": "{path}: no (input, output) lengths in the file",
+                       "zh": "{path}：文件中没有（输入、输出）长度"},
+    "sv_mix": {"en": "request mix {kind} ({n} requests): input mean {mi:.0f} (p50 {i50}, p99 {i99}), "
+                     "output mean {mo:.0f} (p50 {o50}, p99 {o99})",
+               "zh": "请求分布 {kind}（{n} 个请求）：输入均值 {mi:.0f}（p50 {i50}，p99 {i99}），"
+                     "输出均值 {mo:.0f}（p50 {o50}，p99 {o99}）"},
 }

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..i18n import t
+from ..serving import engine_lmdeploy as lmd
+from ..serving import engine_trtllm as trt
 from ..units import GiB
 
 
@@ -28,11 +30,13 @@ def estimate_dict(est, alts=(), lang: str = "en") -> dict[str, Any]:
         "model": est.model.name, "gpu": est.gpu.id, "instance": est.instance.key if est.instance else None,
         "engine": {"name": e.engine, "version": e.version, "memory_fraction": e.memory_fraction,
                    "block_size": e.block_size, "max_model_len": e.max_model_len, "max_num_seqs": e.max_num_seqs,
-                   "max_num_batched_tokens": e.max_num_batched_tokens, "cuda_graphs": s.cuda_graphs},
+                   "max_num_batched_tokens": e.max_num_batched_tokens, "cuda_graphs": s.cuda_graphs,
+                   **(trt.details(s, e, est.memory) if e.engine == "trtllm" else {}), **e.details},
         "tp": s.tp, "weights_format": s.weights, "kv_cache_dtype": s.kv_cache_dtype,
         "link": est.cluster.intra_link if s.tp > 1 else None,
         "workload": {"input_len": s.input_len, "output_len": s.output_len, "concurrency": s.concurrency,
-                     "request_rate": s.request_rate},
+                     "request_rate": s.request_rate, "kind": s.workload,
+                     "mix": est.mix.summary() if getattr(est, "mix", None) else None},
         "fits": est.fits, "reasons": [{"key": r.key, **r.values, "text": reason_text(r, lang)} for r in est.reasons],
         "memory": est.memory.to_dict(),
         "speed": _load_dict(est.load),
@@ -52,7 +56,7 @@ def alt_text(a, est, lang: str) -> str:
     if "weights" in c:
         parts.append(t("sv_alt_weights", lang).format(fmt=c["weights"]))
     if "kv_cache_dtype" in c:
-        parts.append(t("sv_alt_kv", lang))
+        parts.append(t("sv_alt_kv" if c["kv_cache_dtype"] == "fp8" else "sv_alt_kv_int8", lang))
     if "max_model_len" in c:
         parts.append(t("sv_alt_len", lang).format(n=c["max_model_len"]))
     if c.get("tp", 1) > 1:
@@ -81,8 +85,13 @@ def render_estimate(est, alts, lang: str):
     m = Table(title=t("sv_memory", lang))
     m.add_column(t("part", lang))
     m.add_column("GiB", justify="right")
-    m.add_row(t("sv_budget", lang).format(frac=mem.fraction, total=mem.total_gpu / GiB),
-              f"{mem.total_gpu * mem.fraction / GiB:.2f}")
+    if est.engine.engine == "trtllm":
+        m.add_row(*trt.budget_row(est, lambda key: t(key, lang)))
+    elif est.engine.engine == "lmdeploy":
+        m.add_row(*lmd.budget_row(est, lambda key: t(key, lang)))
+    else:
+        m.add_row(t("sv_budget", lang).format(frac=mem.fraction, total=mem.total_gpu / GiB),
+                  f"{mem.total_gpu * mem.fraction / GiB:.2f}")
     m.add_row("  " + t("sv_weights", lang).format(fmt=s.weights), f"{mem.weights.total / GiB:.2f}")
     if mem.buffers:
         m.add_row("  " + t("sv_buffers", lang), f"{mem.buffers / GiB:.2f}")
@@ -135,6 +144,11 @@ def _speed_table(est, lang: str):
     tab.add_row(t("sv_running", lang), f"{load.batch:,.1f}")
     tab.add_row(t("sv_decode_bound", lang), t("compute" if load.decode_bound == "compute" else "memory", lang))
     tab.add_row(t("sv_bw_bound", lang), f"{est.bandwidth_bound_tps:,.1f}")
+    if getattr(est, "mix", None):
+        x = est.mix.summary()
+        tab.caption = t("sv_mix", lang).format(kind=x["kind"], n=x["requests"], mi=x["input"]["mean"],
+                                               i50=x["input"]["p50"], i99=x["input"]["p99"], mo=x["output"]["mean"],
+                                               o50=x["output"]["p50"], o99=x["output"]["p99"])
     return tab
 
 

@@ -38,10 +38,11 @@ SGLang (github.com/sgl-project/sglang, python/sglang/srt/server_args.py, model_e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..spec.hardware import GpuSpec
 from ..units import GiB
+from . import engine_lmdeploy as lmd
 from .spec import ServingSpec
 
 VLLM_UTILIZATION = 0.9  # vllm CacheConfig.gpu_memory_utilization
@@ -66,6 +67,7 @@ class EngineSettings:
     subtracts_cuda_graphs: bool  # vLLM >= 0.21
     sampler: str = "v0"  # vLLM's profiled sampler: v0 | flashinfer | pytorch (V1's top-k/top-p implementations)
     custom_all_reduce: bool = False  # vLLM's custom all-reduce buffers exist (TP > 1)
+    details: dict = field(default_factory=dict, compare=False)  # engine-specific settings shown in --json (LMDeploy)
 
 
 def _big_gpu(gpu: GpuSpec) -> bool:
@@ -96,6 +98,11 @@ def custom_all_reduce(s: ServingSpec, gpu: GpuSpec) -> bool:
 
 
 def resolve(s: ServingSpec, gpu: GpuSpec, max_model_len: int) -> EngineSettings:
+    if s.engine == "lmdeploy":  # engine_lmdeploy.py
+        got = lmd.settings(s.version, s.lmdeploy_backend, gpu.id, s.block_size, ServingSpec.block_size,
+                           s.gpu_memory_utilization, s.max_num_seqs, s.max_num_batched_tokens)
+        got["details"].update(session_len=max_model_len, quant_policy=lmd.quant_policy(s.version, s.kv_cache_dtype))
+        return EngineSettings("lmdeploy", s.engine_version, max_model_len=max_model_len, **got)
     if s.engine == "sglang":
         frac = s.gpu_memory_utilization or next(f for tp, f in SGLANG_MEM_FRACTION if s.tp >= tp)
         chunk = 2048 if gpu.memory_bytes < 25e9 else 8192

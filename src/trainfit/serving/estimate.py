@@ -14,11 +14,13 @@ from ..errors import ServingError
 from ..spec.cluster import Cluster, cluster_for
 from ..spec.hardware import GpuSpec, InstanceSpec
 from ..spec.model import ModelSpec
+from . import engine_trtllm as trt
 from .engines import EngineSettings, resolve
 from .knobs import knobs
 from .memory import MemoryBreakdown, memory
 from .speed import Load, closed_loop, decode_step, open_loop, prefill
 from .spec import DEFAULT_MAX_MODEL_LEN, ServingSpec
+from .workload import build_mix, mix_load, spec_for
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class ServingEstimate:
     bandwidth_bound_tps: float  # batch-1 decode ceiling: bandwidth / weight bytes read per token
     assumptions: list  # (i18n key, values) facts, or the cluster's own notes (text)
     used: dict
+    mix: object = None  # workload.Mix of a variable-length workload; None = fixed lengths
 
     @property
     def fits(self) -> bool:
@@ -72,7 +75,8 @@ def _reasons(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, gpu: GpuSpec) -
         out.append(Reason("sv_r_dtype", {"what": "fp8 weights", "gpu": gpu.id}))
     if s.weights == "bf16" and not gpu.bf16_supported:
         out.append(Reason("sv_r_dtype", {"what": "bf16", "gpu": gpu.id}))
-    budget = mem.total_gpu * mem.fraction - mem.buffers - mem.activation - mem.non_torch - mem.cuda_graphs
+    frac = 1.0 if s.engine in ("trtllm", "lmdeploy") else mem.fraction  # their fractions apply to the free rest
+    budget = mem.total_gpu * frac - mem.buffers - mem.activation - mem.non_torch - mem.cuda_graphs
     if mem.weights.total > budget:
         out.append(Reason("sv_r_weights", {"need": mem.weights.total / 2**30, "have": max(0.0, budget) / 2**30}))
     elif mem.max_concurrency < 1:
@@ -86,23 +90,30 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     predicted KV cache falls short of max_model_len (the run's unstated flags made it fit)."""
     check_model(m, s)
     view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
-    e = resolve(s, gpu, max_len_for(m, s))
+    e = trt.settings(m, s, gpu, max_len_for(m, s)) if s.engine == "trtllm" else resolve(s, gpu, max_len_for(m, s))
     if s.input_len + s.output_len > e.max_model_len:
         raise ServingError("sv_e_ctx", n=s.input_len + s.output_len, max=e.max_model_len)
+    mix = build_mix(s, num_prompts, e.max_model_len) if s.workload != "fixed" else None
+    s = spec_for(s, mix) if mix is not None else s
     cluster = cluster_for(gpu, s.tp, 1, instance)
-    mem = memory(m, s, e, gpu, view)
+    mem = (trt.memory if s.engine == "trtllm" else memory)(m, s, e, gpu, view)
     reasons = _reasons(m, s, mem, gpu)
     load = None
     if not reasons or (served and all(r.key == "sv_r_kv" for r in reasons)):
-        if s.request_rate is not None:
+        if mix is not None:
+            load = mix_load(m, s, e, mem, cluster, view, mix, num_prompts)
+        elif s.request_rate is not None:
             load = open_loop(m, s, e, mem, cluster, view, s.request_rate, num_prompts)
         else:
             load = closed_loop(m, s, e, mem, cluster, view, s.concurrency or 1)
     bw_bound = gpu.memory_bandwidth / mem.weights.total if mem.weights.total else 0.0
     notes = list(cluster.assumptions) if s.tp > 1 else []
+    if s.engine == "trtllm":
+        notes.append(trt.note_values(s, e, mem))
     if s.max_model_len is None and m.max_positions > e.max_model_len:
         notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/
-    return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used))
+    return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used),
+                           mix)
 
 
 def serve(model: str | ModelSpec, gpu: str | None = None, instance: str | None = None,

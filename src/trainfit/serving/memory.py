@@ -12,6 +12,7 @@ from ..estimate.params import global_tensors, layer_linears, layer_tensors
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..units import GiB
+from . import engine_lmdeploy as lmd
 from .engines import EngineSettings
 from .spec import WEIGHT_BITS, ServingSpec
 
@@ -109,7 +110,9 @@ def sliding_layers(m: ModelSpec) -> tuple[int, int | None]:
 
 def kv_bytes_per_token(m: ModelSpec, s: ServingSpec) -> int:
     """Per GPU, all layers: 2 (K and V) x layers x KV heads x head_dim x dtype bytes; MLA: layers x latent x bytes
-    (the latent is replicated on every TP rank)."""
+    (the latent is replicated on every TP rank). LMDeploy's int8/int4 KV: engine_lmdeploy.kv_bytes_per_token."""
+    if s.engine == "lmdeploy" and s.kv_cache_dtype != "auto":
+        return lmd.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, s.tp, s.kv_cache_dtype, s.version)
     latent = mla_latent(m)
     if latent:
         return m.layers * latent * kv_dtype_bytes(s)
@@ -209,7 +212,12 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
         buffers = view("sglang_load_extra_gib") * GiB
     else:
         buffers = view("vllm_v1_weights_buffers_gib" if s.vllm_v1 else "weights_buffers_gib") * GiB
-    if e.engine == "vllm":
+    if e.engine == "lmdeploy":  # engine_lmdeploy.py: fraction x (free after the weights - runtime reserve)
+        buffers, graphs, other = 0.0, 0.0, view("lmdeploy_pre_kv_gib")
+        act = lmd.runtime_reserve(e.details["backend"], e.max_num_batched_tokens, e.max_num_seqs, m.vocab)
+        budget = lmd.kv_budget(total, w.total, other * GiB, act, e.memory_fraction,
+                               e.details["cache_fraction_of"] == "total")
+    elif e.engine == "vllm":
         act = activation_peak(m, e, s.tp, view)
         other = non_torch(s, e, view)
         graphs = view("vllm_cuda_graph_gib") * GiB if e.subtracts_cuda_graphs else 0.0

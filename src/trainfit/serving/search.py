@@ -11,6 +11,7 @@ from ..catalog.instances import cheapest_price
 from ..errors import SpecError
 from ..spec.hardware import GpuSpec, InstanceSpec, Price
 from ..spec.model import ModelSpec
+from . import engine_lmdeploy as lmd
 from .estimate import Reason, ServingEstimate, estimate
 from .spec import ServingSpec
 
@@ -55,17 +56,19 @@ def alternatives(est: ServingEstimate, overrides: dict | None = None, limit: int
             hit = _try(m, gpu, replace(s, max_model_len=n), overrides)
             if hit:
                 out.append(_alt(hit, {"max_model_len": n}))
-        if s.kv_cache_dtype != "fp8":
-            hit = _try(m, gpu, replace(s, kv_cache_dtype="fp8"), overrides)
+        kv = "int8" if s.engine == "lmdeploy" else "fp8"  # LMDeploy quantises KV to int8/int4, not fp8
+        if s.kv_cache_dtype != kv and not (kv == "int8" and s.kv_cache_dtype == "int4"):
+            hit = _try(m, gpu, replace(s, kv_cache_dtype=kv), overrides)
             if hit:
-                out.append(_alt(hit, {"kv_cache_dtype": "fp8"}))
+                out.append(_alt(hit, {"kv_cache_dtype": kv}))
     out += _scale_out(est, overrides)
     big = _larger_gpu(est, overrides)
     return out[:limit - 1] + [big] if big else out[:limit]
 
 
 def _formats(s: ServingSpec, gpu: GpuSpec) -> list[str]:
-    return [s.weights] + [f for f in QUANTISED if f != s.weights and (f != "fp8" or gpu.fp8_supported)]
+    return [s.weights] + [f for f in QUANTISED if f != s.weights and (f != "fp8" or gpu.fp8_supported)
+                          and lmd.serves(s.engine, s.lmdeploy_backend, f)]
 
 
 def _scale_out(est: ServingEstimate, overrides) -> list[Alternative]:
@@ -230,16 +233,15 @@ def _busiest(est: ServingEstimate, target: Target, overrides) -> ServingEstimate
     """Without a stated load: the highest concurrency of the ladder (up to the engine's batch) whose latencies
     still meet the target. Latency grows with concurrency, so the ladder stops at the first miss."""
     from .knobs import knobs
-    from .speed import closed_loop, max_batch
+    from .workload import batch_cap, closed_loop_for
 
     view = knobs(overrides).for_framework(est.spec.generation).for_gpu(est.gpu)
-    cap = max_batch(est.spec, est.engine, est.memory, est.model)
+    cap = batch_cap(est, view)
     best_c, best_load = 1, est.load
     for c in CONCURRENCY_LADDER[1:]:
         if c > cap:
             break
-        load = closed_loop(est.model, est.spec, est.engine, est.memory, est.cluster, view, c,
-                           est.load.capacity_requests_per_s)
+        load = closed_loop_for(est, view, c, est.load.capacity_requests_per_s)
         if target.misses_load(load):
             break
         best_c, best_load = c, load

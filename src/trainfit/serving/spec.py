@@ -10,14 +10,18 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import ServingError
+from . import engine_lmdeploy as lmd
 
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy")
+ENGINE_ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm"}  # the validation schema's spelling
 WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
-KV_DTYPES = ("auto", "fp8")
+KV_DTYPES = ("auto", "fp8", "int8", "int4")  # int8/int4: lmdeploy only (--quant-policy 8/4)
 SAMPLERS = ("flashinfer", "pytorch")
+WORKLOADS = ("fixed", "uniform", "sharegpt")  # and file:PATH
 # bits per weight of a quantised Linear, before scales and zeros (weights.py counts those)
 WEIGHT_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "awq": 4, "gptq": 4}
-DEFAULT_VERSION = {"vllm": "0.10.1", "sglang": "0.4.6"}
+DEFAULT_VERSION = {"vllm": "0.10.1", "sglang": "0.4.6", "trtllm": "1.0.0",
+                   "lmdeploy": lmd.DEFAULT_VERSION}  # trtllm: engine_trtllm.py; lmdeploy: engine_lmdeploy.py
 DEFAULT_MAX_MODEL_LEN = 8192  # trainfit's default (the engines default to the model's full context); stated
 
 
@@ -64,14 +68,23 @@ class ServingSpec:
     block_size: int = 16
     sampler: str | None = None  # vLLM V1 top-k/top-p sampler: flashinfer | pytorch; None = the version's default
     custom_all_reduce: bool | None = None  # vLLM's custom all-reduce under TP; None = what the GPU allows
+    workload: str = "fixed"  # request mix: fixed | uniform | sharegpt | file:PATH (serving/workload.py)
+    lmdeploy_backend: str | None = None  # LMDeploy --backend turbomind | pytorch; None = turbomind (its default)
+    range_ratio: float = 0.0  # uniform: lengths in [len (1 - r), len (1 + r)] (vLLM --random-range-ratio)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "engine", choice("engine", self.engine, ENGINES))
+        object.__setattr__(self, "engine", choice("engine", ENGINE_ALIASES.get(str(self.engine).strip().lower(),
+                                                                             self.engine), ENGINES))
         object.__setattr__(self, "weights", choice("weights", self.weights, WEIGHT_FORMATS))
         object.__setattr__(self, "kv_cache_dtype", choice("kv-cache-dtype", self.kv_cache_dtype, KV_DTYPES))
         if not self.engine_version:
             object.__setattr__(self, "engine_version", DEFAULT_VERSION[self.engine])
         parse_version(self.engine_version)
+        if self.engine == "lmdeploy":
+            object.__setattr__(self, "lmdeploy_backend", lmd.check(self.version, self.lmdeploy_backend,
+                                                                   self.kv_cache_dtype, self.weights))
+        elif self.kv_cache_dtype in ("int8", "int4"):
+            raise ServingError("sv_e_lmd_kv_engine", value=self.kv_cache_dtype, engine=self.engine)
         u = self.gpu_memory_utilization
         if u is not None and (isinstance(u, bool) or not isinstance(u, (int, float)) or not 0 < u <= 1):
             raise ServingError("sv_e_fraction", flag="gpu-memory-utilization", value=u)
@@ -90,6 +103,15 @@ class ServingSpec:
             positive("concurrency", self.concurrency)
         if self.request_rate is not None:
             positive("request-rate", self.request_rate, integer=False)
+        w = str(self.workload).strip()
+        if w.lower() in WORKLOADS:
+            w = w.lower()
+        elif not w.startswith("file:") or len(w) <= 5:
+            raise ServingError("sv_e_workload", value=self.workload)
+        object.__setattr__(self, "workload", w)
+        r = self.range_ratio
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
+            raise ServingError("sv_e_range_ratio", value=r)
 
     @property
     def version(self) -> tuple[int, ...]:
@@ -100,8 +122,10 @@ class ServingSpec:
         """The engine generation whose overheads apply (serving.yaml by_framework keys): vLLM V0 (< 0.8), V1
         (0.8-0.20) and V1 from 0.21 (the release that started profiling CUDA-graph memory; the step overheads
         measured on 0.30 are much lower than on 0.8-era V1, and 0.21 is where trainfit splits them)."""
-        if self.engine == "sglang":
-            return "sglang"
+        if self.engine in ("sglang", "trtllm"):
+            return self.engine
+        if self.engine == "lmdeploy":
+            return "lmdeploy" if self.lmdeploy_backend == "turbomind" else "lmdeploy-pytorch"
         if self.version >= (0, 21, 0):
             return "vllm-v1-021"
         return "vllm-v1" if self.vllm_v1 else "vllm-v0"

@@ -108,6 +108,9 @@ def decode_step(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Clu
     memory = _stream_s(mem, _weight_bytes_read(m, mem, batch), kv, s, cluster, view)
     flops = 2.0 * matmul_params_per_token(m) * batch + 4.0 * m.layers * context * m.q_dim * batch
     compute = flops / s.tp / (_peak(s, cluster) * view("decode_mfu"))
+    # attention reads the KV cache in its own kernels, after the GEMMs: a share of that read cannot hide under them
+    kv_read_s = kv / (cluster.gpu.memory_bandwidth * view("decode_bandwidth_efficiency"))
+    compute += view("decode_attention_serial") * kv_read_s
     return Roofline(compute, memory, _allreduce_s(batch, m, s, cluster, view), _overhead_s(m, s, view))
 
 

@@ -13,8 +13,10 @@ from ..catalog import get_gpu
 from ..errors import TrainfitError
 from ..i18n import say
 from ..spec.model import ModelSpec
+from . import engine_lmdeploy as lmd
 from .estimate import ServingEstimate, estimate
 from .spec import ServingSpec
+from .workload import case_workload
 
 # the case's weight_dtype -> trainfit's weight format. GPTQ 8-bit is read as int8: one byte per weight plus scales
 # (its group-128 scales are 1/64 byte per weight more than int8's per-channel ones; stated in the report)
@@ -74,7 +76,7 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     fmt = WEIGHT_DTYPES.get(str((case.get("model") or {}).get("weight_dtype") or "bf16").lower())
     if fmt is None:
         raise Skip(say("va_skip_weights"))
-    if sv.get("engine") not in ("vllm", "sglang"):
+    if sv.get("engine") not in ("vllm", "sglang", "trtllm", "tensorrt-llm", "lmdeploy"):
         raise Skip(say("va_skip_engine"))
     if (sv.get("pp") or 1) != 1:
         raise Skip(say("va_skip_pp"))
@@ -85,8 +87,8 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
     rate = sv.get("request_rate")
     rate = math.inf if rate in ("inf", math.inf) else rate
     conc = sv.get("concurrency") if rate is None else None
-    workload = sv.get("workload")
-    if workload not in (None, "fixed"):
+    workload = case_workload(sv)  # "dataset": ShareGPT-like, or uniform for vLLM's random dataset
+    if workload is None:
         raise Skip(say("va_skip_varlen"))
     try:
         version = sv.get("engine_version") or str(sv.get("engine_version_inferred") or "").split(" ")[0]
@@ -98,7 +100,10 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
                            output_len=int(sv.get("output_len") or 1), concurrency=conc, request_rate=rate,
                            cuda_graphs=sv.get("cuda_graphs", True) is not False,
                            block_size=int(sv.get("block_size") or 16), sampler=sv.get("sampler"),
-                           custom_all_reduce=sv.get("custom_all_reduce"))
+                           custom_all_reduce=sv.get("custom_all_reduce"), workload=workload[0],
+                           range_ratio=workload[1])
+        if spec.engine == "lmdeploy":  # quant_policy, backend, cache_max_entry_count (engine_lmdeploy.case_fields)
+            spec = replace(spec, **lmd.case_fields(sv))
     except TrainfitError:
         raise Skip(say("va_skip_serving")) from None
     return spec, sv.get("num_prompts")
