@@ -56,7 +56,11 @@ def best_per_layout(cands: list[Candidate], objective: str) -> list[Candidate]:
     for c in cands:
         if c.key not in best or key(c) < key(best[c.key]):
             best[c.key] = c
-    kept = [c for c in best.values() if not _dominated_on_its_instance(c, best.values())]
+    same: dict[tuple, list[Candidate]] = defaultdict(list)  # the others a layout can be dominated by
+    for c in best.values():
+        same[(id(c.offer), c.estimate.strategy.nodes, c.estimate.training.method)].append(c)
+    kept = [c for c in best.values() if not _dominated_on_its_instance(
+        c, same[(id(c.offer), c.estimate.strategy.nodes, c.estimate.training.method)])]
     return sorted(kept, key=key)
 
 

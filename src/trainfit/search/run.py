@@ -110,6 +110,8 @@ class _Estimator:
         self.gpu_limits: dict[str, tuple[float, float]] = {}
         self.scans: dict[tuple, list | SpecError] = {}  # _scan_micro_batches by memory key and batch
         self.shapes: dict[tuple, tuple] = {}  # memory fits shared by GPUs whose phases agree (_memory_model)
+        self.loadings: dict[int, LoadingRam] = {}  # by id of an estimate of self.memo
+        self.timings: dict[tuple, tuple] = {}  # _timing by (id of an estimate, spot provider or None)
         self._params: int | None = None
 
     @property
@@ -172,6 +174,12 @@ class _Estimator:
         if hit is None:
             hit = self.one_node[key] = s.with_(gpus_per_node=gpus, nodes=1)
         return hit
+
+    def pinned_micro_batch(self, w: Workload) -> int | None:
+        """The micro-batch the request pins (None: searched), read once per search."""
+        if not hasattr(self, "_pinned_mb"):
+            self._pinned_mb = w.request.job_value("micro_batch")
+        return self._pinned_mb
 
     def memory_direct(self, t: TrainingSpec, s: Strategy, gpu):
         """The memory of exactly this workload and layout (model-parallel layouts: memoised in estimate/)."""
@@ -476,49 +484,80 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
                           method: Method, ckpt: GradCkpt, s: Strategy, efficiencies: Efficiencies) -> None:
     per_gpu = math.ceil(w.global_batch / s.gpus)
     gpu = cluster.gpu
-    mbs = micro_batches(per_gpu)
-    pinned_mb = w.request.job_value("micro_batch")
+    pinned_mb = est.pinned_micro_batch(w)
     if pinned_mb is not None:
         if per_gpu % pinned_mb:
             res.candidates += 1
             res.rejected[Rejection.of(Reason.MICRO_BATCH_DOES_NOT_DIVIDE, micro_batch=pinned_mb)] += 1
             return
         mbs = (pinned_mb,)
-    n = s.gpus
-    scan = est.scans.get((method, ckpt, s.zero_stage, s.fsdp, s.offload, n, gpu.id, per_gpu, mbs))
-    if scan is None:
+    else:
+        mbs = micro_batches(per_gpu)
+    key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, s.gpus, gpu.id, per_gpu, mbs)
+    summary = est.scans.get(key)
+    if summary is None:
         scan = _scan_micro_batches(est, w, method, ckpt, s, gpu, per_gpu, mbs, res.max_oom_risk, efficiencies)
-        est.scans[(method, ckpt, s.zero_stage, s.fsdp, s.offload, n, gpu.id, per_gpu, mbs)] = scan
-    if isinstance(scan, SpecError):
+        summary = est.scans[key] = scan if isinstance(scan, SpecError) else _ScanSummary.of(scan, res.max_oom_risk)
+    if isinstance(summary, SpecError):
         res.candidates += 1
         # the rule as raised (a sentence of the message table where it is one: worded in any language)
-        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(scan))] += 1
+        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(summary))] += 1
         return
-    usable = est.limits(gpu)[0]
-    known = est.known(efficiencies) if res.max_oom_risk is not None else False
-    best, best_risk = None, None
-    rejected = res.rejected
-    for mb, need, risk in scan:
-        if risk is _TOO_BIG:
-            rejected[_NO_FIT if res.max_oom_risk is not None else _NO_FIT_HEADROOM] += 1
-            prev = res.no_fit_by_gpu.get(gpu.id)
-            if prev is None or need < prev[0]:
-                res.no_fit_by_gpu[gpu.id] = (need, usable)
-            continue
-        if risk is not None and risk > res.max_oom_risk:
-            rejected[_OOM_RISK] += 1
+    summary.count(res, gpu.id, est.limits(gpu)[0])
+    if summary.risky:
+        known = est.known(efficiencies) if res.max_oom_risk is not None else False
+        usable = est.limits(gpu)[0]
+        for mb, need, risk in summary.risky:
             _note_risky(res, gpu.id, s, method, mb, need, usable, risk, known)
-            continue
-        if best is not None:
-            rejected[_DOMINATED] += 1
-        best, best_risk = mb, risk
     res.candidates += len(mbs)
-    if best is None:
+    if summary.best is None:
         return
     # Step time per token never rises with the micro-batch at a fixed global batch (fewer micro-steps, larger
     # GEMMs; tests/test_properties.py checks it), so only the largest micro-batch that fits needs a time estimate.
-    _keep(res, est, offer, w.training(method, ckpt, best, math.ceil(per_gpu / best)), s, cluster, w, efficiencies,
-          best_risk)
+    _keep(res, est, offer, w.training(method, ckpt, summary.best, math.ceil(per_gpu / summary.best)), s, cluster, w,
+          efficiencies, summary.best_risk)
+
+
+@dataclass(frozen=True)
+class _ScanSummary:
+    """What a layout's micro-batch scan adds to a search, the same for every instance of its GPU (issue 36: counted
+    once per scan, added per instance): micro-batches over the limit (and the least peak among them), those over the
+    out-of-memory risk, those a larger fitting one dominates, and the largest that fits."""
+
+    too_big: int
+    least_too_big: float | None
+    risky: tuple[tuple[int, float, float], ...]
+    dominated: int
+    best: int | None
+    best_risk: float | None
+    too_big_reason: Rejection
+
+    @classmethod
+    def of(cls, scan: list, max_oom_risk: float | None) -> "_ScanSummary":
+        too_big, least, risky, dominated, best, best_risk = 0, None, [], 0, None, None
+        for mb, need, risk in scan:
+            if risk is _TOO_BIG:
+                too_big += 1
+                least = need if least is None or need < least else least
+            elif risk is not None and risk > max_oom_risk:
+                risky.append((mb, need, risk))
+            else:
+                dominated += best is not None
+                best, best_risk = mb, risk
+        return cls(too_big, least, tuple(risky), dominated, best, best_risk,
+                   _NO_FIT if max_oom_risk is not None else _NO_FIT_HEADROOM)
+
+    def count(self, res: SearchResult, gpu: str, usable: float) -> None:
+        rejected = res.rejected
+        if self.too_big:
+            rejected[self.too_big_reason] += self.too_big
+            prev = res.no_fit_by_gpu.get(gpu)
+            if prev is None or self.least_too_big < prev[0]:
+                res.no_fit_by_gpu[gpu] = (self.least_too_big, usable)
+        if self.risky:
+            rejected[_OOM_RISK] += len(self.risky)
+        if self.dominated:
+            rejected[_DOMINATED] += self.dominated
 
 
 _TOO_BIG = object()  # a micro-batch whose predicted peak is over the limit (a scan's risk slot)
@@ -561,7 +600,9 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
         res.rejected[Rejection.of(Reason.OFFLOAD_HOST_RAM)] += 1
         return
-    loading = est.loading(e)
+    loading = est.loadings.get(id(e))  # per estimate (kept alive in est.memo), not per instance
+    if loading is None:
+        loading = est.loadings[id(e)] = est.loading(e)
     need = loading.per_node_bytes + e.host_memory_bytes  # offloaded states come on top of the loaded model
     if ram and need > ram * GiB:
         res.rejected[Rejection.of(Reason.HOST_RAM)] += 1
@@ -569,7 +610,12 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
         if prev is None or need - ram * GiB < prev[0] - prev[1]:
             res.host_ram_short[gpu.id] = (need, ram * GiB)
         return
-    train_h, over_h, hours, spot = _timing(e, w, view, offer, efficiencies)
+    # the hours depend on the instance only through spot interruptions (by provider)
+    tkey = (id(e), offer.instance.provider if offer.price.billing == "spot" else None)
+    timing = est.timings.get(tkey)
+    if timing is None:
+        timing = est.timings[tkey] = _timing(e, w, view, offer, efficiencies)
+    train_h, over_h, hours, spot = timing
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
     res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, risk, loading))
 
