@@ -506,8 +506,16 @@ def residual(row: Row, metric: str) -> float | None:
     return math.log(meas / pred)
 
 
+def known_in_fold(framework: str, seen: set[str], by: str) -> bool:
+    """Whether a left-out case's stack counts as known to the fold's fit: it saw the stack, or (a source left out)
+    the stack is a reference stack, whose factors are 1 by definition. A stack left out as a whole is a new draw
+    (issue 35): the fold never saw it, so it is predicted with the band of a stack not seen, the reference stacks
+    included — as a user's new stack is."""
+    return framework in seen or (by != "framework" and framework in REFERENCE_STACKS)
+
+
 def _fold(args: tuple) -> dict[str, Any]:
-    group, train, test, base, rounds, metrics = args
+    group, train, test, base, rounds, metrics, by = args
     fitted = base.with_overrides(fit(train, base, rounds=rounds, metrics=metrics), origin="calibration")
     seen = {str((c.get("training") or {}).get("framework")) for c in train}
     out = []
@@ -517,7 +525,7 @@ def _fold(args: tuple) -> dict[str, Any]:
             if r is not None:
                 out.append({"id": row.id, "group": group, "metric": metric, "method": row.method,
                             "memory_kind": row.predicted["memory_kind"] if metric == "memory" else None,
-                            "framework_known": row.framework in seen or row.framework in REFERENCE_STACKS,
+                            "framework_known": known_in_fold(row.framework, seen, by),
                             "ape": round(row.error[metric], 4), "log_residual": round(r, 4)})
     return {"group": group, "fitted": len(train), "left_out": len(test), "residuals": out}
 
@@ -571,7 +579,7 @@ def cross_validate(paths: list[str], by: str, jobs: int = 1, log: Callable[[str]
         known = sorted({group_of(c, by) for c in cases})
         raise SpecError(f"--only: no {by} named {', '.join(sorted(set(only) - {f[0] for f in folds}))}; "
                         f"the {by}s are: {', '.join(known)}")
-    work = [(g, train, test, base, rounds, metrics) for g, train, test in folds]
+    work = [(g, train, test, base, rounds, metrics, by) for g, train, test in folds]
     if jobs > 1:
         from concurrent.futures import ProcessPoolExecutor
 
