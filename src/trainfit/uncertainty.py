@@ -19,8 +19,10 @@ Cells: metric x method x memory kind x whether the framework is known (has been 
 than MIN_RESIDUALS residuals, or with residuals of fewer than MIN_SOURCES sources (one source's residuals are its bias
 alone, not the spread between sources), falls back to a coarser one: without the method, then without the memory
 kind, then the metric alone (used whenever it has MIN_RESIDUALS). A stack the fit has not seen may behave like any
-stack: its band is made from every source's left-out residuals of its cell, the seen stacks' included (each source
-weighing the same), so it spans the seen stacks' biases as well as the unseen ones'. (Until 2026-12-01 it was the
+stack: its band is made from every stack's residuals when that whole stack was left out (`trainfit calibrate --cv
+framework`, shipped as catalog/data/cv_framework.json; a new stack is a new draw, issue 35), each stack a cluster
+as a source is above; without that file, from every source's left-out residuals of its cell, the seen stacks'
+included, so it spans the seen stacks' biases as well as the unseen ones'. (Until 2026-12-01 it was the
 union of the unseen-only and the seen-only bands, which took the extreme quantiles of the two or three sources of a
 seen stack directly: throughput bands held 90% of left-out values instead of 80%; pooled, 88%.)
 """
@@ -37,6 +39,7 @@ LEVEL = 0.8
 MIN_RESIDUALS = 10
 MIN_SOURCES = 2  # a cell narrower than the metric needs residuals of at least this many sources
 SHIPPED = "cv_source.json"
+SHIPPED_UNSEEN = "cv_framework.json"  # leave-one-stack-out residuals: the bands of a stack not seen (issue 35)
 
 
 @dataclass(frozen=True)
@@ -86,19 +89,28 @@ class Residuals:
 
 
 class Bands:
-    """The residuals of cross-validation, by cell."""
+    """The residuals of cross-validation, by cell. `unseen`: leave-one-stack-out residuals (`calibrate --cv
+    framework`, every stack predicted by a fit that never saw it); when given, a stack the calibration has not seen is
+    banded from them (a new stack is a new draw, issue 35), their groups (stacks) weighing as the sources do."""
 
-    def __init__(self, residuals: list[dict[str, Any]]):
+    def __init__(self, residuals: list[dict[str, Any]], unseen: list[dict[str, Any]] | None = None):
         self.cells: dict[tuple, list[float]] = {}
         self.groups: dict[tuple, list[str]] = {}
         self._residuals: dict[tuple, Residuals | None] = {}  # per (metric, method, kind, known): a search asks often
         self.rho = {m: between_source_share([r for r in residuals if r["metric"] == m])
                     for m in {r["metric"] for r in residuals}}
+        self.rho_unseen = {m: between_source_share([r for r in unseen if r["metric"] == m])
+                           for m in {r["metric"] for r in unseen}} if unseen else self.rho
         for r in residuals:
             m, meth, kind, known = r["metric"], r["method"], r.get("memory_kind"), bool(r["framework_known"])
             # a seen stack's residual in the seen cells and the pooled ones, an unseen stack's in the pooled ones
             seen = _keys(m, meth, kind, True) if known else ()
-            for key in dict.fromkeys(seen + _keys(m, meth, kind, None)):  # each cell once
+            pooled = _keys(m, meth, kind, None) if not unseen else ()
+            for key in dict.fromkeys(seen + pooled):  # each cell once
+                self.cells.setdefault(key, []).append(float(r["log_residual"]))
+                self.groups.setdefault(key, []).append(str(r.get("group", "")))
+        for r in unseen or ():
+            for key in _keys(r["metric"], r["method"], r.get("memory_kind"), None):
                 self.cells.setdefault(key, []).append(float(r["log_residual"]))
                 self.groups.setdefault(key, []).append(str(r.get("group", "")))
 
@@ -118,7 +130,7 @@ class Bands:
             per = {g: groups.count(g) for g in set(groups)}
             if len(vals) < MIN_RESIDUALS or (len(per) < MIN_SOURCES and key != keys[-1]):
                 continue
-            rho = self.rho.get(metric, 1.0)
+            rho = (self.rho if key[3] else self.rho_unseen).get(metric, 1.0)
             pairs = sorted((v, 1.0 / (1.0 + (per[g] - 1) * rho)) for v, g in zip(vals, groups))
             return Residuals(tuple(v for v, _ in pairs), "/".join("*" if k is None else str(k) for k in key),
                              tuple(w for _, w in pairs))
@@ -176,7 +188,11 @@ def shipped_bands() -> Bands | None:
         doc = json.loads(read_text(SHIPPED))
     except (FileNotFoundError, ValueError):
         return None
-    return Bands(doc.get("residuals") or [])
+    try:
+        unseen = json.loads(read_text(SHIPPED_UNSEEN)).get("residuals") or None
+    except (FileNotFoundError, ValueError):
+        unseen = None
+    return Bands(doc.get("residuals") or [], unseen)
 
 
 # Stacks whose eager Hugging Face code is the model's own reference: their framework factors stay 1 (calibrate).
