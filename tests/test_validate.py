@@ -487,3 +487,26 @@ def test_a_source_setup_key_nothing_reads_is_refused(monkeypatch):
     monkeypatch.undo()
     v._source_setup_entries.cache_clear()
     assert v._source_setup_entries()  # the shipped file passes
+
+
+def test_a_case_names_the_instance_it_ran_on():
+    """hardware.instance: the catalog instance's network between nodes instead of the published runs' default fabric
+    (Ray's Llama-2 template on 16 x g5.xlarge, one A10G each, "up to 10" Gbit/s: ZeRO-3's gathers cross that network);
+    an instance the catalog lacks, or one with another GPU, is a skip with its reason."""
+    from trainfit.validate import Skip
+
+    path = Path(__file__).resolve().parents[1] / "data" / "validation" / "a10_dev.jsonl"
+    case = next(json.loads(x) for x in path.read_text().splitlines() if "ray-template-16xa10g-llama-2-7b" in x)
+    assert case["hardware"]["instance"] == "g5.xlarge"
+    named = predict_case(case, Efficiencies.default())
+    assert named.cluster.inter_bytes_per_s == pytest.approx(10e9 / 8)
+    bare = copy.deepcopy(case)
+    del bare["hardware"]["instance"]
+    default = predict_case(bare, Efficiencies.default())
+    assert default.cluster.inter_bytes_per_s > 10 * named.cluster.inter_bytes_per_s
+    assert named.step_time_s > 2 * default.step_time_s  # the gathers are network-bound at 10 Gbit/s
+    for wrong in ("g5.nothing", "p4d.24xlarge"):
+        bad = copy.deepcopy(case)
+        bad["hardware"]["instance"] = wrong
+        with pytest.raises(Skip):
+            predict_case(bad, Efficiencies.default())

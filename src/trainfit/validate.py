@@ -466,11 +466,30 @@ def predict_case(case: dict, eff: Efficiencies) -> Estimate:
         eff = eff.for_framework(framework)
     try:
         view = eff.for_gpu(gpu)
-        cluster = cluster_for(gpu, s.gpus_per_node, s.nodes, None, None,
+        cluster = cluster_for(gpu, s.gpus_per_node, s.nodes, case_instance(case, gpu), None,
                               view("default_inter_node_gbps") if s.nodes > 1 else None)
         return run_estimate(m, t, s, cluster, eff)
     except SpecError as exc:
         raise Skip(say("va_skip_incompatible", rule=str(exc).split(";")[0][:60])) from None
+
+
+def case_instance(case: dict, gpu):
+    """The catalog instance a case ran on (`hardware.instance`, e.g. "g5.xlarge", with `hardware.provider` where
+    two clouds share a name): its links between GPUs and its network between nodes instead of the published runs'
+    default fabric. None when the case names none; a name the catalog lacks, or one with another GPU, is a skip."""
+    hw = case.get("hardware") or {}
+    name = hw.get("instance")
+    if not name:
+        return None
+    from .catalog.instances import get_instance
+
+    try:
+        inst = get_instance(str(name), hw.get("provider"))
+    except SpecError:
+        raise Skip(say("va_skip_instance", instance=str(name)[:60])) from None
+    if inst.gpu != gpu.id:
+        raise Skip(say("va_skip_instance", instance=str(name)[:60]))
+    return inst
 
 
 # ---- errors -----------------------------------------------------------------------------------------------------

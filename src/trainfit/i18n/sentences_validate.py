@@ -83,6 +83,8 @@ SENTENCES: dict[str, dict[str, str]] = {
     "va_skip_trace_kind": {"en": "trace case without memory_kind allocated (a trace counts allocated bytes only)",
                            "zh": "trace 案例的 memory_kind 不是 allocated（追踪只统计已分配的字节）"},
     "va_skip_gpu": {"en": "GPU not in the catalog", "zh": "GPU 不在目录中"},
+    "va_skip_instance": {"en": "instance {instance} not in the catalog with this GPU",
+                         "zh": "实例 {instance} 不在目录中（或其 GPU 与此不同）"},
     "va_skip_nodes": {"en": "GPUs do not divide into nodes", "zh": "GPU 数不能均分到节点"},
     "va_skip_engine": {"en": "engine not modelled", "zh": "未建模的推理引擎"},
     "va_skip_incompatible": {"en": "incompatible: {rule}", "zh": "不兼容：{rule}"},
