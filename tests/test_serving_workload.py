@@ -224,3 +224,14 @@ def test_validate_predicts_dataset_cases():
     assert len(sglang_readme) == 4 and validate(sglang_readme)["throughput"]["mape"] < 0.31
     random = dict(cases[0], serving=dict(cases[0]["serving"], dataset="random", range_ratio=0.5))
     assert validate([random])["predicted"] == 1
+
+
+@pytest.mark.parametrize("argv, close", [(["--engine", "lmdepoy"], "lmdeploy"), (["--workload", "sharegp"], "sharegpt"),
+                                         (["--weights", "awk"], "awq"),
+                                         (["--engine", "lmdeploy", "--lmdeploy-backend", "turbomnd"], "turbomind")])
+def test_a_mistyped_serving_value_says_what_was_meant(run_cli, argv, close):
+    """A value one letter off a serving choice (or a mix name that is no file) exits 2 with "did you mean", in the
+    language asked for."""
+    for lang, phrase in (("en", "did you mean"), ("zh", "是否想输入")):
+        code, out, err = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", *argv, "--lang", lang)
+        assert code == 2 and close in err and phrase in err and "Traceback" not in err, err

@@ -62,9 +62,11 @@ class LocalizedError(TrainfitError):
         super().__init__(self.message("en"))
 
     def message(self, lang: str) -> str:
-        from .i18n import t
+        from .i18n import Msg, t
 
-        return t(self.key, lang).format(**self.values)
+        # a value that is itself a sentence of the table ("did you mean ...") is worded in the same language
+        return t(self.key, lang).format(**{k: v.render(lang) if isinstance(v, Msg) else v
+                                           for k, v in self.values.items()})
 
 
 class CredentialsMissing(LocalizedError):

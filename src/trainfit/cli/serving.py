@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 
+from ..errors import ServingError, did_you_mean
 from .common import add_model_flag, add_output_flags, add_report_flags, check_reports, write_reports, console, lang_of, parse_sets, print_json
 
 HELP = "serving after training: KV-cache capacity, TTFT/TPOT, tokens/s and cost with vLLM or SGLang"
@@ -84,7 +86,10 @@ def _mix_kwargs(args: argparse.Namespace) -> dict:
     """--workload / --range-ratio / lengths: a name, or a file path (file:PATH); sharegpt without lengths takes
     the published ShareGPT_V3 means (catalog/data/sharegpt_lengths.yaml)."""
     w = str(args.workload or "fixed").strip()
-    if w.lower() not in ("fixed", "uniform", "sharegpt") and not w.startswith("file:"):
+    names = ("fixed", "uniform", "sharegpt")
+    if w.lower() not in names and not w.startswith("file:"):
+        if not os.path.exists(w) and did_you_mean(w, names):  # a mistyped name, not a file of lengths
+            raise ServingError("sv_e_workload_name", value=w, dym=did_you_mean(w, names))
         w = "file:" + w
     inp, out = 512, 256
     if w.lower() == "sharegpt":

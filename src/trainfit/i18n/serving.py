@@ -76,8 +76,8 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_alt_tp": {"en": "TP {tp} over {tp} x {gpu}", "zh": "{tp} 张 {gpu} 张量并行（TP {tp}）"},
     "sv_alt_gpu": {"en": "one {gpu}", "zh": "单张 {gpu}"},
     # errors
-    "sv_e_choice": {"en": "--{flag} must be one of {choices}, got {value!r}",
-                    "zh": "--{flag} 必须是 {choices} 之一，收到 {value!r}"},
+    "sv_e_choice": {"en": "--{flag} must be one of {choices}, got {value!r}{dym}",
+                    "zh": "--{flag} 必须是 {choices} 之一，收到 {value!r}{dym}"},
     "sv_e_positive": {"en": "--{flag} must be a positive number, got {value!r}",
                       "zh": "--{flag} 必须是正数，收到 {value!r}"},
     "sv_e_fraction": {"en": "--{flag} must be between 0 and 1 (exclusive of 0), got {value!r}",
@@ -139,6 +139,8 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                     "zh": "TensorRT-LLM {version}（{backend} 后端）：KV 缓存 = 权重、{tokens} token 预分析和运行时内存之后"
                           "剩余 {free:.1f} GiB 的 {frac:.0%}；max_batch_size {bs}，max_num_tokens {tokens}（{source}）"},
     # request mixes (serving/workload.py)
+    "sv_e_workload_name": {"en": "--workload {value!r} is no request mix and no file{dym}",
+                           "zh": "--workload {value!r} 既不是请求分布名称，也不是文件{dym}"},
     "sv_e_workload": {"en": "--workload must be fixed, uniform, sharegpt or a CSV/JSONL file of lengths, got {value!r}",
                       "zh": "--workload 必须是 fixed、uniform、sharegpt 或一个长度 CSV/JSONL 文件，收到 {value!r}"},
     "sv_e_range_ratio": {"en": "--range-ratio must be at least 0 and below 1 (vLLM's rule), got {value!r}",

@@ -46,7 +46,7 @@ This module imports nothing from the rest of trainfit.serving (spec.py, engines.
 
 from __future__ import annotations
 
-from ..errors import ServingError
+from ..errors import ServingError, did_you_mean
 
 DEFAULT_VERSION = "0.18.0"  # PyPI's current release on 2026-12-07
 BACKENDS = ("turbomind", "pytorch")
@@ -71,7 +71,8 @@ def check(engine_version: tuple[int, ...], backend: str | None, kv_dtype: str, w
     """The backend after its default; raises ServingError on what LMDeploy at that version does not offer."""
     b = str(backend or "turbomind").strip().lower()
     if b not in BACKENDS:
-        raise ServingError("sv_e_choice", flag="lmdeploy-backend", choices=" | ".join(BACKENDS), value=backend)
+        raise ServingError("sv_e_choice", flag="lmdeploy-backend", choices=" | ".join(BACKENDS), value=backend,
+                           dym=did_you_mean(b, BACKENDS))
     if _v(engine_version) < (0, 2, 0):
         raise ServingError("sv_e_lmd_version", value=".".join(map(str, engine_version)))
     if kv_dtype not in KV_DTYPES:
@@ -91,9 +92,9 @@ def serves(engine: str, backend: str | None, weights: str) -> bool:
 
 
 def block_len(version: tuple[int, ...], backend: str, block_size: int, spec_default: int) -> int:
-    """cache_block_seq_len / block_size. ServingSpec's default (vLLM's 16) reads as "not given": TurboMind on sm80+
-    accepts only multiples of 32, so LMDeploy's own default applies."""
-    if block_size != spec_default:
+    """cache_block_seq_len / block_size: the given one, else (ServingSpec's default, None = "not given") LMDeploy's
+    own default."""
+    if block_size and block_size != spec_default:
         return block_size
     if backend == "turbomind" and _v(version) < (0, 3, 0):
         return 128

@@ -45,14 +45,20 @@ Older 0.x (the TensorRT backend: engines built by trtllm-build; e.g. the v0.17 p
     `BaseKVCacheManager::calculateMaxNumBlocks`: maxTokens = freeGpuMemoryFraction x (free memory + the buffer
     manager's free pool) / bytes per token, after the engine (weights, its activation "execution context memory"
     sized by max_num_tokens) and the runtime buffers are allocated: the same shape as 1.x, with no profiling pass;
-  - tokens_per_block 64 (tensorrt_llm/plugin/plugin.py `PluginConfig._tokens_per_block`, 0.x);
+  - tokens_per_block 64 (tensorrt_llm/plugin/plugin.py `PluginConfig._tokens_per_block`, 0.x); a block size the
+    spec gives (e.g. `build.py --tokens_per_block 16`, NVIDIA/TensorRT-LLM#224) is honoured by every version;
+  - max_num_tokens: 8192 by default from v0.11; before, with packed input and no --max_num_tokens, the engine's
+    activations are sized for max_batch_size x max_input_len tokens (docs/source/memory.md "Activation size"): a
+    case of such an engine states it as max_num_batched_tokens (trainfit's own default stays 8192);
   - `trtllm-bench build --quantization FP8` also sets the KV cache to FP8 (perf-overview v0.17: "If you specify FP8
     quantization, the KV cache will automatically be set to FP8 as well!").
 
 What trainfit adds (not in TensorRT-LLM's code): the activation peak of the profiling pass is trainfit's
 forward-pass model (memory.forward_peak over max_num_tokens tokens); the memory outside the weights and activations
 (CUDA graphs, NCCL, cuBLAS workspaces, sampler and decoder buffers) is one named value, `trtllm_runtime_gib` in
-catalog/data/serving.yaml, provisional (no published TensorRT-LLM log with the split was found).
+catalog/data/serving.yaml, provisional (no published TensorRT-LLM log with the split was found). Against the published
+KV capacities of data/validation/serving_kvcap_dev.jsonl it is too large for the 0.5 engine of #224 (-35%; ~0 GiB
+fits) and about right for the 0.13 one of #2268 (+2%): see data/validation/serving_kvcap_sources.md.
 """
 
 from __future__ import annotations
@@ -139,7 +145,7 @@ def settings(m: ModelSpec, s: ServingSpec, gpu: GpuSpec, max_model_len: int) -> 
     frac = s.gpu_memory_utilization or FREE_GPU_MEMORY_FRACTION
     if s.gpu_memory_utilization is not None and s.gpu_memory_utilization >= 1:
         raise ServingError("sv_e_trt_fraction", value=s.gpu_memory_utilization)
-    block = TOKENS_PER_BLOCK if backend(s) == "pytorch" else TOKENS_PER_BLOCK_0X
+    block = s.block_size or (TOKENS_PER_BLOCK if backend(s) == "pytorch" else TOKENS_PER_BLOCK_0X)  # given: honoured
     bs, tokens = MAX_BATCH_SIZE, MAX_NUM_TOKENS
     if batch_source(s) == "bench":
         bs, tokens = bench_settings(m, s, gpu, frac)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..errors import ServingError
+from ..errors import ServingError, did_you_mean
 from . import engine_lmdeploy as lmd
 
 ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy")
@@ -28,7 +28,8 @@ DEFAULT_MAX_MODEL_LEN = 8192  # trainfit's default (the engines default to the m
 def choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
     v = str(value).strip().lower()
     if v not in choices:
-        raise ServingError("sv_e_choice", flag=flag, choices=" | ".join(choices), value=value)
+        raise ServingError("sv_e_choice", flag=flag, choices=" | ".join(choices), value=value,
+                           dym=did_you_mean(v, choices))
     return v
 
 
@@ -65,7 +66,7 @@ class ServingSpec:
     concurrency: int | None = None  # closed loop; None with request_rate None = 1
     request_rate: float | None = None  # open loop, requests/s (float('inf') = all at once)
     cuda_graphs: bool = True
-    block_size: int = 16
+    block_size: int | None = None  # KV block (tokens); None = the engine's default (vLLM 16, TRT-LLM 32/64, ...)
     sampler: str | None = None  # vLLM V1 top-k/top-p sampler: flashinfer | pytorch; None = the version's default
     custom_all_reduce: bool | None = None  # vLLM's custom all-reduce under TP; None = what the GPU allows
     workload: str = "fixed"  # request mix: fixed | uniform | sharegpt | file:PATH (serving/workload.py)
@@ -92,9 +93,10 @@ class ServingSpec:
                             ("max-num-batched-tokens", self.max_num_batched_tokens)):
             if value is not None:
                 positive(flag, value)
-        for flag, value in (("gpus", self.tp), ("input-len", self.input_len), ("output-len", self.output_len),
-                            ("block-size", self.block_size)):
+        for flag, value in (("gpus", self.tp), ("input-len", self.input_len), ("output-len", self.output_len)):
             positive(flag, value)
+        if self.block_size is not None:
+            positive("block-size", self.block_size)
         if self.sampler is not None:
             object.__setattr__(self, "sampler", choice("sampler", self.sampler, SAMPLERS))
         if self.concurrency is not None and self.request_rate is not None:

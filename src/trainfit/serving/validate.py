@@ -99,7 +99,8 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
                            tp=int(sv.get("tp") or 1), input_len=int(sv.get("input_len") or 1),
                            output_len=int(sv.get("output_len") or 1), concurrency=conc, request_rate=rate,
                            cuda_graphs=sv.get("cuda_graphs", True) is not False,
-                           block_size=int(sv.get("block_size") or 16), sampler=sv.get("sampler"),
+                           block_size=int(sv["block_size"]) if sv.get("block_size") else None,
+                           sampler=sv.get("sampler"),
                            custom_all_reduce=sv.get("custom_all_reduce"), workload=workload[0],
                            range_ratio=workload[1])
         if spec.engine == "lmdeploy":  # quant_policy, backend, cache_max_entry_count (engine_lmdeploy.case_fields)
