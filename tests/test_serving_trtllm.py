@@ -187,9 +187,10 @@ def test_validate_predicts_every_trtllm_case_within_the_measured_error():
 
     doc = validate(_cases())
     assert doc["cases"] == doc["predicted"] == 160 and not doc["skipped"]
-    # measured 2026-12-07 (data/validation/serving_trtllm_sources.md): throughput 9.4%, TTFT 38.5%, TPOT 30.2%
+    # measured 2026-12-07 (data/validation/serving_trtllm_sources.md): throughput 9.4%, TTFT 38.5%, TPOT 30.2%;
+    # with the runs that send every request at once simulated step by step (burst.py): 9.4%, 23.5%, 22.9%
     assert doc["throughput"]["mape"] <= 0.10
-    assert doc["ttft"]["mape"] <= 0.40 and doc["tpot"]["mape"] <= 0.32
+    assert doc["ttft"]["mape"] <= 0.24 and doc["tpot"]["mape"] <= 0.235
     # the 40 fitted v1.0 runs (4.1%) and the 72 held-out v0.17 runs (6.8%)
     assert validate(_cases("v1.0"))["throughput"]["mape"] <= 0.045
     assert validate(_cases("v0.17"))["throughput"]["mape"] <= 0.075

@@ -217,17 +217,19 @@ def test_validate_predicts_dataset_cases():
     assert len(cases) >= 18 and all(c["serving"]["workload"] == "dataset" for c in cases)
     doc = validate(cases)
     assert doc["predicted"] == len(cases) and not doc["skipped"]
-    # measured 2026-12-07 over the 18 cases: throughput MAPE 0.771 (n 18), TTFT 0.426 (n 14), TPOT 0.486 (n 14);
-    # the 4 SGLang-README cases alone: throughput 0.286. Limits slightly above.
-    assert doc["throughput"]["mape"] < 0.80 and doc["ttft"]["mape"] < 0.45 and doc["tpot"]["mape"] < 0.51
+    # measured 2026-12-07 over the 18 cases (all sent at once): with the steady state at the largest batch,
+    # throughput MAPE 0.771 (n 18), TTFT 0.426 (n 14), TPOT 0.486 (n 14), the 4 SGLang-README cases 0.286; with the
+    # run simulated as the scheduler steps through it (burst.py): throughput 0.614, TTFT 0.501, TPOT 0.491, the
+    # SGLang-README cases 0.249 (every prediction now too fast: TTFT, TPOT and makespan alike). Limits slightly above.
+    assert doc["throughput"]["mape"] < 0.62 and doc["ttft"]["mape"] < 0.51 and doc["tpot"]["mape"] < 0.50
     sglang_readme = [c for c in cases if "benchmark_vllm_060" in c["source"]]
-    assert len(sglang_readme) == 4 and validate(sglang_readme)["throughput"]["mape"] < 0.31
+    assert len(sglang_readme) == 4 and validate(sglang_readme)["throughput"]["mape"] < 0.26
     random = dict(cases[0], serving=dict(cases[0]["serving"], dataset="random", range_ratio=0.5))
     assert validate([random])["predicted"] == 1
 
 
 @pytest.mark.parametrize("argv, close", [(["--engine", "lmdepoy"], "lmdeploy"), (["--workload", "sharegp"], "sharegpt"),
-                                         (["--weights", "awk"], "awq"),
+                                         (["--weights", "awk"], "awq"), (["--weights", "int4"], "awq, gptq"),
                                          (["--engine", "lmdeploy", "--lmdeploy-backend", "turbomnd"], "turbomind")])
 def test_a_mistyped_serving_value_says_what_was_meant(run_cli, argv, close):
     """A value one letter off a serving choice (or a mix name that is no file) exits 2 with "did you mean", in the

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from ..catalog import get_gpu, get_instance, resolve_model
@@ -18,7 +19,8 @@ from . import engine_trtllm as trt
 from .engines import EngineSettings, resolve
 from .knobs import knobs
 from .memory import MemoryBreakdown, memory
-from .speed import Load, closed_loop, decode_step, open_loop, prefill
+from .burst import burst
+from .speed import Load, closed_loop, decode_step, max_batch, open_loop, prefill
 from .spec import DEFAULT_MAX_MODEL_LEN, ServingSpec
 from .workload import build_mix, mix_load, spec_for
 
@@ -102,6 +104,9 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     if not reasons or (served and all(r.key == "sv_r_kv" for r in reasons)):
         if mix is not None:
             load = mix_load(m, s, e, mem, cluster, view, mix, num_prompts)
+        elif s.request_rate is not None and math.isinf(s.request_rate) and num_prompts:
+            n = int(num_prompts)  # all at once: the run as the scheduler steps through it (burst.py)
+            load = burst(m, s, e, mem, cluster, view, [s.input_len] * n, [s.output_len] * n, max_batch(s, e, mem, m))
         elif s.request_rate is not None:
             load = open_loop(m, s, e, mem, cluster, view, s.request_rate, num_prompts)
         else:

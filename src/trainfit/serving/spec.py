@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import ServingError, did_you_mean
+from ..i18n import say
 from . import engine_lmdeploy as lmd
 
 ENGINES = ("vllm", "sglang", "trtllm", "lmdeploy")
@@ -25,11 +26,16 @@ DEFAULT_VERSION = {"vllm": "0.10.1", "sglang": "0.4.6", "trtllm": "1.0.0",
 DEFAULT_MAX_MODEL_LEN = 8192  # trainfit's default (the engines default to the model's full context); stated
 
 
+# what a 4-bit weight format is called elsewhere -> trainfit's names for it (a closer spelling, int8, is wrong)
+MEANT = {"int4": ("awq", "gptq"), "4bit": ("awq", "gptq"), "w4a16": ("awq", "gptq"), "nf4": ("awq", "gptq")}
+
+
 def choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
     v = str(value).strip().lower()
     if v not in choices:
-        raise ServingError("sv_e_choice", flag=flag, choices=" | ".join(choices), value=value,
-                           dym=did_you_mean(v, choices))
+        meant = [c for c in MEANT.get(v, ()) if c in choices]
+        dym = say("ei_dym", close=", ".join(meant)) if meant else did_you_mean(v, choices)
+        raise ServingError("sv_e_choice", flag=flag, choices=" | ".join(choices), value=value, dym=dym)
     return v
 
 

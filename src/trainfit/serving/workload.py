@@ -40,6 +40,7 @@ from functools import lru_cache
 
 from ..errors import ServingError
 from .memory import kv_bytes_for_request
+from .burst import burst
 from .speed import Load, _prefill_cached, decode_step
 
 DEFAULT_PROMPTS = 1000  # vLLM / SGLang benchmarks' --num-prompts default
@@ -324,6 +325,9 @@ def mix_open_loop(m, s, e, mem, cluster, view, mix: Mix, rate: float, num_prompt
 
 
 def mix_load(m, s, e, mem, cluster, view, mix: Mix, num_prompts: int | None = None) -> Load:
+    if s.request_rate is not None and math.isinf(s.request_rate) and num_prompts:  # all at once: burst.py
+        return burst(m, s, e, mem, cluster, view, list(mix.inputs), list(mix.outputs),
+                     mix_max_batch(m, s, e, mem, mix, view, cluster))
     if s.request_rate is not None:
         return mix_open_loop(m, s, e, mem, cluster, view, mix, s.request_rate, num_prompts)
     return mix_closed_loop(m, s, e, mem, cluster, view, mix, s.concurrency or 1)
