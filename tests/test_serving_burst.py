@@ -88,3 +88,28 @@ def test_a_burst_is_slower_than_the_steady_state_and_its_ttft_is_the_prompt_queu
     assert 0.35 * makespan < load.ttft_s < 0.65 * makespan
     assert load.ttft_s > 20 * steady.ttft_s
     assert math.isfinite(load.tpot_s) and load.tpot_s > 0
+
+
+def test_the_cli_sends_all_requests_at_once(run_cli):
+    """`--request-rate inf --num-prompts N`: the run simulated; --json says so with a flag (no infinite number in
+    the JSON), the table's title counts the requests in either language; without --num-prompts, or with --compare,
+    a clear error (exit 2)."""
+    import json
+
+    code, out, err = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--request-rate", "inf",
+                             "--num-prompts", "500", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["workload"]["all_at_once"] and doc["workload"]["num_prompts"] == 500
+    assert doc["workload"]["request_rate"] is None and "Infinity" not in out
+    steady = json.loads(run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--concurrency", "500",
+                                "--json")[1])
+    assert doc["speed"]["ttft_ms"] > 10 * steady["speed"]["ttft_ms"]  # the wait for the prompts before
+    for lang, words in (("en", "500 requests at once"), ("zh", "500 个请求同时发出")):
+        code, out, err = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--request-rate", "inf",
+                                 "--num-prompts", "500", "--lang", lang)
+        assert code == 0 and words in out, err
+    for extra in ([], ["--num-prompts", "0"], ["--num-prompts", "5", "--compare", "a10,l20"]):
+        code, out, err = run_cli("serving", "--model", "qwen2-7b", "--request-rate", "inf", *extra,
+                                 *([] if "--compare" in extra else ["--gpu", "a10"]))
+        assert code == 2 and "num-prompts" in err and "Traceback" not in err, err

@@ -174,6 +174,9 @@ def _tolerant_output() -> None:
                 pass
 
 
+_INF_OPTIONS = {"request_rate"}  # options where inf means something (serving.py checks it comes with --num-prompts)
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every number option, in one place: finite (argparse's float takes 'nan' and 'inf'), and positive where only a
     positive value means anything."""
@@ -185,6 +188,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         if isinstance(value, bool) or not isinstance(value, float):
             continue
         option = "--" + name.replace("_", "-")
+        if name in _INF_OPTIONS and value == math.inf:  # all requests at once (vLLM's --request-rate inf)
+            continue
         if not math.isfinite(value):
             raise SpecError(say("ei_option_finite", what=option, value=value))
         if name in _POSITIVE_OPTIONS and value <= 0:

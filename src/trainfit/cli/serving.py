@@ -54,7 +54,10 @@ def add_parser(sub) -> None:
     w.add_argument("--range-ratio", type=float, default=0.0, help="uniform: lengths in [len*(1-r), len*(1+r)] "
                    "(vLLM --random-range-ratio; default 0)")
     w.add_argument("--concurrency", type=int, default=None, help="requests in flight (closed loop; default 1)")
-    w.add_argument("--request-rate", type=float, default=None, help="requests per second (open loop, Poisson)")
+    w.add_argument("--request-rate", type=float, default=None, help="requests per second (open loop, Poisson); "
+                   "inf with --num-prompts: all at once, as benchmarks send them")
+    w.add_argument("--num-prompts", type=int, default=None, metavar="N",
+                   help="requests the run sends in all (a benchmark's --num-prompts; needed with --request-rate inf)")
     s = p.add_argument_group("comparison and search")
     s.add_argument("--compare", default=None, metavar="GPUS", help="comma-separated GPUs: the smallest TP that "
                    "fits on each, priced by its cheapest instance")
@@ -109,6 +112,7 @@ def _run(args: argparse.Namespace, lang: str) -> int:
     check_reports(args)
     overrides = parse_sets(args.set)
     kwargs = _spec_kwargs(args)
+    _check_burst(args)
     if args.compare:
         doc, view = _compare(args.model, args.compare, kwargs, args.gpus, overrides, args.provider, lang)
     elif args.target_tokens_per_s or args.max_ttft_ms or args.max_tpot_ms:
@@ -118,7 +122,8 @@ def _run(args: argparse.Namespace, lang: str) -> int:
             raise ServingError("sv_e_both")
         doc, view = _search(args, kwargs, overrides, lang)
     else:
-        doc, view = _estimate(args.model, args.gpu, args.instance, args.gpus, kwargs, overrides, lang)
+        doc, view = _estimate(args.model, args.gpu, args.instance, args.gpus, kwargs, overrides, lang,
+                              args.num_prompts)
     if args.json:
         print_json(doc)
     else:
@@ -129,16 +134,30 @@ def _run(args: argparse.Namespace, lang: str) -> int:
     return 0
 
 
+def _check_burst(args: argparse.Namespace) -> None:
+    """--request-rate inf needs --num-prompts (the run is simulated request by request), and only a single estimate
+    takes it; --num-prompts is a positive count."""
+    import math
+
+    n = args.num_prompts
+    if n is not None and (n < 1 or n > MAX_NUM_PROMPTS):
+        raise ServingError("sv_e_num_prompts", value=n, max=MAX_NUM_PROMPTS)
+    inf = args.request_rate is not None and math.isinf(args.request_rate)
+    if inf and (n is None or args.compare or args.target_tokens_per_s or args.max_ttft_ms or args.max_tpot_ms):
+        raise ServingError("sv_e_burst")
+
+
+MAX_NUM_PROMPTS = 1_000_000  # cohorts of equal requests keep even this fast; a mix draws at most workload.MAX_PROMPTS
 PROVIDERS = ("alibaba", "aws", "gcp", "azure")
 FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
 
 
-def _estimate(model: str, gpu, instance, gpus, spec: dict, overrides, lang: str):
+def _estimate(model: str, gpu, instance, gpus, spec: dict, overrides, lang: str, num_prompts: int | None = None):
     from ..report.serving import estimate_dict, render_estimate
     from ..serving import serve
     from ..serving.search import alternatives
 
-    est = serve(model, gpu=gpu, instance=instance, gpus=gpus, overrides=overrides, **spec)
+    est = serve(model, gpu=gpu, instance=instance, gpus=gpus, overrides=overrides, num_prompts=num_prompts, **spec)
     alts = alternatives(est, overrides) if not est.fits else []
     return estimate_dict(est, alts, lang), render_estimate(est, alts, lang)
 

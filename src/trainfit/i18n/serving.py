@@ -20,6 +20,7 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_speed": {"en": "Speed ({inp} in / {out} out, {load})", "zh": "速度（输入 {inp} / 输出 {out}，{load}）"},
     "sv_conc": {"en": "concurrency {c}", "zh": "并发 {c}"},
     "sv_rate": {"en": "{r} requests/s", "zh": "每秒 {r} 个请求"},
+    "sv_all_at_once": {"en": "{n:,} requests at once", "zh": "{n:,} 个请求同时发出"},
     "sv_ttft": {"en": "time to first token", "zh": "首 token 延迟（TTFT）"},
     "sv_tpot": {"en": "time per output token", "zh": "每输出 token 时间（TPOT）"},
     "sv_out_tps": {"en": "output tokens/s", "zh": "输出 tokens/s"},
@@ -139,6 +140,11 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                     "zh": "TensorRT-LLM {version}（{backend} 后端）：KV 缓存 = 权重、{tokens} token 预分析和运行时内存之后"
                           "剩余 {free:.1f} GiB 的 {frac:.0%}；max_batch_size {bs}，max_num_tokens {tokens}（{source}）"},
     # request mixes (serving/workload.py)
+    "sv_e_burst": {"en": "--request-rate inf (all requests at once) needs --num-prompts N and a single estimate "
+                         "(not --compare or a search)",
+                   "zh": "--request-rate inf（所有请求同时发出）需要 --num-prompts N，且只用于单次估算（不能与 --compare 或搜索同用）"},
+    "sv_e_num_prompts": {"en": "--num-prompts must be between 1 and {max:,}, got {value}",
+                         "zh": "--num-prompts 必须在 1 到 {max:,} 之间，收到 {value}"},
     "sv_e_workload_name": {"en": "--workload {value!r} is no request mix and no file{dym}",
                            "zh": "--workload {value!r} 既不是请求分布名称，也不是文件{dym}"},
     "sv_e_workload": {"en": "--workload must be fixed, uniform, sharegpt or a CSV/JSONL file of lengths, got {value!r}",

@@ -48,6 +48,7 @@ class ServingEstimate:
     assumptions: list  # (i18n key, values) facts, or the cluster's own notes (text)
     used: dict
     mix: object = None  # workload.Mix of a variable-length workload; None = fixed lengths
+    num_prompts: int | None = None  # requests the run sends in all (with request_rate inf: all at once, burst.py)
 
     @property
     def fits(self) -> bool:
@@ -118,7 +119,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     if s.max_model_len is None and m.max_positions > e.max_model_len:
         notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/
     return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used),
-                           mix)
+                           mix, num_prompts)
 
 
 def serve(model: str | ModelSpec, gpu: str | None = None, instance: str | None = None,
