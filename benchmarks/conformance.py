@@ -8,8 +8,22 @@ parameter stepped in backward, as torchtune's optimizer_in_bwd; not with fp16) â
 each traced for two steps (`trainfit.trace.run_trace`: peak of step 2 and of every moment) and estimated
 analytically. Prints the error of the analytic peak by dimension (MAPE, worst) and where each peak falls.
 
-    PYTHONPATH=src python benchmarks/conformance.py --n 300 [--seed 0] [--jsonl out.jsonl] [--only 17,203]
+    PYTHONPATH=src python benchmarks/conformance.py --n 300 [--seed 0] [--wide] [--jsonl out.jsonl] [--only 17,203]
                                                     [--cases-out cases.jsonl]
+
+--wide draws from the wide space (`widen`): every combination a user can ask of one GPU, each dimension drawn
+uniformly by a stream of its own seeded from the shipped stream's state after each draw (the shipped stream, the
+trace cases and the CI sample are unchanged): method full / LoRA / freeze; dtype pure bf16, fp32 weights under bf16
+or fp16 autocast, fp32 without autocast; checkpointing none / selective / full; micro-batch 1-32; freeze depth 1 to
+all blocks (`freeze_trainable_layers`, passed to the estimator as an efficiency override); LoRA targets all-linear or
+any non-empty subset of the block's Linears; lora_dropout 0 / 0.05 / 0.1; vocabulary the family's (6K-12K), 32K, 50K,
+128K, 152K or 256K; width x1-x8 (hidden 192-2304) and head_dim x1-x4 (32-256), both free under fake tensors. The
+other fields are the shipped draw's (family, optimizer and implementation, attention, sequence 128-8192, task,
+modules_to_save, optimizer-in-backward); blocks stay 2-4 so each trace takes seconds. `wide_sample()` is its CI sample
+(tests/test_conformance.py). Left out of the wide space, and why: gradient accumulation (the tracer runs one
+micro-batch per step), sequences over 8K (free under fake tensors, but eager attention's s x s tensors then dominate
+every draw), deeper models (a freeze depth needs the blocks traced, not extrapolated), GPT-2's c_proj alone as a LoRA
+target (the name covers two modules; the estimator refuses it), and what the shipped stream leaves out (below).
 
 `--only` reruns single draws of the same seeded stream by index (a --jsonl row's `index`, the `[i]` before each of
 the worst configurations). --cases-out writes each traced configuration as a validation case of the source "trace"
@@ -113,15 +127,29 @@ class Draw:
     modules_to_save: tuple[str, ...]
     optimizer_in_backward: bool = False  # one optimizer per parameter, stepped in backward (torchtune's optimizer_in_bwd)
     lora_dropout: float = 0.0  # PEFT's lora_dropout (regression cases; the campaign draws 0)
+    # the wide space (`draw(..., wide=True)`); the defaults are the shipped stream's fixed values
+    freeze_layers: int = 2  # a freeze fine-tune's trained top blocks (LLaMA-Factory's freeze_trainable_layers)
+    vocab_size: int = 0  # 0: the family's own (FAMILIES)
+    width: int = 1  # hidden and MLP sizes times this; head counts times width // head_scale
+    head_scale: int = 1  # head_dim times this (at most `width`)
 
     def dims(self) -> dict[str, str]:
+        mb = self.micro_batch
         return {"family": self.family, "method": self.method, "dtype": f"{self.param_dtype}/{self.precision}",
                 "optimizer": f"{self.optimizer}/{self.optimizer_impl}", "grad_ckpt": self.grad_ckpt,
                 "attention": self.attention, "task": self.task,
-                "micro_batch": "1" if self.micro_batch == 1 else ("2-4" if self.micro_batch <= 4 else "5-16"),
+                "micro_batch": "1" if mb == 1 else ("2-4" if mb <= 4 else ("5-16" if mb <= 16 else "17-32")),
                 "seq_len": "<=512" if self.seq_len <= 512 else ("<=2048" if self.seq_len <= 2048 else ">2048"),
                 "modules_to_save": "yes" if self.modules_to_save else "no",
-                "optimizer_in_backward": "yes" if self.optimizer_in_backward else "no"}
+                "optimizer_in_backward": "yes" if self.optimizer_in_backward else "no",
+                "freeze_layers": "-" if self.method != "freeze" else
+                ("all" if self.freeze_layers >= self.layers else str(self.freeze_layers)),
+                "vocab": "family" if not self.vocab_size else ("<=50k" if self.vocab_size <= 51200 else
+                                                               ("<=152k" if self.vocab_size <= 152064 else "256k")),
+                "width": f"x{self.width}", "head_dim": f"x{self.head_scale}",
+                "lora_dropout": "-" if self.method != "lora" else ("yes" if self.lora_dropout else "no"),
+                "lora_targets": "-" if self.method != "lora" else (
+                    "all-linear" if self.lora_targets == ("all-linear",) else str(len(self.lora_targets)))}
 
 
 TARGET_SETS = (("all-linear",), ("q_proj", "v_proj"), ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -173,9 +201,78 @@ def draw(rng: random.Random, with_dpo: bool = True) -> Draw:
     return d
 
 
-def draws(n: int, seed: int = 0, with_dpo: bool = True) -> list[Draw]:
+# The wide space: what a user can ask of one GPU beyond the shipped stream's draws, each value equally likely
+WIDE_DTYPES = (("fp32", "bf16"), ("fp32", "fp16"), ("fp32", "fp32"), ("bf16", "bf16"))  # (param_dtype, precision)
+WIDE_MICRO_BATCH = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+WIDE_VOCAB = (0, 32000, 50257, 128256, 151936, 256000)  # 0: the family's own (6K-12K)
+WIDE_WIDTH = (1, 2, 4, 8)
+WIDE_HEAD_SCALE = (1, 2, 4)  # head_dim 32-64 in FAMILIES; x4: 128-256, as the real models'
+WIDE_LORA_DROPOUT = (0.0, 0.05, 0.1)
+# each family's Linears inside a block, by the names PEFT matches (GPT-2's c_proj names two modules, which the
+# estimator refuses as a target; Mixtral's experts are
+# 3-D tensors, not Linears: see the module doc)
+BLOCK_LINEARS = {"phi3": ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"), "gpt2": ("c_attn", "c_fc"),
+                 "mixtral": ("q_proj", "k_proj", "v_proj", "o_proj")}
+LLAMA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def wide_targets(family: str, rng: random.Random) -> tuple[str, ...]:
+    """LoRA targets of the wide space: all-linear for half the draws (not Mixtral's), else any non-empty subset of
+    the block's Linears, each equally likely."""
+    names = BLOCK_LINEARS.get(family, LLAMA_LINEARS)
+    subsets = [tuple(n for i, n in enumerate(names) if mask >> i & 1) for mask in range(1, 2 ** len(names))]
+    if family != "mixtral" and rng.random() < 0.5:
+        return ("all-linear",)
+    return rng.choice(subsets)
+
+
+def widen(d: Draw, rng: random.Random) -> Draw:
+    """The draw moved into the wide space by a stream of its own (`rng`, seeded from the shipped stream's state,
+    from which it takes nothing): method, dtype and autocast (fp32 weights under bf16 or fp16 autocast, fp32 without
+    autocast, pure bf16), checkpointing, micro-batch 1-32, freeze depth, vocabulary up to 256K and width redrawn
+    uniformly; the rest of the draw (family, optimizer, targets, task, sequence, ...) is the shipped draw's."""
+    method = rng.choice(("full", "lora", "freeze"))
+    param_dtype, precision = rng.choice(WIDE_DTYPES)
+    optimizer_in_backward = d.optimizer_in_backward and precision != "fp16"
+    saved = d.modules_to_save if method == "lora" and d.task == "sft" else ()
+    if method == "lora" and d.task == "sft" and not saved and rng.random() < 0.2:
+        saved = ("embed_tokens", "lm_head") if not FAMILIES[d.family].get("tie_word_embeddings") else ("lm_head",)
+    width = rng.choice(WIDE_WIDTH)
+    return replace(d, method=method, param_dtype=param_dtype, precision=precision,
+                   grad_ckpt=rng.choice(("none", "selective", "full")), micro_batch=rng.choice(WIDE_MICRO_BATCH),
+                   freeze_layers=rng.randint(1, d.layers), vocab_size=rng.choice(WIDE_VOCAB), width=width,
+                   head_scale=rng.choice([h for h in WIDE_HEAD_SCALE if h <= width]),
+                   optimizer_in_backward=optimizer_in_backward, modules_to_save=saved,
+                   lora_targets=wide_targets(d.family, rng), lora_dropout=rng.choice(WIDE_LORA_DROPOUT)
+                   if method == "lora" else 0.0)
+
+
+def draws(n: int, seed: int = 0, with_dpo: bool = True, wide: bool = False) -> list[Draw]:
+    """`wide`: each draw then moved into the wide space (`widen`) by a stream seeded from the shipped stream's state
+    after that draw, so draw i of the wide space is draw i of the shipped stream, widened."""
     rng = random.Random(seed)
-    return [draw(rng, with_dpo) for _ in range(n)]
+    out = []
+    for _ in range(n):
+        d = draw(rng, with_dpo)
+        out.append(widen(d, random.Random(hash(rng.getstate()[1]) + 1)) if wide else d)
+    return out
+
+
+def hf_config(d: Draw) -> dict:
+    """The draw's model config: its family's, with the wide space's vocabulary and width."""
+    hf = dict(FAMILIES[d.family])
+    if d.vocab_size:
+        hf["vocab_size"] = d.vocab_size
+    for key in ("hidden_size", "intermediate_size", "n_embd"):
+        if key in hf:
+            hf[key] *= d.width
+    for key in ("num_attention_heads", "num_key_value_heads", "n_head"):
+        if key in hf:
+            hf[key] = max(1, hf[key] * d.width // d.head_scale)
+    for key in ("head_dim", "query_pre_attn_scalar"):
+        if key in hf:
+            hf[key] *= d.head_scale
+    return hf
 
 
 def coverage(d: Draw) -> set[tuple[str, str]]:
@@ -213,6 +310,22 @@ def ci_sample(n: int = 40, seed: int = 20) -> list[Draw]:
     return picked
 
 
+def wide_sample(n: int = 15, seed: int = 7) -> list[Draw]:
+    """The wide space's CI sample (tests/test_conformance.py): from a seeded pool of the wide stream (`draws(...,
+    wide=True)`), each draw in order that brings a value of some dimension no earlier pick had, up to `n`. Fixed by
+    the seed; with 15 draws it cannot hold every value of every dimension (the campaign's 300 do)."""
+    picked: list[Draw] = []
+    seen: set[tuple[str, str]] = set()
+    for d in draws(500, seed, wide=True):
+        new = set(d.dims().items()) - seen
+        if new:
+            picked.append(d)
+            seen |= new
+        if len(picked) == n:
+            break
+    return picked
+
+
 def stage(moment: str) -> str:
     """The stage of a moment, analytic or traced: forward, backward or optimizer."""
     if moment.startswith("forward"):
@@ -233,11 +346,12 @@ def trace_config(d: Draw):
     """The draw as the tracer's configuration."""
     from trainfit.trace.tracer import TraceConfig
 
-    hf = dict(FAMILIES[d.family])
+    hf = hf_config(d)
     return TraceConfig(hf_config=hf, layers=d.layers, method=d.method, task=d.task, seq_len=d.seq_len,
                        micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
                        grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
-                       lora_targets=d.lora_targets, num_labels=2, freeze_trainable_layers=2, optimizer=d.optimizer,
+                       lora_targets=d.lora_targets, num_labels=2, freeze_trainable_layers=d.freeze_layers,
+                       optimizer=d.optimizer,
                        modules_to_save=d.modules_to_save, optimizer_impl=d.optimizer_impl,
                        balanced_routing=bool(hf.get("num_local_experts")),
                        optimizer_in_backward=d.optimizer_in_backward, lora_dropout=d.lora_dropout)
@@ -260,9 +374,10 @@ def estimate_draw(d: Draw):
     from trainfit.api import estimate
     from trainfit.spec.model import ModelSpec
 
-    hf = dict(FAMILIES[d.family])
+    hf = hf_config(d)
     spec = ModelSpec.from_hf_config(dict(hf, num_hidden_layers=d.layers), name=d.family)
-    return estimate(spec, "a100-sxm4-80gb", method=d.method, task=d.task, seq_len=d.seq_len,
+    overrides = {"freeze_trainable_layers": d.freeze_layers} if d.freeze_layers != 2 else None
+    return estimate(spec, "a100-sxm4-80gb", overrides=overrides, method=d.method, task=d.task, seq_len=d.seq_len,
                     micro_batch=d.micro_batch, precision=d.precision, param_dtype=d.param_dtype,
                     optimizer=d.optimizer, grad_ckpt=d.grad_ckpt, attention=d.attention, lora_rank=d.lora_rank,
                     lora_targets=",".join(d.lora_targets), modules_to_save=",".join(d.modules_to_save) or None,
@@ -278,34 +393,39 @@ def row_of(d: Draw, traced, est, seconds: float, case: dict | None = None) -> di
            "moment_right": stage(traced.peak_moment) == stage(est.memory.peak_phase),
            "seconds": seconds}
     if case is not None:
-        row["case"] = trace_case_of(d, est, truth, traced, case["seed"], case["index"], case.get("with_dpo", True))
+        row["case"] = trace_case_of(d, est, truth, traced, case["seed"], case["index"], case.get("with_dpo", True),
+                                    case.get("wide", False))
     return row
 
 
-def trace_case_of(d: Draw, est, truth: float, traced, seed: int, index: int, with_dpo: bool = True) -> dict:
+def trace_case_of(d: Draw, est, truth: float, traced, seed: int, index: int, with_dpo: bool = True,
+                  wide: bool = False) -> dict:
     """The traced draw as a validation case of the trace source (trainfit.trace.case); `with_dpo` (recorded when
-    true): drawn from the stream that draws DPO (`draw`)."""
+    true): drawn from the stream that draws DPO (`draw`); `wide` (recorded when true): from the wide space."""
     from trainfit.trace.case import trace_case
 
-    return trace_case(est, truth, FAMILIES[d.family], case_id=f"trace-conformance-s{seed}-{index:03d}-{d.family}-"
+    return trace_case(est, truth, hf_config(d), case_id=f"trace-conformance-s{seed}-{index:03d}-{d.family}-"
                       f"{d.method}", origin=f"benchmarks/conformance.py --seed {seed}, draw {index}",
                       peak_moment=traced.peak_moment, traced_layers=traced.traced_layers,
                       extra={"generator": "benchmarks/conformance.py", "seed": seed, "index": index,
-                             **({"with_dpo": True} if with_dpo else {}), "draw": json.loads(json.dumps(_recorded(d)))})
+                             **({"with_dpo": True} if with_dpo else {}), **({"wide": True} if wide else {}),
+                             "draw": json.loads(json.dumps(_recorded(d)))})
 
 
 def _recorded(d: Draw) -> dict:
     """A draw as a trace case records it: fields added after the shipped cases were made (lora_dropout) only where
     they are not their default, so the shipped cases regenerate unchanged."""
-    return {k: v for k, v in d.__dict__.items() if not (k == "lora_dropout" and not v)}
+    defaults = {"lora_dropout": 0.0, "freeze_layers": 2, "vocab_size": 0, "width": 1, "head_scale": 1}
+    return {k: v for k, v in d.__dict__.items() if not (k in defaults and v == defaults[k])}
 
 
 def regenerate(case: dict) -> dict:
     """A shipped trace case made again from its seed and draw index (tests: the shipped numbers reproduce)."""
     seed, index = case["trace"]["seed"], case["trace"]["index"]
     with_dpo = bool(case["trace"].get("with_dpo"))  # cases made before DPO was drawn: the stream without it
-    d = draws(index + 1, seed, with_dpo)[index]
-    return run_one(d, {"seed": seed, "index": index, "with_dpo": with_dpo})["case"]
+    wide = bool(case["trace"].get("wide"))
+    d = draws(index + 1, seed, with_dpo, wide)[index]
+    return run_one(d, {"seed": seed, "index": index, "with_dpo": with_dpo, "wide": wide})["case"]
 
 
 def _impl_kwargs(d: Draw) -> dict:
@@ -358,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--jsonl", help="write one row per configuration")
     ap.add_argument("--only", help="comma-separated draw indices of the seeded stream: rerun just those draws")
+    ap.add_argument("--wide", action="store_true", help="draw from the wide space (`widen`): every combination a "
+                    "user can ask of one GPU")
     ap.add_argument("--cases-out", metavar="FILE",
                     help="write each traced configuration as a validation case of the source 'trace'")
     args = ap.parse_args(argv)
@@ -366,11 +488,11 @@ def main(argv: list[str] | None = None) -> int:
     cases_out = open(args.cases_out, "w", encoding="utf-8") if args.cases_out else None
     only = {int(x) for x in args.only.split(",")} if args.only else None
     n = max(args.n, max(only) + 1) if only else args.n
-    for i, d in enumerate(draws(n, args.seed)):
+    for i, d in enumerate(draws(n, args.seed, wide=args.wide)):
         if only is not None and i not in only:
             continue
         try:
-            row = run_one(d, {"seed": args.seed, "index": i} if cases_out else None)
+            row = run_one(d, {"seed": args.seed, "index": i, "wide": args.wide} if cases_out else None)
         except Exception as exc:  # noqa: BLE001 - a configuration the trace cannot run is reported, not hidden
             print(f"[{i}] not traced: {type(exc).__name__}: {exc} {d}", file=sys.stderr)
             continue

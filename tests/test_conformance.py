@@ -204,6 +204,37 @@ CASES = {
                                         seq_len=2048, task="classification"),
     "lora_dropout_pure_bf16": dict(method="lora", lora_dropout=0.1, param_dtype="bf16", grad_ckpt="none",
                                    micro_batch=2, seq_len=2048, task="classification"),
+    # lora_dropout under autocast without checkpointing, the forward's own end of a 2-block classifier: the peak is
+    # lora_A's matmul on the top block's down_proj (seen op by op), PEFT's fp32 copy of the input and dropout's fp32
+    # dropped copy alive together, lora_B's output not yet (-5.4 % with the copy alone, +2.7 % with the dropped copy
+    # beside the adapter's outputs; an open case until 2026-12-07)
+    "lora_dropout_autocast_forward_end": dict(method="lora", lora_dropout=0.1, grad_ckpt="none", micro_batch=2,
+                                              seq_len=2048, task="classification"),
+    # optimizer-in-backward on a freeze fine-tune with fp32 weights at 128 tokens: down_proj's gradient is stepped
+    # beside the block's saved tensors (-9.9 % before that term), and the lowest trained block's recomputed 16-bit
+    # weight copies but down_proj's are alive at its peak (memory.bottom_block_casts; -5.4 % without them, an open
+    # case until 2026-12-07)
+    "in_backward_down_proj_step_in_block": dict(optimizer_in_backward=True, method="freeze", optimizer="adafactor",
+                                                optimizer_impl="forloop", task="classification"),
+    # a full fine-tune with fp32 weights under autocast, full checkpointing, hidden 2048 (the wide campaign's width
+    # x8) at 6 x 256 tokens: the bottom block's peak in its MLP backward holds its recomputed 16-bit weight copies
+    # but down_proj's (seen op by op; -4.1 % without them)
+    "bottom_block_recomputed_weight_casts": dict(family="qwen3", optimizer="sgd", micro_batch=6, seq_len=256,
+                                                 task="classification", width=8, head_scale=2),
+    # the wide campaign's LoRA target subsets (conformance.py --wide, seed 0, draw 49: +7.2 %): with the embedding
+    # frozen, the lowest block's eager attention saves each operand only for an adapted projection's gradient
+    # (+12.3 % on k alone, +27.7 % on v alone, +47 % on o_proj alone before), SDPA nothing without q/k/v adapters
+    # (+8.7 % on o_proj alone), and eager attention's output is saved only for o_proj
+    "lora_k_only_eager_lowest_block": dict(method="lora", param_dtype="bf16", grad_ckpt="none", attention="eager",
+                                           micro_batch=4, seq_len=1024, task="classification",
+                                           lora_targets=("k_proj",)),
+    "lora_v_only_eager_lowest_block": dict(method="lora", grad_ckpt="none", attention="eager", micro_batch=4,
+                                           seq_len=1024, task="classification", lora_targets=("v_proj",)),
+    "lora_o_only_eager_lowest_block": dict(method="lora", param_dtype="bf16", grad_ckpt="none", attention="eager",
+                                           micro_batch=4, seq_len=1024, task="classification",
+                                           lora_targets=("o_proj",)),
+    "lora_o_only_sdpa_lowest_block": dict(method="lora", param_dtype="bf16", grad_ckpt="none", micro_batch=4,
+                                          seq_len=1024, task="classification", lora_targets=("o_proj",)),
 }
 
 
@@ -217,23 +248,12 @@ OPEN = {
                                                       optimizer_impl="forloop", seq_len=1024,
                                                       task="classification", lora_rank=4,
                                                       lora_targets=("q_proj", "v_proj")),
-    # optimizer-in-backward on a freeze fine-tune with fp32 weights at 128 tokens: down_proj's gradient is stepped
-    # beside the block's saved tensors (-9.9 % before that term). -5.4 % since the tracker-leak fix removed the
-    # term for a recomputed block's autocast weight copies (fitted while the leak inflated the traces): this clean
-    # trace holds about one block's bf16 copies (1.1 MiB) at the top block's backward, the 4K freeze cases do not
-    "in_backward_down_proj_step_in_block": dict(optimizer_in_backward=True, method="freeze", optimizer="adafactor",
-                                                optimizer_impl="forloop", task="classification"),
-    # lora_dropout under autocast without checkpointing, the forward's own end of a 2-block classifier: -5.4 % with
-    # PEFT's fp32 copy of down_proj's input alone, +2.7 % with its fp32 dropped copy beside it (what a recomputed
-    # block holds): 2 bytes per intermediate element of the top block lie between, unexplained
-    "lora_dropout_autocast_forward_end": dict(method="lora", lora_dropout=0.1, grad_ckpt="none", micro_batch=2,
-                                              seq_len=2048, task="classification"),
 }
 
 
 # Open and over the 5 % limit: expected to fail until the model explains them (strict: a pass fails, so the entry
 # is removed when the model is fixed)
-OVER_LIMIT = {"in_backward_down_proj_step_in_block", "lora_dropout_autocast_forward_end"}
+OVER_LIMIT: set[str] = set()
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="open: over 5 %"))
@@ -325,3 +345,21 @@ def test_ci_sample_catches_a_broken_term(ci_traces, monkeypatch, name):
         core.clear_memos()  # no memoised mutant estimate outlives the test
     assert broken != intact, f"{name} -> 0 changed no estimate of the sample\n{report}"
     assert not _within(broken), f"{name} -> 0 and the sample still passes: {broken}\n{report}"
+
+
+# The wide space (benchmarks/conformance.py --wide: every method x targets x checkpointing x micro-batch 1-32 x dtype
+# and autocast x optimizer x freeze depth x vocabulary up to 256K x width x head_dim x lora_dropout a user can ask of
+# one GPU): a small fixed sample of it. Limits measured 2026-12-07 (docs/accuracy.md, "The wide space"):
+# MAPE within the issue's 2 %, the worst of this sample as measured (3.86 %, a Phi-3 LoRA DPO draw), rounded up.
+WIDE_LIMITS = {"mape": 2.0, "worst": 4.0}
+
+
+def test_wide_sample_within_limits():
+    """15 draws of the wide space (conformance.wide_sample, fixed by its seed), each traced and estimated."""
+    sample = conformance.wide_sample()
+    assert len(sample) == 15 and sample == conformance.wide_sample()
+    assert len({d.method for d in sample}) == 3 and max(d.micro_batch for d in sample) > 16
+    rows = [conformance.run_one(d) for d in sample]
+    s, report = conformance.summarize(rows), conformance.table(rows)
+    assert s["mape"] <= WIDE_LIMITS["mape"], report
+    assert s["worst"] <= WIDE_LIMITS["worst"], report

@@ -292,6 +292,14 @@ def down_proj_forward(c: Step, copy: float) -> dict[str, float]:
     the MLP, fp32 adapters under autocast, a classifier at 16 x 4K without checkpointing: -5.7 % at the forward's
     end; under full checkpointing the blocks saved only their inputs, and the forward's end is the larger)."""
     r, m = c.r, c.m
+    if r.lora_dropout:
+        # lora_A(dropout(x)): the fp32 dropped copy and its 1-byte mask beside the copy while lora_A casts it to
+        # 16 bits and multiplies, before lora_B's output and the scaled one exist (traced op by op: Llama-3 LoRA
+        # all-linear, fp32 adapters under bf16 autocast, dropout 0.1, a classifier at 2 x 2K tokens, -5.4 % without
+        # the dropped copy, +2.7 % with it beside the adapter's outputs)
+        return {"activations/lora_fp32_input_copy": copy, "activations/lora_fp32_dropped_copy": copy,
+                "activations/down_proj_forward_transients":
+                    (r.act * (m.intermediate + 2 * m.hidden) + (r.residual + r.act) * m.hidden) * c.tokens}
     return {"activations/lora_fp32_input_copy": copy, "activations/down_proj_forward_transients":
             (r.act * (m.intermediate + 4 * m.hidden) + (r.residual + r.act) * m.hidden) * c.tokens}
 
@@ -315,6 +323,19 @@ def frozen_block_casts(c: Step) -> float:
             and split.trainable_blocks < c.m.layers):
         return 0.0
     return 2.0 * sum(lin.in_features * lin.out_features * lin.count * lin.share for lin in layer_linears(c.m))
+
+
+def bottom_block_casts(c: Step) -> float:
+    """The lowest trained block's backward under autocast with fp32 weights: the 16-bit copies of its weights that
+    its matmuls saved for the input's gradient (in the forward, or in its recompute under full checkpointing) are
+    alive at its peak, the MLP's backward, but down_proj's, freed by its own backward just before (seen op by op:
+    Qwen3 full fine-tune, hidden 2048, full checkpointing, a classifier at 6 x 256 tokens: -4.1 % without them)."""
+    t, split = c.t, c.split
+    if not (c.r.amp_casts and c.s.engine in ("single", "ddp") and (t.method == Method.FULL or (
+            t.method == Method.FREEZE and (t.grad_ckpt != GradCkpt.FULL or split.lowest_trainable_block == 0)))):
+        return 0.0
+    linears = layer_linears(c.m)
+    return 2.0 * sum(lin.in_features * lin.out_features * lin.count * lin.share for lin in linears[:-1])
 
 
 def litgpt_loss(c: Step, acts: dict[str, float], other: dict[str, float]) -> tuple[list[dict[str, float]],
@@ -403,7 +424,8 @@ def step_terms(c: Step) -> Terms:
         "bottom_block_extras": {
             # LoRA on fused experts: the bottom block's merged expert weight takes a full-size 16-bit gradient
             "gradients/merged_expert_weight": merged_expert_grad(m, t, r, split.lowest_trainable_block),
-            "other/autocast_copies_frozen_block": frozen_block_casts(c)},
+            "other/autocast_copies_frozen_block": frozen_block_casts(c),
+            "other/autocast_copies_bottom_block": bottom_block_casts(c)},
         "top_block": _larger(
             _top_block_items(m, t, s, r, acts_total, one_block, block_casts, head_grad, c.g_t),
             _in_top_block_items(m, t, s, split, top_kept, acts, block_casts, head_grad, c.g_t, held, in_block)),

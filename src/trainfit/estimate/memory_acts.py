@@ -7,7 +7,8 @@ from functools import lru_cache
 
 from ..spec.model import ModelSpec
 from ..spec.training import Attention, GradCkpt, Method, Task, TrainingSpec
-from .activations import (Regime, apply_checkpointing, block_saved, first_block_without_input_grad, shape_of,
+from .activations import (Regime, apply_checkpointing, block_saved, first_block_attention_unsaved,
+                          first_block_without_input_grad, shape_of,
                           softmax_bytes)
 from .params import layer_linears
 from .trainable import ParamSplit, wrapped_experts
@@ -36,14 +37,15 @@ def activation_bytes(m: ModelSpec, t: TrainingSpec, split: ParamSplit,
             for k, v in kept.items():
                 if k.startswith(before_mlp):
                     out[f"activations/{k}"] -= v * tokens
-        elif t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters & {"q", "k", "v"} and \
+        elif t.grad_ckpt != GradCkpt.FULL and split.block_trainable.adapters & {"q", "k", "v", "o"} and \
                 not embedding_trains and not split.block_trainable.linears and not split.block_trainable.norms:
-            # LoRA on the attention's input projections, embedding frozen: the first block's input needs no gradient,
+            # LoRA on the attention's projections, embedding frozen: the first block's input needs no gradient,
             # so its pre-attention norm saves nothing (first_block_without_input_grad; traced: Llama-3 and Qwen3
-            # LoRA on q/v, classifiers at 2K tokens, +3.0 % and +4.9 % with it)
-            for k, v in kept.items():
-                if k.startswith("norm1/"):
-                    out[f"activations/{k}"] -= v * tokens
+            # LoRA on q/v, classifiers at 2K tokens, +3.0 % and +4.9 % with it), nor its attention core but what
+            # the adapted projections' gradients need
+            for k, v in {**_first_block_attention(m, t, r, split, kept), **{
+                    k: v for k, v in kept.items() if k.startswith("norm1/")}}.items():
+                out[f"activations/{k}"] -= v * tokens
             mlp_branch_frozen = r.litgpt and m.parallel_block and not split.block_trainable.adapters & {
                 "gate", "up", "down"}
             if mlp_branch_frozen:
@@ -139,6 +141,15 @@ def _top_group_merged(m: ModelSpec, t: TrainingSpec) -> float | None:
         return None
     return float(sum(x.in_features * x.out_features * x.count
                      for x in wrapped_experts(m, t.lora_targets, s.groups[s.pattern[-1]])))
+
+
+def _first_block_attention(m: ModelSpec, t: TrainingSpec, r: Regime, split: ParamSplit,
+                           kept: dict[str, float]) -> dict[str, float]:
+    """What the lowest block's attention core does not save without an input gradient (LoRA, embedding frozen, no
+    checkpointing; activations.first_block_attention_unsaved), per token."""
+    if t.grad_ckpt != GradCkpt.NONE or r.litgpt:
+        return {}
+    return first_block_attention_unsaved(m, r, split.block_trainable, kept, t.attention == Attention.EAGER)
 
 
 def _structure_activations(m: ModelSpec, t: TrainingSpec, split: ParamSplit,

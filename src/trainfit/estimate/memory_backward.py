@@ -80,6 +80,13 @@ def _in_block_items(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime,
               "activations/checkpoint/own_input": kept_input(m, r, t),
               "activations/checkpoint/eager_attention_mask": eager_mask_bytes(m, t, r)}
     own = one_block
+    if ckpt and r.residual == 4 and m.norm == "rmsnorm":
+        # an fp32 residual stream under full checkpointing: the recomputed block holds one fp32 hidden-sized tensor
+        # fewer than its forward saves (the storages alive at the peak of its MLP's backward, traced: 3 of the 4
+        # its two RMSNorms save, and 5 of 6 with the lower blocks' checkpointed inputs at the top block; Qwen2 and
+        # Qwen3 full fine-tunes with fp32 weights under autocast). Which one is not pinned down; a 16-bit residual
+        # stream's recomputed block holds all it saves beside its checkpointed input (kept_input)
+        own -= r.residual * m.hidden * tokens
     if t.grad_ckpt == GradCkpt.SELECTIVE and t.selective_ac == "attention":
         # (torchtitan's policies recompute the whole top block, or keep it: it holds all it saves, as here)
         # the MLP's backward comes before the attention core is recomputed: the block holds what it kept (traced:
