@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from typing import Any
 
 from ..i18n import t
@@ -11,11 +9,6 @@ from ..serving import engine_lmdeploy as lmd
 from ..serving import engine_trtllm as trt
 from ..units import GiB
 
-
-
-def _all_at_once(s) -> bool:
-    """Every request sent at t = 0 (--request-rate inf): JSON carries it as a flag, not as an infinite rate."""
-    return s.request_rate is not None and math.isinf(s.request_rate)
 
 def reason_text(reason, lang: str) -> str:
     return t(reason.key, lang).format(**reason.values)
@@ -42,7 +35,7 @@ def estimate_dict(est, alts=(), lang: str = "en") -> dict[str, Any]:
         "tp": s.tp, "weights_format": s.weights, "kv_cache_dtype": s.kv_cache_dtype,
         "link": est.cluster.intra_link if s.tp > 1 else None,
         "workload": {"input_len": s.input_len, "output_len": s.output_len, "concurrency": s.concurrency,
-                     "request_rate": None if _all_at_once(s) else s.request_rate, "all_at_once": _all_at_once(s),
+                     "request_rate": None if s.all_at_once else s.request_rate, "all_at_once": s.all_at_once,
                      "num_prompts": getattr(est, "num_prompts", None), "kind": s.workload,
                      "mix": est.mix.summary() if getattr(est, "mix", None) else None},
         "fits": est.fits, "reasons": [{"key": r.key, **r.values, "text": reason_text(r, lang)} for r in est.reasons],
@@ -140,7 +133,7 @@ def _speed_table(est, lang: str):
     from rich.table import Table
 
     s, load = est.spec, est.load
-    if _all_at_once(s):  # all at once (burst.py): how many
+    if s.all_at_once:  # all at once (burst.py): how many
         n = len(est.mix.inputs) if est.mix is not None else getattr(est, "num_prompts", None)
         how = t("sv_all_at_once", lang).format(n=n) if n else t("sv_rate", lang).format(r=s.request_rate)
     else:

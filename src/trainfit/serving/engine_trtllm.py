@@ -136,7 +136,7 @@ def batch_source(s: ServingSpec) -> str:
     offline throughput run of `trtllm-bench throughput`), or trtllm-serve's defaults."""
     if s.max_num_seqs or s.max_num_batched_tokens:
         return "given"
-    return "bench" if s.request_rate is not None and math.isinf(s.request_rate) else "serve"
+    return "bench" if s.all_at_once else "serve"
 
 
 def settings(m: ModelSpec, s: ServingSpec, gpu: GpuSpec, max_model_len: int) -> EngineSettings:

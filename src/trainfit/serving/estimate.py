@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 from ..catalog import get_gpu, get_instance, resolve_model
@@ -105,7 +104,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     if not reasons or (served and all(r.key == "sv_r_kv" for r in reasons)):
         if mix is not None:
             load = mix_load(m, s, e, mem, cluster, view, mix, num_prompts)
-        elif s.request_rate is not None and math.isinf(s.request_rate) and num_prompts:
+        elif s.all_at_once and num_prompts:
             n = int(num_prompts)  # all at once: the run as the scheduler steps through it (burst.py)
             load = burst(m, s, e, mem, cluster, view, [s.input_len] * n, [s.output_len] * n, max_batch(s, e, mem, m))
         elif s.request_rate is not None:

@@ -5,6 +5,7 @@ Engine defaults (utilisation, block size, batch limits) are resolved in `engines
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -120,6 +121,11 @@ class ServingSpec:
         r = self.range_ratio
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
             raise ServingError("sv_e_range_ratio", value=r)
+
+    @property
+    def all_at_once(self) -> bool:
+        """Every request sent at t = 0 (--request-rate inf): benchmarks' offline runs (burst.py with num_prompts)."""
+        return self.request_rate is not None and math.isinf(self.request_rate)
 
     @property
     def version(self) -> tuple[int, ...]:

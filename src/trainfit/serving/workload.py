@@ -325,7 +325,7 @@ def mix_open_loop(m, s, e, mem, cluster, view, mix: Mix, rate: float, num_prompt
 
 
 def mix_load(m, s, e, mem, cluster, view, mix: Mix, num_prompts: int | None = None) -> Load:
-    if s.request_rate is not None and math.isinf(s.request_rate) and num_prompts:  # all at once: burst.py
+    if s.all_at_once and num_prompts:  # all at once: burst.py
         return burst(m, s, e, mem, cluster, view, list(mix.inputs), list(mix.outputs),
                      mix_max_batch(m, s, e, mem, mix, view, cluster))
     if s.request_rate is not None:
