@@ -15,6 +15,7 @@ from typing import Any
 
 from .catalog import get_gpu
 from .catalog.efficiency import Efficiencies
+from .catalog.frameworks import stack_param_dtype
 from . import userfiles, userjson
 from .errors import SpecError, TrainfitError
 from .estimate.core import Estimate, run_estimate
@@ -333,7 +334,7 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
             name = say("va_w_optimizer") if f.name == "optimizer" else f.name.replace("_", "-")  # a word in zh
             raise Skip(say("va_skip_unsupported", name=name)) from None
     values.setdefault("task", Task.CLASSIFICATION if m.is_encoder else Task.PRETRAIN)
-    values.setdefault("param_dtype", defaults.get("param_dtype", "fp32"))
+    values.setdefault("param_dtype", stack_param_dtype(defaults, values.get("method")))
     # the stack's own default checkpointing (frameworks.yaml), offloaded to host memory where the stack does that
     stack_ckpt = "grad_ckpt" not in values and bool(defaults.get("grad_ckpt"))
     if stack_ckpt:

@@ -19,6 +19,13 @@ def framework_defaults() -> dict[str, dict]:
     return (read_yaml("frameworks.yaml") or {}).get("frameworks", {})
 
 
+def stack_param_dtype(stack: dict, method) -> str:
+    """The weights' dtype a stack trains in for a method: its `param_dtype_<method>` where it names one (ms-swift's
+    full fine-tuning keeps the dtype the model was loaded in), else its `param_dtype` (fp32 by default)."""
+    name = getattr(method, "value", method) or "full"  # the job's default method
+    return str(stack.get(f"param_dtype_{name}") or stack.get("param_dtype", "fp32"))
+
+
 def framework_names() -> list[str]:
     return sorted(framework_defaults()) + [OTHER]
 

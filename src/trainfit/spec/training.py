@@ -307,12 +307,12 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
     (classification for encoders, else sft), the sequence length (--max-len, else 2048 capped at the model's
     positions) and variable-length data (--avg-len or --data: spec/lengths.py). Returns the completed values and
     notes on what was resolved."""
-    from ..catalog.frameworks import framework_defaults
+    from ..catalog.frameworks import framework_defaults, stack_param_dtype
     from .lengths import variable_lengths
 
     out, notes, inputs = dict(values), [], inputs or {}
     stack = framework_defaults().get(inputs.get("framework") or "", {})
-    out.setdefault("param_dtype", stack.get("param_dtype", "fp32"))
+    out.setdefault("param_dtype", stack_param_dtype(stack, out.get("method")))
     out.setdefault("kbit_fp32_upcast", bool(stack.get("kbit_fp32_upcast", True)))
     out.setdefault("kbit_keeps_inputs", bool(stack.get("kbit_keeps_inputs", False)))
     out.setdefault("model_code", str(stack.get("model_code", "hf")))
