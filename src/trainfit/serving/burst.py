@@ -13,8 +13,9 @@ every running request whose prompt is done and spends the rest of the token budg
 (chunked prefill); a request's first token comes out of the step that finishes its prompt. A step takes the decode
 roofline of its running requests at their mean context (speed.decode_step: weights and KV read, the engine's step
 overheads) plus the compute of the prompt chunks it carries (their share of speed.prefill's compute for the whole
-prompt), as speed.closed_loop folds prompts into decode steps. Throughput = output tokens / makespan; TTFT and TPOT
-are means over the requests.
+prompt), as speed.closed_loop folds prompts into decode steps; the host work of its decoding requests adds to that or
+floors it (speed.Roofline.with_gpu). Throughput = output tokens / makespan; TTFT and TPOT are means over the
+requests.
 
 Requests of the same lengths admitted together move as one cohort, and stretches of steps without prompt work are
 taken in one jump to the next request's end (their contexts grow by one token a step: the jump's mean context), so a
@@ -26,7 +27,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from .speed import Load, _prefill_cached, decode_step
+from .speed import Load, Roofline, _prefill_cached, decode_step
 
 CONTEXT_BUCKET = 64  # tokens: decode steps of one batch size and context (within this) share one roofline
 
@@ -36,16 +37,18 @@ class _Step:
 
     def __init__(self, m, s, mem, cluster, view):
         self.args = (m, s, mem, cluster, view)
-        self.decode: dict[tuple[int, int], float] = {}
+        self.decode: dict[tuple[int, int], Roofline] = {}
         self.prompt: dict[int, float] = {}
 
-    def step_s(self, batch: int, context: float) -> float:
+    def step_s(self, batch: int, context: float, chunk_s: float = 0.0) -> float:
+        """A step decoding `batch` requests with `chunk_s` of prompt compute in it (speed.Roofline.with_gpu: the
+        engine's host work for the batch hides under that GPU time or adds to it)."""
         key = (batch, int(context // CONTEXT_BUCKET))
         hit = self.decode.get(key)
         if hit is None:
             m, s, mem, cluster, view = self.args
-            hit = self.decode[key] = decode_step(m, s, mem, cluster, view, batch, max(1.0, context)).seconds
-        return hit
+            hit = self.decode[key] = decode_step(m, s, mem, cluster, view, batch, max(1.0, context))
+        return hit.with_gpu(chunk_s)
 
     def per_token(self, prompt: int) -> float:
         hit = self.prompt.get(prompt)
@@ -112,7 +115,7 @@ def burst(m, s, e, mem, cluster, view, inputs: list[int], outputs: list[int], b_
             now += r * cost.step_s(dec_n, context + (r - 1) / 2)
             g += r
         else:
-            now += (cost.step_s(dec_n, context) if dec_n else 0.0) + chunk_s
+            now += cost.step_s(dec_n, context, chunk_s) if dec_n else chunk_s
             if dec_n:
                 g += 1
         for k, i, o in started:  # the step that finishes a prompt samples its first token

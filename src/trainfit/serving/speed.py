@@ -5,6 +5,11 @@ two all-reduces per layer of the pass's hidden states when tensor-parallel (Mega
 attention, one after the MLP; nccl-tests' bus-bandwidth model: 2 (n-1)/n of the buffer per GPU), plus the
 engine's per-step overhead.
 
+A decode step also costs the host (CPU) work of its running sequences (scheduler, sampled tokens, detokenising, one
+streamed chunk each; host_us_per_seq): it adds to the step where the engine waits for it (vLLM V1 before async
+scheduling) and is a floor, max(GPU step, host work), where the engine overlaps it (vLLM with async scheduling,
+SGLang's overlap scheduler); host_serial in serving.yaml says which.
+
 FLOPs (Kaplan et al. 2020 / PaLM appendix B convention): 2 x matmul weights per token; causal attention adds
 2 x L x s^2 x q_dim for a prompt of s tokens (QK^T and PV, half of the square), and 4 x L x c x q_dim per decoded
 token at context c. The LM head runs on the last prompt token only (vLLM computes logits for sampled positions).
@@ -32,16 +37,28 @@ def matmul_params_per_token(m: ModelSpec) -> int:
 
 @dataclass(frozen=True)
 class Roofline:
-    """What one pass costs on one GPU; `bound` names the larger side."""
+    """What one pass costs on one GPU; `bound` names the larger side. `host_s`: the engine's host (CPU) work for a
+    decode step's running sequences, `host_serial`: the share of it the GPU step waits for (host_work below)."""
 
     compute_s: float
     memory_s: float
     comm_s: float
     overhead_s: float
+    host_s: float = 0.0
+    host_serial: float = 1.0
+
+    @property
+    def gpu_s(self) -> float:
+        return max(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+
+    def with_gpu(self, extra_s: float = 0.0) -> float:
+        """The step with `extra_s` more GPU work in it (prompt chunks): max(GPU + host_serial x host, host), i.e. the
+        sum where the engine waits for its host work (host_serial 1), the longer of the two where it overlaps it (0)."""
+        return max(self.gpu_s + extra_s + self.host_serial * self.host_s, self.host_s)
 
     @property
     def seconds(self) -> float:
-        return max(self.compute_s, self.memory_s) + self.comm_s + self.overhead_s
+        return self.with_gpu()
 
     @property
     def bound(self) -> str:
@@ -111,7 +128,16 @@ def decode_step(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Clu
     # attention reads the KV cache in its own kernels, after the GEMMs: a share of that read cannot hide under them
     kv_read_s = kv / (cluster.gpu.memory_bandwidth * view("decode_bandwidth_efficiency"))
     compute += view("decode_attention_serial") * kv_read_s
-    return Roofline(compute, memory, _allreduce_s(batch, m, s, cluster, view), _overhead_s(m, s, view))
+    return Roofline(compute, memory, _allreduce_s(batch, m, s, cluster, view), _overhead_s(m, s, view),
+                    *host_work(view, batch))
+
+
+def host_work(view, batch: float) -> tuple[float, float]:
+    """The host work of a decode step, host_us_per_seq for each running sequence (the scheduler's bookkeeping, the
+    sampled token back to Python, stop checks, detokenising, the streamed chunk), and the share of it the GPU step
+    waits for (host_serial; serving.yaml names each engine's code path). The first sequence's is counted in
+    step_overhead_ms, which was fitted at batch 1, so batch 1 is unchanged."""
+    return max(0.0, batch - 1) * view("host_us_per_seq") * 1e-6, view("host_serial")
 
 
 @dataclass(frozen=True)
