@@ -167,6 +167,8 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     "activation_offloading": re.compile(r"activation offloading to CPU on|offloaded gradient checkpointing", re.I),
     # a GPTQ int4 base (Qwen *-Int4): PEFT's prepare_model_for_kbit_training leaves GPTQ models' 16-bit parameters
     "gptq_base": re.compile(r"\bGPTQ\b"),
+    # Liger kernels on the model (ms-swift --use_liger_kernel, HF use_liger_kernel; TrainingSpec.liger_kernel)
+    "liger_kernel": re.compile(r"\bLiger kernel ON\b"),
     # torch.compile on the model (torchtune's compile=True, torchtitan's --training.compile; TrainingSpec.torch_compile)
     "torch_compile": re.compile(r"\btorch\.compile on\b"),
     # transformers' own AdamW (HF Trainer optim="adamw_hf"; transformers 4.x optimization.py `AdamW.step`): a Python
@@ -289,6 +291,8 @@ def note_phrases(t: TrainingSpec) -> list[str]:
         out.append("paged_adamw states (bitsandbytes managed memory)")
     if t.torch_compile:
         out.append("torch.compile on")
+    if t.liger_kernel:
+        out.append("Liger kernel ON (fused linear cross-entropy, RMSNorm, SwiGLU, RoPE)")
     if t.offload_activations:
         out.append("Activation offloading to CPU on (saved activations offloaded to host memory)")
     if t.gptq_base:
@@ -345,7 +349,7 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   else values.get("modules_to_save", ()),
                   optimizer_in_backward="optimizer_in_backward" in features,
                   paged_optimizer="paged_optimizer" in features,
-                  torch_compile="torch_compile" in features,
+                  torch_compile="torch_compile" in features, liger_kernel="liger_kernel" in features,
                   offload_activations="activation_offloading" in features or (
                       stack_ckpt and bool(defaults.get("offload_checkpoints", False))),
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,

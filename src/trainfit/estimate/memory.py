@@ -42,6 +42,7 @@ from .trainable import NF4_BYTES_PER_PARAM, NF4_SINGLE_QUANT_BYTES_PER_PARAM, Pa
 from .memory_acts import _autocast_copies, _larger, activation_bytes, lora_fp32_input_copy, offloaded_activations
 from .memory_backward import (_embedding_end, _grads_in_bottom_block, _head_step_in_backward, _in_block_down_step,
                               _in_block_items, _in_top_block_items, _top_block_items, merged_expert_grad)
+from .memory_liger import liger_items
 from .memory_loss import (dpo_logits_items, dpo_reference_eager_items, final_softcap_bytes, litgpt_logits_items,
                           logits_bytes)
 from .memory_result import MemoryResult, Phase, _add, _finish, _phase, regime_for
@@ -384,6 +385,20 @@ MOMENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 IN_BACKWARD_OPTIMIZER = ("states", "other")
 
 
+def liger_loss(c: Step, terms: dict[str, dict[str, float]], head_trains: bool) -> None:
+    """Liger's fused linear cross-entropy in place of the head, the fp32 upcast and the loss (memory_liger.py): the
+    forward's end holds its gradients and one chunk's logits, the backward starts with the gradients it kept, and
+    the head's backward scales them in place (a fresh head gradient beside the accumulated one when accumulating)."""
+    r = c.r
+    forward, kept, head = liger_items(c.m, c.t, r.act, r.residual, r.weight, head_trains)
+    terms["forward_end"] = {"activations/lora_fp32_input_copy": terms["forward_end"]["activations/lora_fp32_input_copy"],
+                            **forward}
+    terms["loss_start"] = kept
+    if c.accumulating:
+        head = {**head, "logits/liger_grad_weight": kept["logits/liger_grad_weight"]}
+    terms["head_logits"] = head
+
+
 @dataclass
 class Terms:
     items: dict[str, dict[str, float]]  # every term of the step by name ("part/detail" -> bytes)
@@ -445,6 +460,8 @@ def step_terms(c: Step) -> Terms:
     litgpt_forward = None
     if r.litgpt and c.causal and t.task != Task.DPO:
         litgpt_forward, terms["loss_start"], terms["head_logits"] = litgpt_loss(c, acts, other)
+    elif t.liger_kernel and c.causal and t.task != Task.DPO:
+        liger_loss(c, terms, head_grad > 0)
     terms["head_backward"] = head_backward(c, terms, head_grad, head_cast)
     return Terms(terms, totals, ms.paged, litgpt_forward)
 

@@ -21,6 +21,8 @@ def requirements(setup: Setup, model_source: str = "hf") -> str:
         lines.append("deepspeed>=0.15")
     if st["method"] == "qlora" or st["optimizer"] == "adamw-8bit":
         lines.append("bitsandbytes>=0.43")
+    if st.get("liger_kernel"):
+        lines.append("liger-kernel>=0.6  # --liger-kernel: fused linear cross-entropy, RMSNorm, SwiGLU, RoPE (Triton)")
     if model_source == "modelscope":
         lines.append("modelscope  # snapshot_download of the weights")
     if st["attention"] == "flash":

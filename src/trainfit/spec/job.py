@@ -325,6 +325,14 @@ FIELDS: tuple[JobField, ...] = (
              "measured 0.86, fitted on compiled runs); memory as eager", "模型在 torch.compile 下运行（Inductor 融合矩阵乘"
              "周围的逐元素运算）：前向与反向时间乘以 compile_time_factor（efficiency.yaml；torchtitan 实测 0.86，"
              "按编译运行拟合）；显存按 eager 计", doors=frozenset({API})),
+    JobField("liger_kernel", _T, bool, False, "Liger kernels on the model (HF TrainingArguments use_liger_kernel, "
+             "ms-swift --use_liger_kernel, LLaMA-Factory enable_liger_kernel): its fused linear cross-entropy computes "
+             "the output head and the loss in row chunks and the head's gradients in the forward, so the vocabulary-"
+             "sized logits never exist (memory); its fused RMSNorm / SwiGLU / RoPE are counted as the eager model's",
+             "在模型上启用 Liger 内核（HF TrainingArguments 的 use_liger_kernel、ms-swift 的 --use_liger_kernel、"
+             "LLaMA-Factory 的 enable_liger_kernel）：其融合线性交叉熵按行分块计算输出头与损失，并在前向中算出输出头"
+             "的梯度，词表大小的 logits 从不生成（显存）；其融合 RMSNorm / SwiGLU / RoPE 按 eager 模型计",
+             doors=ALL_DOORS - {CASE}),
     JobField("paged_optimizer", _T, bool, False, "bitsandbytes paged optimizer states (CUDA managed memory, paged "
              "out to host under pressure)", "bitsandbytes 分页优化器状态（CUDA 统一内存，显存紧张时换出到主机）",
              config="optimizer.paged", doors=ALL_DOORS - {CASE}),

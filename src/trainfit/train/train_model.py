@@ -146,6 +146,10 @@ def qlora_config(cfg: dict, dist: Dist):
 
 
 def apply_method(model, cfg: dict, dist: Dist):
+    if cfg.get("liger_kernel"):  # Liger's kernels patched into this instance, as HF Trainer's use_liger_kernel does
+        from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+        _apply_liger_kernel_to_instance(model=model)
     ckpt = cfg.get("grad_ckpt", "none")
     if ckpt == "full":  # whole blocks; selective checkpoints only the attention core (selective_attention, in train)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
