@@ -141,15 +141,32 @@ def test_other_providers_need_an_exchange_rate(run_cli, plan_json):
     assert d["recommendations"] and all(r["currency"] == "USD" for r in d["recommendations"])
 
 
+def test_a_gpu_only_other_providers_rent_takes_the_search_to_them(plan_json):
+    """Issue 34's acceptance run, as written (no provider): Alibaba Cloud rents no H100, so the search goes to the
+    providers that do (AWS, GCP, Azure: all in USD, no exchange rate needed), says so, and proposes TP x PP. A
+    provider given keeps the request; a GPU Alibaba rents keeps the default provider."""
+    d = plan_json("--model", "llama-3-70b", "--method", "full", "--dataset-tokens", "20B", "--gpu", "h100-sxm",
+                  "--deadline", "7d")
+    assert d["request"]["provider"] == "usd"
+    assert any("Alibaba Cloud" in a and "aws, azure, gcp" in a for a in d["assumptions"])
+    best = d["recommendations"][0]
+    assert best["currency"] == "USD" and best["provider"] in ("aws", "gcp", "azure")
+    assert best["strategy"]["tp"] > 1 and best["strategy"]["pp"] > 1 and best["hours"] <= 168
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--gpu", "a10")
+    assert d["request"]["provider"] == "alibaba" and not any("Alibaba Cloud" in a for a in d["assumptions"])
+
+
 def test_the_advice_to_widen_the_providers_runs_as_given(run_cli, plan_json):
-    """When no Alibaba offer has the GPU, plan suggests every provider: with the rate that flag needs (without it
-    the suggested command stopped with the exchange-rate error), and plainly once the rate is given."""
-    job = ("--model", "qwen3-30b-a3b", "--method", "full", "--dataset-tokens", "5B", "--gpu", "h100-sxm")
+    """When no Alibaba offer has the GPU (the provider given), plan suggests every provider: with the rate that flag
+    needs (without it the suggested command stopped with the exchange-rate error), and plainly once the rate is
+    given."""
+    job = ("--model", "qwen3-30b-a3b", "--method", "full", "--dataset-tokens", "5B", "--gpu", "h100-sxm",
+           "--provider", "alibaba")
     relax = plan_json(*job)["binding_constraint"]["relax"]
     assert "--provider all --usd-cny RATE" in relax
     relax = plan_json(*job, "--usd-cny", "7.1")["binding_constraint"]["relax"]
     assert "--provider all" in relax
-    code, out, err = run_cli("plan", *job, "--provider", "all", "--usd-cny", "7.1", "--top", "1")
+    code, out, err = run_cli("plan", *job[:-2], "--provider", "all", "--usd-cny", "7.1", "--top", "1")
     assert code == 0, err
 
 

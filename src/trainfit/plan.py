@@ -142,7 +142,7 @@ def make_plan(req: PlanRequest, efficiencies: Efficiencies | None = None, offer_
     layouts = best_per_layout(result.fitting, "cheapest")
     plan = Plan(request=req, model=model, workload=w, result=result, recommendations=recs,
                 pareto=pareto_front(layouts), rejected=rejected, binding=None, excluded={}, why=[],
-                efficiencies=eff, assumptions=list(w.assumptions))
+                efficiencies=eff, assumptions=[*req.notes, *w.assumptions])
     laid_out = {(c.estimate.gpu.id, c.estimate.strategy.gpus_per_node, c.nodes, c.estimate.training.method.value)
                 for c in result.fitting}
     plan.too_risky = sorted((r for k, r in result.too_risky.items() if k not in laid_out),

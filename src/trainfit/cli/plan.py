@@ -47,7 +47,8 @@ def add_parser(sub) -> None:
                    "sets --currency or must agree with it)")
     g.add_argument("--currency", help="CNY | USD, also RMB, 元, $ (default: CNY for Alibaba, USD otherwise)")
     g.add_argument("--usd-cny", help="exchange rate to compare USD and CNY offers (no default: rates change)")
-    g.add_argument("--provider", help="alibaba | aws | gcp | azure | all (default alibaba)")
+    g.add_argument("--provider", help="alibaba | aws | gcp | azure | usd (AWS, GCP and Azure) | all (with --usd-cny) "
+                   "(default alibaba; a --gpu only other providers rent searches those)")
     g.add_argument("--region", help="only prices in this region (e.g. cn-hangzhou)")
     g.add_argument("--gpu", help="only these GPUs, comma-separated (a10,a100-sxm4-80gb)")
     g.add_argument("--instance", help="only these instance types, comma-separated (ecs.gn7i-4x.16xlarge)")

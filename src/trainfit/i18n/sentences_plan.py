@@ -54,6 +54,10 @@ SENTENCES: dict[str, dict[str, str]] = {
     "pl_rule_qlora_fsdp_offload": {"en": "QLoRA with FSDP CPU offload is not supported by bitsandbytes",
                                    "zh": "bitsandbytes 不支持 QLoRA 与 FSDP CPU 卸载同用"},
     # plan: workload notes (search/workload.py)
+    "pl_provider_from_gpu": {"en": "--gpu {gpus}: Alibaba Cloud (the default provider) does not rent it; searched the "
+                                    "providers that do: {providers} (prices in USD; --provider to choose)",
+                             "zh": "--gpu {gpus}：默认云厂商阿里云不提供该 GPU；已在提供它的云厂商中搜索：{providers}"
+                                   "（美元计价；可用 --provider 指定）"},
     "pl_global_batch_finetune": {"en": "global batch {gb} sequences per optimizer step (fine-tuning default; "
                                        "--global-batch)",
                                  "zh": "每个优化器步的全局批量为 {gb} 条序列（微调默认值；--global-batch）"},

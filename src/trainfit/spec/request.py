@@ -16,7 +16,8 @@ from ..i18n import Msg, say
 from ..units import currency_code, parse_count, parse_duration, parse_money
 
 METHODS = ("full", "lora", "qlora", "freeze", "auto")
-PROVIDERS = ("alibaba", "aws", "gcp", "azure", "all")
+PROVIDERS = ("alibaba", "aws", "gcp", "azure", "usd", "all")  # usd: every provider priced in USD (AWS, GCP, Azure)
+USD_PROVIDERS = ("aws", "gcp", "azure")
 OBJECTIVES = ("cheapest", "fastest")
 PRICING = ("payg", "subscription", "spot")
 CURRENCIES = ("CNY", "USD")
@@ -47,6 +48,9 @@ class PlanRequest:
     # The job's fields that the user gives and the search keeps (spec/job.py, the request door: task, seq_len,
     # precision, optimizer, LoRA rank and targets, ...), as (name, value) pairs of converted values.
     job: tuple[tuple[str, Any], ...] = ()
+    # what resolving the request decided for the user (the providers a named GPU took the search to), said in the
+    # plan's assumptions; not a request key
+    notes: tuple[str, ...] = ()
 
     def job_value(self, name: str) -> Any:
         return dict(self.job).get(name)
@@ -118,11 +122,13 @@ class PlanRequest:
     def budget_currency(self) -> str:
         if self.currency:
             return self.currency
-        return "USD" if self.provider in ("aws", "gcp", "azure") else "CNY"
+        return "USD" if self.provider in (*USD_PROVIDERS, "usd") else "CNY"
 
     @property
     def providers(self) -> tuple[str, ...]:
-        return ("alibaba", "aws", "gcp", "azure") if self.provider == "all" else (self.provider,)
+        if self.provider == "all":
+            return ("alibaba", *USD_PROVIDERS)
+        return USD_PROVIDERS if self.provider == "usd" else (self.provider,)
 
 
 def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -180,7 +186,7 @@ def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRe
     # a pinned layout may be written as its flag or API keyword too (gpus: 4, zero: 3)
     aliases = {f.keyword: f.name for f in through(REQUEST) if f.keyword != f.name}
     aliases.update({f.cli_flag.lstrip("-").replace("-", "_"): f.name for f in through(REQUEST)})
-    known = {f.name for f in fields(PlanRequest)} - {"job"}
+    known = {f.name for f in fields(PlanRequest)} - {"job", "notes"}
     values: dict[str, Any] = {}
     job: dict[str, Any] = {}
     for key, value in data.items():
@@ -205,9 +211,32 @@ def request_from_mapping(data: dict[str, Any], where: str = "request") -> PlanRe
                 and value is not None and not isinstance(value, str):
             raise SpecError(say("ec_request_name_text", where=where, name=name, kind=type(value).__name__, value=value))
     _budget_currency(values)
+    notes = _providers_of_named_gpus(values)
     order = list(job_fields)
     return PlanRequest(**{k: v for k, v in values.items() if v is not None or k == "model"},
-                       job=tuple(sorted(job.items(), key=lambda kv: order.index(kv[0]))))
+                       job=tuple(sorted(job.items(), key=lambda kv: order.index(kv[0]))), notes=notes)
+
+
+def _providers_of_named_gpus(values: dict[str, Any]) -> tuple[str, ...]:
+    """A GPU named without a provider that the default provider (Alibaba Cloud) does not rent takes the search to the
+    providers whose catalog rents it (`--gpu h100-sxm`: AWS, GCP and Azure, in USD), said in the plan's assumptions.
+    A provider, an instance type or a currency given keeps the request as it is."""
+    gpus = values.get("gpu")
+    if values.get("provider") is not None or values.get("instance") or values.get("currency") or not gpus:
+        return ()
+    from ..catalog import all_instances, get_gpu
+    from ..catalog.instances import prices_for
+
+    try:
+        wanted = {get_gpu(g).id for g in gpus}
+    except SpecError:
+        return ()  # an unknown GPU: the search says so with its did-you-mean
+    renting = sorted({i.provider for i in all_instances().values()
+                      if i.gpu in wanted and i.trainable and prices_for(i)})
+    if not renting or "alibaba" in renting or not set(renting) <= set(USD_PROVIDERS):
+        return ()
+    values["provider"] = renting[0] if len(renting) == 1 else "usd"
+    return (say("pl_provider_from_gpu", gpus=", ".join(sorted(wanted)), providers=", ".join(renting)),)
 
 
 def _budget_currency(values: dict[str, Any]) -> None:
