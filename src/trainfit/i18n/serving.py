@@ -22,6 +22,7 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_rate": {"en": "{r} requests/s", "zh": "每秒 {r} 个请求"},
     "sv_all_at_once": {"en": "{n:,} requests at once", "zh": "{n:,} 个请求同时发出"},
     "sv_ttft": {"en": "time to first token", "zh": "首 token 延迟（TTFT）"},
+    "sv_ttft_p99": {"en": "time to first token, p99", "zh": "首 token 延迟 p99"},
     "sv_tpot": {"en": "time per output token", "zh": "每输出 token 时间（TPOT）"},
     "sv_out_tps": {"en": "output tokens/s", "zh": "输出 tokens/s"},
     "sv_req_s": {"en": "requests/s", "zh": "请求/秒"},

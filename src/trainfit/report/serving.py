@@ -21,7 +21,8 @@ def _load_dict(load) -> dict | None:
             "tpot_ms": round(load.tpot_s * 1e3, 3), "output_tokens_per_s": round(load.output_tokens_per_s, 1),
             "requests_per_s": round(load.requests_per_s, 4), "e2e_latency_s": round(load.e2e_s, 3),
             "queue_s": round(load.queue_s, 4), "decode_bound": load.decode_bound, "stable": load.stable,
-            "capacity_requests_per_s": round(load.capacity_requests_per_s, 4)}
+            "capacity_requests_per_s": round(load.capacity_requests_per_s, 4),
+            "ttft_p99_ms": round(load.ttft_p99_s * 1e3, 2) if load.ttft_p99_s else None}
 
 
 def estimate_dict(est, alts=(), lang: str = "en") -> dict[str, Any]:
@@ -143,6 +144,8 @@ def _speed_table(est, lang: str):
     tab.add_column(t("part", lang))
     tab.add_column("", justify="right")
     tab.add_row(t("sv_ttft", lang), f"{load.ttft_s * 1e3:,.1f} ms")
+    if load.ttft_p99_s:  # a run simulated request by request (all at once, or rounds of a fixed concurrency)
+        tab.add_row(t("sv_ttft_p99", lang), f"{load.ttft_p99_s * 1e3:,.1f} ms")
     tab.add_row(t("sv_tpot", lang), f"{load.tpot_s * 1e3:,.2f} ms")
     tab.add_row(t("sv_out_tps", lang), f"{load.output_tokens_per_s:,.1f}")
     tab.add_row(t("sv_req_s", lang), f"{load.requests_per_s:,.3f}")

@@ -54,6 +54,24 @@ class ServingEstimate:
         return not self.reasons
 
 
+def rounds(m: ModelSpec, s: ServingSpec, e: EngineSettings, mem: MemoryBreakdown, cluster: Cluster, view,
+           num_prompts: int) -> Load:
+    """A benchmark client at a fixed concurrency with fixed lengths, the run it states (`num_prompts`) simulated
+    request by request (burst.py with `clients`). The clients start every slot at once and refill a slot the moment
+    its request ends (vLLM vllm/benchmarks/serve.py `benchmark()`: one task per request, all created at once, each
+    `async with semaphore` = asyncio.Semaphore(max_concurrency); SGLang's bench_serving alike; LMDeploy's
+    profile_generation / profile_throughput: `concurrency` threads, each sending its next request when the last
+    ends). So the first round is a burst of prompts (the last waits for all the others'), and equal requests that
+    got their first token in the same step end in the same step: the groups the engine's token budget made in the
+    first round come back every round (all of them in one step when the prompts fit the budget: lock-step rounds).
+    TTFT counts from when a request is sent; the engine queues what its largest batch cannot take."""
+    n = max(1, num_prompts)
+    load = burst(m, s, e, mem, cluster, view, [s.input_len] * n, [s.output_len] * n, max_batch(s, e, mem, m),
+                 clients=max(1, round(s.concurrency or 1)))
+    steady = closed_loop(m, s, e, mem, cluster, view, s.concurrency or 1)  # its capacity: the largest batch's
+    return replace(load, capacity_requests_per_s=steady.capacity_requests_per_s)
+
+
 def check_model(m: ModelSpec, s: ServingSpec) -> None:
     if m.is_encoder:
         raise ServingError("sv_e_encoder", model=m.name)
@@ -109,6 +127,8 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
             load = burst(m, s, e, mem, cluster, view, [s.input_len] * n, [s.output_len] * n, max_batch(s, e, mem, m))
         elif s.request_rate is not None:
             load = open_loop(m, s, e, mem, cluster, view, s.request_rate, num_prompts)
+        elif num_prompts and (s.concurrency or 1) > 1:
+            load = rounds(m, s, e, mem, cluster, view, int(num_prompts))
         else:
             load = closed_loop(m, s, e, mem, cluster, view, s.concurrency or 1)
     bw_bound = gpu.memory_bandwidth / mem.weights.total if mem.weights.total else 0.0

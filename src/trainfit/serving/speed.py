@@ -154,6 +154,7 @@ class Load:
     stable: bool = True
     capacity_requests_per_s: float = 0.0
     output_len: int = 1
+    ttft_p99_s: float = 0.0  # the 99th percentile of TTFT where the run is simulated request by request (burst.py)
 
     @property
     def e2e_s(self) -> float:
@@ -171,7 +172,8 @@ def closed_loop(m: ModelSpec, s: ServingSpec, e: EngineSettings, mem: MemoryBrea
                 concurrency: float, capacity: float | None = None) -> Load:
     """`concurrency` requests in flight (capped by the engine's batch). Continuous batching: over one request's
     lifetime the engine also prefills the other requests of the batch, which stretches every decode step.
-    `capacity` (requests/s at the largest batch) is computed when not given."""
+    `capacity` (requests/s at the largest batch) is computed when not given. This is the steady state of staggered
+    streams; a run of known length with equal requests goes in rounds instead (estimate.rounds)."""
     b_max = max_batch(s, e, mem, m)
     b = max(1.0, min(concurrency, b_max))
     inp, out = s.input_len, s.output_len
