@@ -13,8 +13,11 @@ bytecode (as an installed package has it). Cases:
   new architecture, templated
                             transformers' default glm4_moe config cut to 4 blocks (no preset has this
                             architecture): the glm4_moe structure template answers, no torch
-  new architecture, cold    the same config with one key no template knows (so the template declines): torch +
-                            transformers build it on the meta device
+  new architecture, inert key
+                            the same config with one key no template has a role for and nothing reads (the config
+                            class does not consume it, no build reads it): still the template, no torch
+  new architecture, cold    the same config with a structural switch the template does not model (attention_bias
+                            true; the template declines): torch + transformers build it on the meta device
   new architecture, warm    that config again: the disk cache answers, no torch
 and, for scale, the imports alone: `import torch` and `import torch` + the model code the cold read needs.
 No limits are checked here (wall-clock times depend on the machine); README quotes a run.
@@ -66,10 +69,13 @@ def main() -> None:
                 "c['num_hidden_layers'] = 4; json.dump(c, open(%r, 'w'))" % new_file)
         subprocess.run([py, "-c", code], check=True, env=env)
         with open(new_file) as fh:
-            untemplated = {**json.load(fh), "benchmark_key_no_template_knows": 1}
+            cut = json.load(fh)
+        inert_file = os.path.join(tmp, "glm4_moe_inert_key.json")
+        with open(inert_file, "w") as fh:
+            json.dump({**cut, "benchmark_key_no_template_knows": 1}, fh)
         cold_file = os.path.join(tmp, "glm4_moe_untemplated.json")
         with open(cold_file, "w") as fh:
-            json.dump(untemplated, fh)
+            json.dump({**cut, "attention_bias": True}, fh)
 
         def estimate(model: str) -> list[str]:
             return [py, "-m", "trainfit", "estimate", "--model", model, "--gpu", "a10", "--method", "lora", "--json"]
@@ -80,8 +86,9 @@ def main() -> None:
             ("generic preset (qwen3-30b-a3b)", estimate("qwen3-30b-a3b"), False),
             ("fine-tune config.json (qwen3_moe architecture)", estimate(ft_file), False),
             ("new architecture config.json, templated (glm4_moe)", estimate(new_file), False),
-            ("new architecture config.json, cold cache (glm4_moe, untemplated key)", estimate(cold_file), False),
-            ("new architecture config.json, warm cache (glm4_moe, untemplated key)", estimate(cold_file), True),
+            ("new architecture config.json, a key nothing reads (glm4_moe, inert key)", estimate(inert_file), False),
+            ("new architecture config.json, cold cache (glm4_moe, attention_bias true)", estimate(cold_file), False),
+            ("new architecture config.json, warm cache (glm4_moe, attention_bias true)", estimate(cold_file), True),
             ("python -c 'import torch'", [py, "-c", "import torch"], False),
             ("import torch + glm4_moe model code", [py, "-c", "import torch, "
                                                     "transformers.models.glm4_moe.modeling_glm4_moe"], False),

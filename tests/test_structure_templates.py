@@ -147,8 +147,9 @@ def test_a_key_the_template_does_not_cover_falls_back():
     base = dict(t["defaults"])
     assert T.read(base) is not None
     assert T.read({**base, fixed: not base[fixed]}) is None  # a structural switch away from the default
-    assert T.read({**base, "some_new_switch": 3}) is None  # a key the template never saw
     assert T.read({**base, "hidden_size": 2048}) is not None  # a dimension
+    assert T.read({**base, "some_new_switch": 3}) is not None  # a key nothing reads: inert (tests below)
+    assert T.read({**base, "qk_nope_head_dim": 3}) is None  # a key the type has no role for but the reader reads
 
 
 def test_real_config_files_answered_by_templates_equal_the_meta_read():
@@ -446,3 +447,120 @@ def test_a_newer_transformers_changes_no_parameter_count(model_type, other_trans
         pytest.fail(f"{model_type}: {exc}")
     assert count_params(checked) == count_params(templated)
     assert not checked.structure.notes or checked.structure.notes == templated.structure.notes
+
+
+# ---- keys the template never saw: inert unless the config class or a build reads them (issue 36) ------------------
+# tools/make_templates.py records, per template, the config attribute names its type's config class consumes and its
+# meta-device builds read ("reads"; "reads_common" for every config class). A key outside both changes nothing the
+# reader sees: the template answers, the key kept on the config view as the config object keeps it.
+NONSENSE = {"trainfit_test_key_nothing_reads": 7, "another_made_up_flag": True, "made_up_table": {"a": [1, 2]}}
+INERT_TYPES = ["llama", "glm4_moe", "qwen3_5_moe_text", "ernie4_5_moe", "gemma2", "qwen3_next", "mistral", "phi3"]
+
+
+def test_every_template_lists_what_it_reads():
+    assert T._reads_common() is not None and "rope_scaling" in T._reads_common()  # init-consumed: never inert
+    for model_type in TYPES:
+        t = T.template(model_type)
+        for one in (t, *t.get("variants", ())):
+            assert isinstance(one.get("reads"), list) and one["reads"], model_type
+            assert set(_dim_keys(one)) <= set(one["reads"]) | T._reads_common(), model_type  # what moves dims
+            assert not set(NONSENSE) & set(one["reads"]), model_type
+        assert T.read({**_cut(t, 4), **NONSENSE}, t) is not None, model_type  # each type answers the made-up keys
+
+
+@pytest.mark.parametrize("model_type", INERT_TYPES)
+def test_an_inert_key_is_answered_by_the_template_and_equals_the_meta_read(model_type):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    t = T.template(model_type)
+    for cfg in ({**_cut(t, 4), **NONSENSE},  # full, and sparse (derived keys left to the config class)
+                {"model_type": model_type, t["layer_key"]: 3, "trainfit_test_key_nothing_reads": [1, 2, 3]}):
+        ours, ref = _pair(cfg, t)
+        assert ours is not None, cfg  # the template answers (no fallback to the reader)
+        assert ref is not None and ours == ref, cfg
+        _, view = T.read(cfg, t)
+        assert all(getattr(view, k) == v for k, v in cfg.items() if k not in t["keys"])  # kept, as the config keeps it
+
+
+def _forced_inert(monkeypatch, t: dict) -> dict:
+    """A copy of template t that takes every key it has no role for as inert (what a template without reads lists
+    must not do)."""
+    forced = json.loads(json.dumps(t))
+    for one in (forced, *forced.get("variants", ())):
+        one["reads"] = []
+    monkeypatch.setattr(T, "_reads_common", lambda: frozenset())
+    return forced
+
+
+def test_a_key_that_is_read_but_has_no_role_goes_to_the_reader(monkeypatch):
+    """A read key the template has no role for is not inert: LongCat-Flash's model code reads
+    getattr(config, "router_bias", False) (its config class has no such field) for the router's bias; ernie4_5_moe's
+    config has no num_local_experts, but the reader takes it for the expert count (before moe_num_experts) and finds
+    another router; and glm4_moe's attention_bias (a fixed key) taken out of a copy's roles still sends a config
+    setting it to the reader. Taken as inert, each would be answered wrongly."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    cases = []
+    for model_type, key, value in (("longcat_flash", "router_bias", True), ("ernie4_5_moe", "num_local_experts", 3)):
+        t = T.template(model_type)
+        assert key not in t["keys"] and key in t["reads"], (model_type, key)
+        cases.append(({**_cut(t, 4), key: value}, t, key))
+    glm = json.loads(json.dumps(T.template("glm4_moe")))
+    for one in (glm, *glm["variants"]):
+        assert one["keys"].pop("attention_bias") == "fixed" and "attention_bias" in one["reads"]
+    cases.append(({**_cut(glm, 4), "attention_bias": True}, glm, "attention_bias"))
+    for cfg, t, key in cases:
+        assert T.read(cfg, t) is None  # declined: the reader answers
+        ours, ref = _pair(cfg, t)
+        assert ours is None and ref is not None
+        with monkeypatch.context() as m:
+            wrong, _ = _pair(cfg, _forced_inert(m, t))
+        assert wrong is not None and wrong != ref, cfg  # what accepting it would have answered
+        assert T.read({k: v for k, v in cfg.items() if k != key} | NONSENSE, t) is not None  # the rest: inert
+
+
+def test_a_template_without_reads_declines_every_unknown_key():
+    t = json.loads(json.dumps(T.template("glm4_moe")))
+    base = _cut(t, 4)
+    assert T.read({**base, **NONSENSE}, t) is not None
+    for one in (t, *t["variants"]):
+        del one["reads"]
+    assert T.read(base, t) is not None and T.read({**base, **NONSENSE}, t) is None
+
+
+def test_init_consumed_and_alias_keys_are_not_inert():
+    """rope_scaling (transformers 5 turns it into rope_parameters in __init__), a generation parameter the config
+    class drops (max_length), an attribute_map alias (internlm3's bias -> mlp_bias), a dunder name: none is inert."""
+    phi3, internlm3 = T.template("phi3"), T.template("internlm3")
+    assert "rope_scaling" not in phi3["keys"] and not T.inert(phi3, "rope_scaling")
+    assert T.read({**_cut(phi3, 4), "rope_scaling": None}, phi3) is None
+    assert not T.inert(phi3, "max_length") and not T.inert(phi3, "__class__")
+    assert internlm3["attribute_map"]["bias"] == "mlp_bias" and not T.inert(internlm3, "bias")
+    assert T.inert(phi3, "trainfit_test_key_nothing_reads")
+
+
+def test_an_inert_key_imports_no_torch(tmp_path):
+    """A glm4_moe config.json with other sizes and keys nothing reads (the benchmark's untemplated key, a vendor's
+    own fields) is answered from the template without torch or transformers."""
+    t = T.template("glm4_moe")
+    cfg = dict(_cut(t, 4), hidden_size=2048, architectures=[t["model_class"]], _name_or_path="org/glm-extra-keys",
+               benchmark_key_no_template_knows=1, **NONSENSE)
+    assert read_config_in_fresh_process(tmp_path, cfg, "layers") == ["glm4_moe", 4, False, False, False]
+
+
+def test_preset_config_files_with_inert_keys_are_answered_by_their_template():
+    """The presets' verbatim config.json files that carry a key their template has no role for but nothing reads
+    (Qwen3.5's mlp_only_layers, ERNIE 4.5's moe_capacity) are answered by the template (and equal the meta read:
+    test_real_config_files_answered_by_templates_equal_the_meta_read)."""
+    from trainfit.catalog import all_models, generic
+
+    answered = set()
+    for name, preset in all_models().items():
+        if preset.hf_config:
+            text, note = generic.text_config(preset.hf_config)
+            if T.has_template(str(text.get("model_type", "")).lower()) and \
+                    generic.from_template(text, name, "", None, note, preset.hf_config) is not None:
+                answered.add(name)
+    assert {"qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
+            "ernie-4.5-21b-a3b-thinking"} <= answered
+    assert not {"phi-4", "phi-4-mini", "internlm3-8b-instruct"} & answered  # rope_scaling; bias / qkv_bias aliases

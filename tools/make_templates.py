@@ -5,6 +5,8 @@
                                                                           # the shipped file), writes nothing
     PYTHONPATH=src python tools/make_templates.py --types qwen3_next,ernie4_5_moe --merge  # regenerates those types
                                                                           # only, merged into the shipped file
+    PYTHONPATH=src python tools/make_templates.py --reads-only [--types ...] [--jobs 2]  # recomputes only the names
+                                                                          # each shipped template reads (step 6)
 
 For each text model type reachable from transformers' causal-LM auto mapping:
   1. the default config (resolved by its config class) cut to the fewest blocks that show every block kind;
@@ -19,7 +21,12 @@ For each text model type reachable from transformers' causal-LM auto mapping:
      structural gets a variant template for the other value (used only when the config sets it);
   5. verification: the template's answer must equal fresh meta-device reads (the whole ModelSpec) of the default,
      of two jointly perturbed full configs and of sparse configs (derived defaults, another layer count, factors
-     that break divisibility); divisions the model floors become guards (a config must divide evenly).
+     that break divisibility); divisions the model floors become guards (a config must divide evenly);
+  6. what the type reads ("reads"): every config attribute name read in the builds above (config class, model code,
+     the reader; PreTrainedConfig.__getattribute__ traced, so getattr(config, name, default) and hasattr count),
+     with the names its config class consumes (fields, __init__ parameters, kwargs taken by name, properties,
+     attribute_map) and those its model code reads by name in any branch; the names every config class consumes are
+     the file's "reads_common". A key outside the template's roles and both lists is inert at run time (accepted).
 Only verified types are written; the others (and why) are printed.
 """
 
@@ -35,6 +42,7 @@ import sys
 import time
 import warnings
 from fractions import Fraction
+from functools import lru_cache
 
 warnings.simplefilter("ignore")
 
@@ -57,15 +65,202 @@ def resolved(model_type: str, **kw) -> dict:
 
 
 def oracle(text: dict) -> dict | None:
-    """spec_to_dict of a fresh meta-device read; None when transformers cannot build it."""
+    """spec_to_dict of a fresh meta-device read; None when transformers cannot build it. The config attribute names
+    the read touches (config class, model code, the reader) join TRACE's (see reads below)."""
     key = json.dumps({k: v for k, v in text.items() if k not in _DROP_KEYS}, sort_keys=True, default=str)
+    _install_tracer()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            spec = generic._read_cached.__wrapped__(key, "t", "", None, "", key)
+            TRACE["on"] += 1
+            try:
+                spec = generic._read_cached.__wrapped__(key, "t", "", None, "", key)
+            finally:
+                TRACE["on"] -= 1
     except Exception:  # noqa: BLE001
         return None
     return json.loads(json.dumps(spec_to_dict(spec)))
+
+
+# ---- the config attributes a build reads ---------------------------------------------------------------------------
+# A key of a config.json can change the built structure only if the config class consumes it (a field, an __init__
+# parameter, a kwarg its code pops or reads by name, a property) or something reads that attribute of the config
+# object while the model is built and read. Every oracle() call records the attribute names read on any config object
+# (PreTrainedConfig.__getattribute__: plain reads, getattr(conf, name, default), hasattr); a template ships the union
+# over its type's builds plus the names its config class consumes ("reads"), and the names every config class
+# consumes once for the file ("reads_common"). At run time a key the template has no role for and that is in neither
+# is inert: the config object would carry it and nothing would look at it (catalog/templates.py).
+TRACE: dict = {"on": 0, "paused": 0, "names": set(), "whole": set()}
+# PreTrainedConfig methods that walk every attribute: checking *_token_id values, serialising (the generation config
+# is made from to_dict()), comparing, printing. What they read is no key's effect on the parameters; one called from
+# anywhere else (model code iterating over its config) leaves the type without a reads list.
+_WALKERS = ("validate_token_ids", "to_dict", "to_diff_dict", "to_json_string", "__iter__", "__repr__", "__eq__")
+_WALKER_CALLERS = (os.path.join("transformers", "configuration_utils.py"),
+                   os.path.join("transformers", "generation", "configuration_utils.py"),
+                   os.path.join("huggingface_hub", "dataclasses.py"), os.path.join("transformers", "__init__.py"),
+                   "copy.py", "copyreg.py")
+
+
+def _walker(fn):
+    import functools
+
+    @functools.wraps(fn)
+    def walk(*args, **kwargs):
+        if TRACE["on"] and not TRACE["paused"]:
+            caller = sys._getframe(1).f_code.co_filename
+            if not caller.endswith(_WALKER_CALLERS):
+                TRACE["whole"].add(f"{fn.__name__} from {os.path.basename(caller)}")
+        TRACE["paused"] += 1
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            TRACE["paused"] -= 1
+
+    walk._trainfit_walker = True
+    return walk
+
+
+def _trace_class(cls) -> None:
+    """Wrap the attribute walkers defined along cls's MRO (once each)."""
+    for c in cls.__mro__:
+        if c is object:
+            continue
+        for name in _WALKERS:
+            fn = c.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_trainfit_walker", False):
+                setattr(c, name, _walker(fn))
+
+
+def _install_tracer() -> None:
+    from transformers import PreTrainedConfig
+
+    if TRACE.get("installed"):  # (not marked on the class: reads_common() lists its names)
+        return
+    get = PreTrainedConfig.__getattribute__
+
+    def __getattribute__(self, key):
+        if TRACE["on"] and not TRACE["paused"]:
+            if key == "__dict__":  # the whole attribute dict, read outside the walkers
+                caller = sys._getframe(1).f_code.co_filename
+                if not caller.endswith(_WALKER_CALLERS):
+                    TRACE["whole"].add(f"__dict__ from {os.path.basename(caller)}")
+            elif not (key.startswith("__") and key.endswith("__")):
+                TRACE["names"].add(key)
+        return get(self, key)
+
+    PreTrainedConfig.__getattribute__ = __getattribute__
+    TRACE["installed"] = True
+    _trace_class(PreTrainedConfig)
+
+
+def _trace_start(model_type: str) -> None:
+    _install_tracer()
+    _trace_class(_config_class(model_type))
+    TRACE["names"], TRACE["whole"] = set(), set()
+
+
+def _identifiers(module) -> set[str]:
+    """The string constants of a module's source that could name a config key (kwargs.pop("rope_scaling"), ...)."""
+    import ast
+    import inspect
+
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return set()
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and n.value.isidentifier()}
+
+
+def _consumed_by(cls) -> set[str]:
+    """Names a config class consumes or defines: dataclass fields, __init__ parameters, class attributes, properties
+    and methods (a key so named would set or shadow them), the identifier-like strings of the modules its MRO is
+    defined in (kwargs read by name), attribute_map's both sides and the sub-configs."""
+    import dataclasses
+    import inspect
+
+    out = set(dir(cls))
+    if dataclasses.is_dataclass(cls):
+        out |= {f.name for f in dataclasses.fields(cls)}
+    for c in cls.__mro__:
+        if c is object:
+            continue
+        try:
+            out |= {p for p in inspect.signature(c.__init__).parameters if p not in ("self", "args", "kwargs")}
+        except (TypeError, ValueError):
+            pass
+        module = inspect.getmodule(c)
+        if module is not None:
+            out |= _identifiers(module)
+    amap = dict(getattr(cls, "attribute_map", {}) or {})
+    out |= set(amap) | set(amap.values())
+    try:
+        out |= set(getattr(cls, "sub_configs", {}) or {})
+    except Exception:  # noqa: BLE001
+        pass
+    return {n for n in out if not (n.startswith("__") and n.endswith("__"))}
+
+
+def _model_code_names(model_type: str) -> set[str]:
+    """Names the type's model code could read from its config, whether or not a build took that branch: attributes
+    of anything named *config (config.x, self.config.x, text_config.x) and getattr / hasattr(*config, "x") in the
+    modules of its model class's MRO and the transformers.models modules they take classes or functions from."""
+    import ast
+    import inspect
+
+    from transformers.models.auto import modeling_auto
+
+    modules = set()
+    for mapping in (modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING, modeling_auto.MODEL_FOR_MASKED_LM_MAPPING):
+        try:
+            cls = mapping[_config_class(model_type)]
+        except Exception:  # noqa: BLE001
+            continue
+        for c in cls.__mro__:
+            if c.__module__.startswith("transformers.models."):
+                modules.add(sys.modules.get(c.__module__))
+        for module in list(modules - {None}):  # and what those take from other model code
+            for value in vars(module).values():
+                owner = getattr(value, "__module__", None)
+                if isinstance(owner, str) and owner.startswith("transformers.models."):
+                    modules.add(sys.modules.get(owner))
+        break
+    out: set[str] = set()
+    for module in modules - {None}:
+        try:
+            tree = ast.parse(inspect.getsource(module))
+        except (OSError, TypeError, SyntaxError):
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Attribute) and ast.unparse(n.value).endswith("config"):
+                out.add(n.attr)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("getattr", "hasattr") \
+                    and len(n.args) >= 2 and ast.unparse(n.args[0]).endswith("config") \
+                    and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str):
+                out.add(n.args[1].value)
+    return out
+
+
+@lru_cache(maxsize=1)
+def reads_common() -> frozenset[str]:
+    """What every config class consumes: PreTrainedConfig's names, and the generation parameters its __post_init__
+    drops from the kwargs (a config.json's max_length never reaches the config object)."""
+    from transformers import GenerationConfig, PreTrainedConfig
+
+    return frozenset(_consumed_by(PreTrainedConfig) | set(GenerationConfig._get_default_generation_params()))
+
+
+def _trace_reads(model_type: str, t: dict) -> str:
+    """Attach "reads" to template t from the builds traced since _trace_start: the names read, those the config class
+    consumes, minus reads_common(); none where a walk over the whole config came from elsewhere (what it reads is
+    unknown). Returns a note."""
+    t.pop("reads", None)
+    if TRACE["whole"]:
+        return f"no reads list ({', '.join(sorted(TRACE['whole']))})"
+    names = (set(TRACE["names"]) | _consumed_by(_config_class(model_type)) | _model_code_names(model_type)) \
+        - reads_common()
+    t["reads"] = sorted(names)
+    return f"{len(names)} names read"
 
 
 def ours(text: dict, t: dict) -> dict | None:
@@ -218,6 +413,17 @@ EXTRA_KEYS: dict[str, list] = {}
 
 def make(model_type: str, override: dict | None = None) -> tuple[dict | None, str]:
     try:
+        _trace_start(model_type)
+    except Exception as exc:  # noqa: BLE001
+        return None, f"no config class ({type(exc).__name__})"
+    t, msg = _make(model_type, override)
+    if t is not None:  # every build above read the config: the union of what they read
+        msg += f"; {_trace_reads(model_type, t)}"
+    return t, msg
+
+
+def _make(model_type: str, override: dict | None = None) -> tuple[dict | None, str]:
+    try:
         defaults = resolved(model_type, **(override or {}))
     except Exception as exc:  # noqa: BLE001
         return None, f"no default config ({type(exc).__name__})"
@@ -266,19 +472,8 @@ def make(model_type: str, override: dict | None = None) -> tuple[dict | None, st
     for key, x0 in base.items():
         if key in roles:
             continue
-        if isinstance(x0, bool):
-            tries = [not x0]
-        elif isinstance(x0, int):
-            tries = [2 * x0] + ([x0 // 2] if x0 >= 2 and x0 % 2 == 0 else []) if x0 >= 1 else [2]
-        elif isinstance(x0, float):
-            tries = [x0 * 1.5 if x0 else 0.5]
-        elif isinstance(x0, str) and "act" in key:
-            tries = ["gelu" if x0 != "gelu" else "silu"]
-        elif x0 is None:
-            tries = [1024]
-        elif isinstance(x0, dict) and isinstance(x0.get("rope_theta"), (int, float)):
-            tries = [{**x0, "rope_theta": x0["rope_theta"] * 2}]
-        else:
+        tries = perturbations(key, x0)
+        if tries is None:
             roles[key] = "fixed"
             continue
         roles[key] = "fixed"
@@ -389,6 +584,52 @@ def make(model_type: str, override: dict | None = None) -> tuple[dict | None, st
     if override:
         t["override"] = override
     return verify(model_type, t, base, defaults, moves, p)
+
+
+def perturbations(key: str, x0) -> list | None:
+    """The other values a key is built with, alone (None: none tried, the key keeps its default)."""
+    if isinstance(x0, bool):
+        return [not x0]
+    if isinstance(x0, int):
+        return [2 * x0] + ([x0 // 2] if x0 >= 2 and x0 % 2 == 0 else []) if x0 >= 1 else [2]
+    if isinstance(x0, float):
+        return [x0 * 1.5 if x0 else 0.5]
+    if isinstance(x0, str) and "act" in key:
+        return ["gelu" if x0 != "gelu" else "silu"]
+    if x0 is None:
+        return [1024]
+    if isinstance(x0, dict) and isinstance(x0.get("rope_theta"), (int, float)):
+        return [{**x0, "rope_theta": x0["rope_theta"] * 2}]
+    return None
+
+
+def reads_only(model_type: str, t: dict) -> str:
+    """Recompute a shipped template's "reads" (and its variants') from the builds that read the config most: the
+    default cut to 8 blocks and to the blocks that show every kind, each key perturbed alone (every value
+    perturbations() gives) and the presets' extra keys all at once; nothing else in the template changes."""
+    notes = []
+    for one in (t, *t.get("variants", ())):
+        _trace_start(model_type)
+        defaults, lk, lists = one["defaults"], one["layer_key"], one["layer_lists"]
+        n8 = min(defaults[lk], MAX_BASE_LAYERS)
+        base8 = cut(defaults, lk, n8, lists)
+        if oracle(base8) is None:
+            one.pop("reads", None)
+            notes.append("the default does not build: no reads list")
+            continue
+        sigs = [T._signature(one, base8, i) for i in range(n8)]
+        base = cut(defaults, lk, max(sigs.index(s) for s in set(sigs)) + 1, lists)
+        oracle(base)
+        fixed = {lk, "model_type", *lists, *one["rules"]}
+        for key, x0 in base.items():
+            if key not in fixed:
+                for x1 in perturbations(key, x0) or ():
+                    oracle({**base, key: x1})
+        extras = {k: v for k, v in EXTRA_KEYS.items() if k not in base}
+        for i in range(max((len(v) for v in extras.values()), default=0)):
+            oracle({**base, **{k: v[i % len(v)] for k, v in extras.items()}})
+        notes.append(_trace_reads(model_type, one))
+    return "; ".join(notes)
 
 
 ACTIVATIONS = ("gelu", "silu", "gelu_new", "relu", "gelu_pytorch_tanh", "swish", "gelu_fast")
@@ -583,6 +824,33 @@ def one_type(mt: str) -> tuple[str, dict | None, str]:
     return mt, t, msg
 
 
+def one_reads(item: tuple[str, str]) -> tuple[str, str, str]:
+    """(type, its shipped template with "reads" recomputed, a note)."""
+    mt, text = item
+    if not EXTRA_KEYS:
+        EXTRA_KEYS.update(extra_keys())
+    t0 = time.perf_counter()
+    t = json.loads(text)
+    try:
+        msg = reads_only(mt, t)
+    except Exception as exc:  # noqa: BLE001
+        msg = f"generator error {type(exc).__name__}: {exc}"[:200]
+        print(f"{mt:28s} {msg} (kept as shipped)", flush=True)
+        return mt, text, msg
+    new = json.dumps(t, separators=(",", ":"), sort_keys=True)
+    if _without_reads(new) != _without_reads(text):
+        raise SystemExit(f"{mt}: --reads-only changed more than the reads")
+    print(f"{mt:28s} {time.perf_counter() - t0:6.1f}s  {msg}", flush=True)
+    return mt, new, msg
+
+
+def _without_reads(text: str) -> str:
+    t = json.loads(text)
+    for one in (t, *t.get("variants", ())):
+        one.pop("reads", None)
+    return json.dumps(t, separators=(",", ":"), sort_keys=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--types", default="")
@@ -590,9 +858,14 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--merge", action="store_true", help="with --types: regenerate those types only and merge them "
                     "into --out (the others kept as shipped; needs the same transformers version)")
+    ap.add_argument("--reads-only", action="store_true", help="recompute only the config names each shipped template "
+                    "reads (for --types, or all shipped types) and write them into --out; nothing else changes "
+                    "(needs the transformers version --out was made with)")
     args = ap.parse_args()
     import transformers
 
+    if args.reads_only:
+        return main_reads_only(args)
     types = args.types.split(",") if args.types else text_types()
     out, why = {}, {}
     if args.jobs > 1:
@@ -625,14 +898,49 @@ def main() -> None:
             shipped["not_templated"].pop(mt, None)
         shipped["types"].update(new)
         shipped["not_templated"].update(why)
+        shipped["reads_common"] = sorted(reads_common())
         data = shipped
     elif not args.types:
-        data = {"transformers": transformers.__version__, "not_templated": why, "types": new}
+        data = {"transformers": transformers.__version__, "not_templated": why, "types": new,
+                "reads_common": sorted(reads_common())}
     else:
         return
     with gzip.open(args.out, "wt", encoding="utf-8", compresslevel=9) as fh:
         json.dump(data, fh, separators=(",", ":"), sort_keys=True)
     print(f"{len(data['types'])}/{len(data['types']) + len(data['not_templated'])} types templated -> {args.out} "
+          f"({os.path.getsize(args.out)} bytes)")
+
+
+def main_reads_only(args) -> None:
+    import transformers
+
+    with gzip.open(args.out, "rt", encoding="utf-8") as fh:
+        shipped = json.load(fh)
+    if shipped.get("transformers") != transformers.__version__:
+        sys.exit(f"--reads-only needs transformers {shipped.get('transformers')} ({args.out} was made with it); "
+                 f"{transformers.__version__} is installed")
+    types = args.types.split(",") if args.types else sorted(shipped["types"])
+    missing = [mt for mt in types if mt not in shipped["types"]]
+    if missing:
+        sys.exit(f"not shipped: {', '.join(missing)}")
+    items = [(mt, shipped["types"][mt]) for mt in types]
+    if args.jobs > 1:
+        from multiprocessing import Pool
+
+        with Pool(args.jobs) as pool:
+            done = pool.map(one_reads, items, chunksize=1)
+    else:
+        done = [one_reads(item) for item in items]
+    for mt, text, _ in done:
+        shipped["types"][mt] = text
+    common = sorted(reads_common())
+    if shipped.get("reads_common") not in (None, common):
+        sys.exit("reads_common differs from the shipped one under the same transformers version")
+    shipped["reads_common"] = common
+    with gzip.open(args.out, "wt", encoding="utf-8", compresslevel=9) as fh:
+        json.dump(shipped, fh, separators=(",", ":"), sort_keys=True)
+    with_reads = sum("reads" in json.loads(text) for text in shipped["types"].values())
+    print(f"{with_reads}/{len(shipped['types'])} templates with a reads list -> {args.out} "
           f"({os.path.getsize(args.out)} bytes)")
 
 

@@ -7,7 +7,10 @@ whose template reproduces fresh meta-device reads of independently perturbed con
 (catalog/data/structure_templates.json.gz). At run time a config.json of a templated type is answered here without
 importing torch, when every key it sets is one the template understands: a key whose value changes the structure in
 a way the template does not model ("fixed"), set to a value other than the default, or a key the template has never
-seen, sends the config to the real reader (None here).
+seen, sends the config to the real reader (None here). A key the template has never seen is inert, and accepted,
+when the template lists what its type's config class consumes and its builds read ("reads", and the file's
+"reads_common": fields, __init__ parameters, kwargs popped by name, properties, every attribute read while the model
+was built and read) and the key is in neither: the config object would carry it and nothing would look at it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,25 @@ def _file() -> dict[str, Any]:
 def _shipped() -> dict[str, str]:
     """model type -> its template as a JSON string (parsed only when that type is asked for)."""
     return _file().get("types", {})
+
+
+@lru_cache(maxsize=1)
+def _reads_common() -> frozenset[str] | None:
+    """Names every config class consumes (PreTrainedConfig's fields, properties, kwargs; the generation parameters);
+    None when the file does not say (then no key is inert)."""
+    common = _file().get("reads_common")
+    return frozenset(common) if isinstance(common, list) else None
+
+
+def inert(t: dict, key: str) -> bool:
+    """A key the template has no role for that cannot change the structure: the template lists what its type reads,
+    and the key is not there, not in reads_common, and not an attribute_map alias or target."""
+    reads, common = t.get("reads"), _reads_common()
+    if not isinstance(reads, list) or common is None:
+        return False
+    amap = t.get("attribute_map", {})
+    return not key.startswith("__") and key not in common and key not in reads and key not in amap \
+        and key not in amap.values()
 
 
 def made_with() -> str:
@@ -123,7 +145,8 @@ def _kind(v: Any) -> str:
 
 def resolve(t: dict, text: dict[str, Any]) -> dict[str, Any]:
     """The config the model would be built from: the type's defaults, the user's keys over them, derived keys
-    recomputed. Raises NoTemplate for a key outside the template."""
+    recomputed. Raises NoTemplate for a key outside the template; an inert key (see inert) is kept as it is, as the
+    config object keeps it."""
     defaults = t["defaults"]
     roles = t["keys"]
     layer_key = t["layer_key"]
@@ -134,7 +157,10 @@ def resolve(t: dict, text: dict[str, Any]) -> dict[str, Any]:
     for key, value in text.items():
         role = roles.get(key)
         if role is None:
-            raise NoTemplate(f"unknown key {key}")
+            if not inert(t, key):
+                raise NoTemplate(f"unknown key {key}")
+            env[key] = value
+            continue
         default = defaults.get(key)
         if role == "fixed":
             if not _same(value, default):
