@@ -102,7 +102,12 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         moved = tokens * (lin.in_features + lin.out_features) * b * k_active + w_bytes
         seconds, bound = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw,
                                cuda_cores)
-        out[f"linear/{lin.module}"] = (seconds * lin.share, bound)  # share: the fraction of blocks holding it
+        # share: the fraction of blocks holding it. A read structure's mean block lists a module once per block kind
+        # that has it (gpt-oss: q/k/v/o and the experts in its sliding-window and its full-attention blocks, 4 + 5
+        # of a PP-4 stage's 9): its time adds up over them (the bound: the larger part's)
+        key = f"linear/{lin.module}"
+        before, kind = out.get(key, (0.0, bound))
+        out[key] = (before + seconds * lin.share, kind if before > seconds * lin.share else bound)
     att_flops = attention_flops_per_token(m, t.seq_len) * tokens
     if t.attention == Attention.EAGER:
         s2_bytes = t.sequences_per_micro_batch * m.heads * t.seq_len ** 2 * _eager_s2_bytes(m, r, t.fused_softmax)
@@ -129,6 +134,12 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
         ada_bytes = split.adapters / m.layers * r.adapter + tokens * _adapter_bytes(m, t, split, r)[0]
         out["lora/adapters"] = (ada_bytes / (bw * eff("memory_bandwidth_efficiency")), "memory")
     return out
+
+
+def linears_per_block(m: ModelSpec, linears=None) -> float:
+    """The Linear modules of the mean block (of `linears`, a subset of its Linears, if given): each counted at the
+    share of blocks holding it, so a module that a read structure lists once per block kind counts once."""
+    return sum(lin.share for lin in (layer_linears(m) if linears is None else linears))
 
 
 def _adapted(m: ModelSpec, split: ParamSplit) -> list:
@@ -252,8 +263,8 @@ def _ops_per_block(t: TrainingSpec, split: ParamSplit, m: ModelSpec, eff: Effici
         fwd += ada.fwd_kernels * n
         bwd += ada.bwd_kernels * n
     if t.method == Method.QLORA:  # dequantize per Linear
-        fwd += (GPTQ_UNPACK_KERNELS if t.gptq_base else 2) * len(layer_linears(m))
-        bwd += 0 if t.gptq_base else 2 * 2 * len(layer_linears(m))
+        fwd += (GPTQ_UNPACK_KERNELS if t.gptq_base else 2) * linears_per_block(m)
+        bwd += 0 if t.gptq_base else 2 * 2 * linears_per_block(m)
     return fwd, bwd
 
 
@@ -308,7 +319,7 @@ def zero3_modules_per_block(m: ModelSpec, split: ParamSplit) -> float:
     """Modules of one block that hold parameters of their own, which ZeRO-3's hooks fetch and release: each Linear
     (a fused expert set is one module, as transformers 5 builds it), the two norms, and under LoRA each adapter's
     lora_A and lora_B (PEFT's ModuleDicts and dropout hold none: measured, they add no cost)."""
-    return len(layer_linears(m)) + 2 + (2 * len(_adapted(m, split)) if split.adapters else 0)
+    return linears_per_block(m) + 2 + (2 * linears_per_block(m, _adapted(m, split)) if split.adapters else 0)
 
 
 @recorded_cache(maxsize=16384)
@@ -395,7 +406,7 @@ def selective_recompute_kernels(m: ModelSpec, t: TrainingSpec, n_ops: float) -> 
     torchtitan's op policy every forward kernel but the kept matmuls and the attention core."""
     if t.selective_ac == "attention":
         return 1.0
-    return max(1.0, n_ops - len(op_policy_split(m)[0]) - 1)
+    return max(1.0, n_ops - linears_per_block(m, op_policy_split(m)[0]) - 1)
 
 
 def _adapter_ratio(m: ModelSpec, t: TrainingSpec, split: ParamSplit, r: Regime, ops: dict) -> float:
