@@ -160,7 +160,7 @@ def test_recommendations_meet_constraints_and_are_ordered():
        st.integers(2, 64), st.integers(1, 16), st.booleans())
 def test_affine_memory_equals_direct_estimates(model, method, ckpt, strat, gpus, mb, accumulating):
     """The search's memory model (3 estimates, affine in micro-batch and 1/GPUs; or from micro-batch 2 up, with 1
-    estimated directly; or direct) equals a direct estimate."""
+    estimated directly; or affine pieces between powers of two; or direct) equals a direct estimate."""
     m = resolve_model(model)
     req = request_from_mapping({"model": model, "dataset_tokens": "1M"})
     w = resolve_workload(req, m)
@@ -172,7 +172,7 @@ def test_affine_memory_equals_direct_estimates(model, method, ckpt, strat, gpus,
     model_fit = est.memory_model(w, method, ckpt, s, gpu, accumulating)
     if isinstance(model_fit, Exception):
         return
-    assert isinstance(model_fit, (AffineMemory, FromMicroBatch, DirectMemory))
+    assert isinstance(model_fit, (AffineMemory, FromMicroBatch, PiecewiseMemory, DirectMemory))
     t = w.training(method, ckpt, mb, 2 if accumulating else 1)
     direct = run_estimate(m, est.adapted(t, gpu), s, cluster_for(gpu, gpus, 1), eff).memory.device
     assert model_fit.device(mb, gpus) == pytest.approx(direct, rel=1e-9)

@@ -193,6 +193,13 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # the run's GPUs held under a power limit below the catalog GPU's TDP (torchtitan's Grand Teton H100s: "We used
     # the default 500W power limit", benchmarks/llama3_h100_202412_torchtitan.md): `note_power_limit_w`
     "power_limited": POWER_LIMIT_NOTE,
+    # torchtune run with torch.nn.CrossEntropyLoss, not its recipes' CEWithChunkedOutputLoss (TrainingSpec.loss_impl
+    # torchtune_fp32): the README's 'Optimization flags' rows are cumulative and those above '+ Chunked Cross
+    # Entropy' (README.md L120-123 @1814feb) list no chunked cross-entropy among their techniques; the recipe config
+    # llama3_1/405B_qlora set `loss: _component_: torch.nn.CrossEntropyLoss` from its first version (27d103bd, PR
+    # #1232) through the 'Memory and training speed' table's commit (L59-60 @30b8519)
+    "unchunked_loss": re.compile(r"\A(?!.*\bchunked cross-entropy\b).*\bTechniques are cumulative\b"
+                                 r"|\brecipe config llama3_1/405B_qlora\b", re.S),
 }
 
 
@@ -355,6 +362,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                   kbit_fp32_upcast=bool(defaults.get("kbit_fp32_upcast", True)) and not gptq,
                   kbit_keeps_inputs=bool(defaults.get("kbit_keeps_inputs", False)) and not gptq,
                   model_code=str(defaults.get("model_code", "hf")),
+                  loss_impl="torchtune_fp32" if defaults.get("loss_impl") == "torchtune_chunked"
+                  and "unchunked_loss" in features else str(defaults.get("loss_impl", "hf")),
                   lora_dropout=float(_from_source(case, "training").get("lora_dropout",
                                                                         defaults.get("lora_dropout", 0.0))),
                   triton_attention="triton_attention" in features, gptq_base=gptq,

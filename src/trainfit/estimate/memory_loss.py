@@ -1,5 +1,6 @@
 """Loss terms: the logits and the cross-entropy's buffers in forward and backward (transformers' upcast, Gemma-2's
-final soft-capping), LitGPT's chunked head and loss, TRL's DPO (policy and reference log-probabilities, entropy)."""
+final soft-capping), LitGPT's chunked head and loss, torchtune's chunked output and loss, TRL's DPO (policy and
+reference log-probabilities, entropy)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,62 @@ def final_softcap_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     if not m.final_softcap or t.task == Task.CLASSIFICATION:
         return 0.0
     return float(r.act * m.vocab * t.tokens_per_micro_batch)
+
+
+# torchtune's recipes (full_finetune_*, lora_finetune_*; configs from PR #1390, 2024-08-28, on): loss
+# torchtune.modules.loss.CEWithChunkedOutputLoss, whose num_output_chunks the recipe hands the decoder
+# (`self._model.set_num_output_chunks(self._loss_fn.num_output_chunks)`), its default:
+# torchtune/modules/loss/ce_chunked_output_loss.py L30 @30b8519 `num_output_chunks: int = 8`
+TORCHTUNE_OUTPUT_CHUNKS = 8
+
+
+def torchtune_logits_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str, float], dict[str, float],
+                                                                                dict[str, float]]:
+    """The logits of a torchtune step (TrainingSpec.loss_impl), in bytes: (the forward's end, the backward's start,
+    the head's backward). Read from pytorch/torchtune at 30b8519 (the README's 'Memory and training speed' table)
+    and 1814feb (its 'Optimization flags' table), the same code at both:
+
+    torchtune_chunked  torchtune/modules/transformer.py `TransformerDecoder.chunked_output` (L447-466 @30b8519):
+                       `[self.output(chunk) for chunk in h.chunk(num_output_chunks, dim=1)]`, 16-bit chunks that
+                       the recipe's `logits` holds until the loss returns (recipes/full_finetune_single_device.py
+                       `_loss_step`, `del logits` after the loss); CEWithChunkedOutputLoss (L35-83) upcasts one chunk
+                       at a time (`F.cross_entropy(logits.float(), labels, reduction="sum")`). With compile=True the
+                       recipes compile only that per-chunk function (torchtune/training/_compile.py L68-71
+                       `loss.compute_cross_entropy = torch.compile(...)`): Inductor saves each chunk's 16-bit input
+                       and per-row statistics, no fp32 copy, and its backward writes one 16-bit chunk gradient (seen
+                       in its output code and by counting saved tensors: 2.00 B x V x token saved, torch 2.13 CPU).
+                       Eager, each chunk's log_softmax saves its fp32 output: 4 B x V x token kept, and the last
+                       chunk's fp32 copy and log-probabilities beside the 16-bit chunks at the forward's peak; its
+                       backward holds one chunk's fp32 gradient and the log_softmax's input gradient.
+    torchtune_fp32     torch.nn.CrossEntropyLoss (the Optimization-flags rows before '+ Chunked Cross Entropy';
+                       configs/llama3_1/405B_qlora.yaml L59-60 @30b8519): the decoder returns the whole logits upcast,
+                       `self.output(h).float()` (transformer.py L614 @30b8519, the 16-bit logits freed at once); the
+                       loss runs eagerly (the full-finetune and distributed recipes discard compile_loss's result:
+                       recipes/full_finetune_single_device.py L292 @1814feb): fp32 logits and log-probabilities at the
+                       forward's end, then the saved log-probabilities, their gradient and the input's (12 B).
+
+    The autograd engine runs every chunk's loss backward before the head's (they were made later), so the head's
+    backward begins with all the chunks' 16-bit gradients. Traced eagerly with torchtune 0.3.1 on CPU (Llama-3.1
+    builder, 1 block, vocab 32768, 2 x 512 tokens, live bytes after each op, per V x token): chunked 6.50 forward
+    peak, 5.00 backward; fp32 8.00 and 12.00; the terms below give the same. Not counted: a trained head's weight
+    is used by eight matmuls, and the same CPU trace (eager, torch 2.13) sums their weight gradients out of place,
+    three V x d 16-bit tensors at once in the head's backward; the README's 8B and 70B full fine-tunes measured
+    below what that would add, so it is left out until a GPU trace settles it."""
+    a, v, tokens = float(r.act), float(m.vocab), t.tokens_per_micro_batch
+    if t.loss_impl == "torchtune_fp32":
+        return ({"logits/torchtune_fp32_logits": 4.0 * v * tokens, "logits/torchtune_log_softmax": 4.0 * v * tokens},
+                {"logits/loss_buffers": 12.0 * v * tokens}, {"logits/grad": a * v * tokens})
+    per_seq = -(-t.seq_len // TORCHTUNE_OUTPUT_CHUNKS)  # torch.chunk: ceil(s / n) tokens a chunk, the last smaller
+    chunk = v * t.sequences_per_micro_batch * min(per_seq, t.seq_len)
+    chunks = {"logits/torchtune_output_chunks": a * v * tokens}
+    head = {"logits/torchtune_chunk_grads": a * v * tokens}
+    if t.torch_compile:
+        return chunks, {**chunks, "logits/torchtune_chunk_grad": a * chunk}, head
+    upcast = 4.0 if r.act < 4 else 0.0  # .float() of an fp32 chunk returns it
+    forward = {**chunks, "logits/torchtune_log_softmax": 4.0 * v * tokens, "logits/torchtune_chunk_upcast":
+               upcast * chunk}
+    return forward, {"logits/torchtune_log_softmax": 4.0 * v * tokens, "logits/torchtune_chunk_grads_fp32":
+                     8.0 * chunk}, head
 
 
 DPO_ENTROPY_CHUNK_ROWS = 128  # trl/trainer/utils.py v1.9.0 `entropy_from_logits(logits, chunk_size=128)`

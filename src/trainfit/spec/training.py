@@ -69,11 +69,17 @@ class _TrainingSpec(_Spec):
     """The workload of one optimizer step on one data-parallel rank (fields: spec/job.py)."""
 
     _PART = "training"
-    _EXTRA = {"lengths_from": field(default="", compare=False)}  # where avg_len / padded_len came from (said with them)
+    _EXTRA = {"lengths_from": field(default="", compare=False),  # where avg_len / padded_len came from (said with them)
+              # whose loss path runs the step, a property of the stack (frameworks.yaml loss_impl): hf (transformers'
+              # whole-logits upcast), torchtune_chunked (CEWithChunkedOutputLoss, the recipes' default) or
+              # torchtune_fp32 (torch.nn.CrossEntropyLoss); estimate/memory_loss.py torchtune_logits_items
+              "loss_impl": field(default="hf")}
 
     def _rules(self) -> None:
         if parse_selective_ac(self.selective_ac) != self.selective_ac:
             raise SpecError(say("ei_selective_ac_given", value=self.selective_ac))
+        if self.loss_impl not in ("hf", "torchtune_chunked", "torchtune_fp32"):
+            raise SpecError(f"loss_impl {self.loss_impl!r}: one of hf, torchtune_chunked, torchtune_fp32")
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise SpecError(say("ei_oib_grad_accum"))
         if self.optimizer_in_backward and self.precision == Precision.FP16:
@@ -316,6 +322,7 @@ def resolve_job_defaults(values: dict, model=None, inputs: dict | None = None) -
     out.setdefault("kbit_fp32_upcast", bool(stack.get("kbit_fp32_upcast", True)))
     out.setdefault("kbit_keeps_inputs", bool(stack.get("kbit_keeps_inputs", False)))
     out.setdefault("model_code", str(stack.get("model_code", "hf")))
+    out.setdefault("loss_impl", str(stack.get("loss_impl", "hf")))  # torchtune: its chunked output and loss
     if out.get("lora_dropout") is None:
         out["lora_dropout"] = float(stack.get("lora_dropout", 0.0))
     if out.get("selective_ac") is None:  # what the stack's selective checkpointing recomputes (torchtitan: op)
