@@ -9,56 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainfit.catalog import get_gpu, resolve_model
 from trainfit.serving.burst import burst
-from trainfit.serving.engines import resolve
-from trainfit.serving.knobs import knobs
-from trainfit.serving.memory import memory
-from trainfit.serving.spec import ServingSpec
-from trainfit.serving.speed import _prefill_cached, closed_loop, decode_step
-from trainfit.spec.cluster import cluster_for
+from trainfit.serving.speed import closed_loop
+
+from serving_reference import plain_run, setup
 
 
-def _setup(budget: int = 2048):
-    m, gpu = resolve_model("qwen2.5-0.5b"), get_gpu("a100-sxm4-80gb")
-    s = ServingSpec(max_num_batched_tokens=budget, max_num_seqs=64)
-    view = knobs(None).for_framework(s.generation).for_gpu(gpu)
-    e = resolve(s, gpu, 4096)
-    return m, s, e, memory(m, s, e, gpu, view), cluster_for(gpu, 1, 1), view
-
-
-def _plain(m, s, e, mem, cluster, view, inputs, outputs, b_max):
-    """The reference: every step one by one, every request on its own (what burst() groups and jumps over)."""
-    n, budget = len(inputs), e.max_num_batched_tokens
-    left, made, first, done = list(inputs), [0] * n, [0.0] * n, [0.0] * n
-    waiting, running, now = list(range(n)), [], 0.0
-    while waiting or running:
-        while waiting and len(running) < b_max:
-            running.append(waiting.pop(0))
-        decoding = [i for i in running if left[i] == 0]
-        room, chunk, started = budget - len(decoding), 0.0, []
-        for i in running:
-            if room <= 0:
-                break
-            if left[i]:
-                take = min(room, left[i])
-                p = _prefill_cached(m, s, mem, cluster, view, inputs[i])
-                chunk += take * (max(p.compute_s, 0.0) + p.comm_s) / inputs[i]
-                left[i] -= take
-                room -= take
-                if not left[i]:
-                    started.append(i)
-        ctx = sum(inputs[i] + made[i] for i in decoding) / len(decoding) if decoding else 0.0
-        now += (decode_step(m, s, mem, cluster, view, len(decoding), max(1.0, ctx)).seconds if decoding else 0.0)
-        now += chunk
-        for i in decoding + started:
-            made[i] += 1
-        for i in started:
-            first[i] = now
-        for i in [i for i in running if not left[i] and made[i] >= outputs[i]]:
-            done[i] = now
-            running.remove(i)
-    return sum(outputs) / now, sum(first) / n
+_setup = setup
+_plain = plain_run
 
 
 @settings(max_examples=25, deadline=None)

@@ -868,13 +868,7 @@ def main() -> None:
         return main_reads_only(args)
     types = args.types.split(",") if args.types else text_types()
     out, why = {}, {}
-    if args.jobs > 1:
-        from multiprocessing import Pool
-
-        with Pool(args.jobs) as pool:
-            done = pool.map(one_type, types, chunksize=1)
-    else:
-        done = [one_type(mt) for mt in types]
+    done = _map(one_type, types, args.jobs)
     for mt, t, msg in done:
         if t is not None:
             out[mt] = t
@@ -911,6 +905,16 @@ def main() -> None:
           f"({os.path.getsize(args.out)} bytes)")
 
 
+def _map(fn, items: list, jobs: int) -> list:
+    """fn over items, in `jobs` processes when more than one."""
+    if jobs > 1:
+        from multiprocessing import Pool
+
+        with Pool(jobs) as pool:
+            return pool.map(fn, items, chunksize=1)
+    return [fn(x) for x in items]
+
+
 def main_reads_only(args) -> None:
     import transformers
 
@@ -924,13 +928,7 @@ def main_reads_only(args) -> None:
     if missing:
         sys.exit(f"not shipped: {', '.join(missing)}")
     items = [(mt, shipped["types"][mt]) for mt in types]
-    if args.jobs > 1:
-        from multiprocessing import Pool
-
-        with Pool(args.jobs) as pool:
-            done = pool.map(one_reads, items, chunksize=1)
-    else:
-        done = [one_reads(item) for item in items]
+    done = _map(one_reads, items, args.jobs)
     for mt, text, _ in done:
         shipped["types"][mt] = text
     common = sorted(reads_common())
