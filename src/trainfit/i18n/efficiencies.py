@@ -189,12 +189,12 @@ _ZH: dict[str, str] = {
                 "\"op\"，frameworks.yaml；estimate/activations.py selective_policy_block），因此 torchtitan 与任何训练栈一样"
                 "从 1.0 开始",
     # framework_logits_factor
-    "4e422307": "初始估计（由 trainfit calibrate 拟合）；各训练栈拟合之前的值（未参与拟合的训练栈按它预测）由其损失代码推出。"
+    "303aee3a": "初始估计（由 trainfit calibrate 拟合）；各训练栈拟合之前的值（未参与拟合的训练栈按它预测）由其损失代码推出。"
                 "Unsloth：其 Triton 交叉熵（unsloth/kernels/cross_entropy_loss.py，Fast_CrossEntropyLoss）只保留 16 位 "
                 "logits 和每个 token 一个 fp32 logsumexp，反向把梯度原地写入 logits：约为升为 fp32 的损失每个词表项、每个 "
-                "token 所占 12 字节中的 2 字节（2 / 12 = 0.17）。torchtune：其 recipe 配置使用 CEWithChunkedOutputLoss"
-                "（torchtune/modules/loss，PR #1390；num_output_chunks 8），保留 16 位 logits，每次把 8 块中的一块升为 fp32："
-                "(2 + 12 / 8) / 12 = 0.3（使用该损失之前的运行保留更多）",
+                "token 所占 12 字节中的 2 字节（2 / 12 = 0.17）。torchtune：1.0，其分块输出与 CEWithChunkedOutputLoss 已按其代码"
+                "建模（estimate/memory_loss.py torchtune_logits_items，TrainingSpec.loss_impl；此倍数作用于这些项）；此前由 "
+                "(2 + 12 / 8) / 12 = 0.3 的先验代替它们",
     # framework_time_factor
     "450830ad": "初始估计（由 trainfit calibrate 拟合；默认值由已拟合的训练栈合并而来）",
     # freeze_trainable_layers
