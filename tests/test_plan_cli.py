@@ -156,6 +156,18 @@ def test_a_gpu_only_other_providers_rent_takes_the_search_to_them(plan_json):
     assert d["request"]["provider"] == "alibaba" and not any("Alibaba Cloud" in a for a in d["assumptions"])
 
 
+def test_usd_providers_together_in_usd(run_cli, plan_json):
+    """--provider usd: AWS, GCP and Azure compete in USD without a rate; a budget named in CNY needs the rate, as
+    with any one of them (the same refusal, not an empty catalog)."""
+    d = plan_json("--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M", "--provider", "usd",
+                  "--top", "20")
+    assert d["recommendations"] and all(r["currency"] == "USD" for r in d["recommendations"])
+    assert {r["provider"] for r in d["recommendations"]} <= {"aws", "gcp", "azure"}
+    code, out, err = run_cli("plan", "--model", "qwen2.5-0.5b", "--method", "lora", "--dataset-tokens", "50M",
+                             "--provider", "usd", "--budget", "3000元")
+    assert code == 2 and "--usd-cny" in err and len(err.strip().splitlines()) == 1
+
+
 def test_the_advice_to_widen_the_providers_runs_as_given(run_cli, plan_json):
     """When no Alibaba offer has the GPU (the provider given), plan suggests every provider: with the rate that flag
     needs (without it the suggested command stopped with the exchange-rate error), and plainly once the rate is

@@ -122,13 +122,18 @@ class PlanRequest:
     def budget_currency(self) -> str:
         if self.currency:
             return self.currency
-        return "USD" if self.provider in (*USD_PROVIDERS, "usd") else "CNY"
+        return home_currency(self.provider) or "CNY"
 
     @property
     def providers(self) -> tuple[str, ...]:
         if self.provider == "all":
             return ("alibaba", *USD_PROVIDERS)
         return USD_PROVIDERS if self.provider == "usd" else (self.provider,)
+
+
+def home_currency(provider: str) -> str | None:
+    """The currency a provider's prices are in (`usd`: AWS, GCP and Azure together); None for `all` (both)."""
+    return "USD" if provider in (*USD_PROVIDERS, "usd") else "CNY" if provider == "alibaba" else None
 
 
 def _one_of(name: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -251,8 +256,7 @@ def _budget_currency(values: dict[str, Any]) -> None:
     given, provider = values.get("currency"), values.get("provider") or "alibaba"
     if given is not None and given != named:
         raise SpecError(say("ei_budget_currency", text=text, named=named, given=given))
-    home = {"alibaba": "CNY", "aws": "USD", "gcp": "USD", "azure": "USD"}.get(provider) \
-        if isinstance(provider, str) else None
+    home = home_currency(provider) if isinstance(provider, str) else None
     if given is None and home not in (None, named) and values.get("usd_cny") is None:
         raise SpecError(say("ei_budget_home_currency", text=text, named=named, provider=provider, home=home))
     values["currency"] = named
