@@ -206,7 +206,12 @@ def test_published_model_parallel_runs_within_their_error_limit():
     25.11 row whose layout the next releases ran 1.7x as fast (9058 tok/s in 26.02.01, while 26.02
     printed 5113 for it: a software state, not the hardware), held apart. 2026-12-07 (later), after a block kind's Linears
     stopped overwriting another's in perf._block_times (gpt-oss-120B's sliding-window and full-attention blocks:
-    +45.6% -> +13.2%, tests/test_moe_gemm.py): 11.2% over 6, 36.1% over 7, 14.2% over all 28. Nothing is fitted
+    +45.6% -> +13.2%, tests/test_moe_gemm.py): 11.2% over 6, 36.1% over 7, 14.2% over all 28. 2026-12-07 (eighth
+    session), two errors under expert parallelism corrected (a stage read every expert's weights where a GPU holds
+    num_experts / ep, and gave an expert GEMM the micro-batch's tokens as rows, not tokens x top-k x ep / experts;
+    tests/test_moe_gemm.py) and Megatron-Core's per-expert FC2 bias loop counted (gpt-oss): 18.2% over 6 (gpt-oss
+    +29.0%, DeepSeek-V3 +25.5%, Qwen3-30B-A3B EP 16 +16.1%: the limits went up because the close numbers before
+    rested on those errors, not because the model drifted), 42.7% over 7, 15.85% over all 28. Nothing is fitted
     on these runs: the stacks' switches come from their recipes (frameworks.yaml, the cases' notes). A model change that moves them
     past these limits fails here."""
     from trainfit.catalog.efficiency import Efficiencies
@@ -215,12 +220,12 @@ def test_published_model_parallel_runs_within_their_error_limit():
     cases = load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
     rest = validate([c for c in cases if not _is_moe_case(c)], Efficiencies.default()).to_dict()
     assert rest["throughput"]["n"] >= 21 and rest["throughput"]["mape"] <= 0.075
-    assert validate(cases, Efficiencies.default()).to_dict()["throughput"]["mape"] <= 0.145
+    assert validate(cases, Efficiencies.default()).to_dict()["throughput"]["mape"] <= 0.165
     moe = validate([c for c in cases if _is_moe_case(c)], Efficiencies.default()).to_dict()
-    assert moe["throughput"]["n"] == 7 and moe["throughput"]["mape"] <= 0.365
+    assert moe["throughput"]["n"] == 7 and moe["throughput"]["mape"] <= 0.435
     held = [c for c in cases if _is_moe_case(c) and c["id"] != "mbridge-2511-h100-qwen3-30b-a3b-g16-gbs512"]
     moe6 = validate(held, Efficiencies.default()).to_dict()
-    assert moe6["throughput"]["n"] == 6 and moe6["throughput"]["mape"] <= 0.115
+    assert moe6["throughput"]["n"] == 6 and moe6["throughput"]["mape"] <= 0.19
     dense = [c for c in cases if is_model_parallel_case(c) and c["model"]["hf_config"]["model_type"] in ("llama", "gpt2")
              and not (c["parallel"].get("ep") or 0) > 1]
     r = validate(dense, Efficiencies.default()).to_dict()

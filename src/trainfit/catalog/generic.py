@@ -248,7 +248,7 @@ def prune_cache(max_files: int = CACHE_MAX_FILES, max_bytes: int = CACHE_MAX_BYT
     return removed
 
 
-_NOT_SAVED = ("name", "source", "params_reported", "structure", "extra")
+_NOT_SAVED = ("name", "source", "params_reported", "structure", "extra", "expert_shards")
 
 
 def spec_to_dict(spec: ModelSpec) -> dict:

@@ -44,15 +44,28 @@ def recompute_of(t: TrainingSpec) -> str:
 def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
     """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
     read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
-    dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own."""
-    return m if s.pp == 1 else _stage_of(m, math.ceil(m.layers / s.pp))
+    dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own.
+
+    Under expert parallelism a GPU holds num_experts / ep routed experts, each 1 / etp of its width, and the stage's
+    times are divided by tp (model_parallel.step_time): so the stage at full width holds num_experts · tp / (ep ·
+    etp) of them (`expert_shards` = ep · etp / tp), whose GEMMs read those weights only and get tokens · top-k /
+    that many rows each (Megatron-Core's dispatcher sends a token's k copies to the experts' ranks)."""
+    shards = 1.0
+    if m.is_moe and s.ep > 1:
+        etp = layout_of(s).expert_tp
+        shards = s.ep * etp / s.tp
+    if s.pp == 1 and shards == 1.0:
+        return m
+    return _stage_of(m, math.ceil(m.layers / s.pp), shards)
 
 
 @lru_cache(maxsize=4096)
-def _stage_of(m: ModelSpec, layers: int) -> ModelSpec:
+def _stage_of(m: ModelSpec, layers: int, expert_shards: float = 1.0) -> ModelSpec:
     # one object per stage size: its hash is computed once
+    if layers == m.layers:
+        return replace(m, expert_shards=expert_shards)
     structure = m.structure.blocks(m.layers - layers, m.layers) if m.structure is not None else None
-    return replace(m, layers=layers, structure=structure)
+    return replace(m, layers=layers, structure=structure, expert_shards=expert_shards)
 
 
 def memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficiencies: Efficiencies) -> MemoryResult:

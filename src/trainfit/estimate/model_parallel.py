@@ -75,6 +75,7 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
     parts = stage.time.parts
     share = s.tp * s.cp
     fwd, bwd = parts.get("compute/forward", 0.0) / share, parts.get("compute/backward", 0.0) / share
+    fwd, bwd = _with_expert_bias(m, t, s, cluster, eff, fwd, bwd)
     fwd, bwd = _with_moe_launches(m, t, s, eff, fwd, bwd)
     states = s.tp * (s.dp * s.cp if layout.distributed_optimizer or layout.fsdp else 1)
     optimizer = sum(v for k, v in parts.items() if k.startswith("optimizer")) / states
@@ -125,11 +126,57 @@ def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff
 MOE_KERNELS = {"bf16": ((30 + 10, 2), (20 + 18, 4)), "fp8": ((33 + 10, 10), (23 + 18, 12))}
 
 
+# Megatron-Core's expert FC2 bias (TEGroupedMLP._apply_bias, core_v0.16.1 to core_v0.18.0: linear_fc2 is built
+# with skip_bias_add, FC1's bias is added inside its GEMM): per local expert in a Python loop, `t + b * p` over that
+# expert's rows of the split output, then one torch.cat. In bf16 (probs in the router's dtype, the input's unless
+# moe_router_dtype is set; TE's fused router keeps the logits' dtype): forward b * p writes 2 bytes per output
+# element, the add reads 2 + 2 and writes 2, the cat reads 2 and writes 2 (12); backward the bias gradient
+# (grad * p, then its sum: 2 + 2 + 2), the probs' (the same, 6) and the split's gradient, one cat (2 + 2): 16.
+# Launches per local expert: the forward's mul and add (2); backward two mul-and-sum pairs and the bias gradient's
+# accumulation into its main_grad (5).
+EXPERT_BIAS_BYTES = (12.0, 16.0)
+EXPERT_BIAS_KERNELS = (2, 5)
+
+
+def routed_bias_width(m: ModelSpec) -> float:
+    """Output features of the mean block's routed-expert down projections that carry a bias (gpt-oss:
+    mlp.experts.down_proj_bias), each at the share of blocks holding it; 0 when none does. A fused expert set keeps
+    its bias as a tensor of its own beside the module (`<module>_bias`), a list of Linears as their `.bias`."""
+    from .params import layer_linears
+
+    biased = set()
+    if m.structure is not None:
+        for g in m.structure.groups:
+            biased |= {x.name.removesuffix("_bias").removesuffix(".bias") for x in g.tensors
+                       if x.name.endswith("bias")}
+    return sum(lin.out_features * lin.share for lin in layer_linears(m)
+               if lin.kind == "routed" and "down" in lin.roles and (lin.bias or lin.module in biased))
+
+
+def _with_expert_bias(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+                      fwd: float, bwd: float) -> tuple[float, float]:
+    """A micro-batch's forward and backward with Megatron-Core's per-expert FC2 bias (EXPERT_BIAS_BYTES): its
+    traffic over the routed tokens' k copies on this GPU (tokens / (tp · cp) · k per layer, each down projection's
+    output width), at the GPU's memory bandwidth. Only the megatron engine runs that loop."""
+    if not m.is_moe or s.engine != "megatron":
+        return fwd, bwd
+    sm, tt = stage_model(m, s), t.for_time
+    width = routed_bias_width(sm)
+    if not width:
+        return fwd, bwd
+    elements = tt.tokens_per_micro_batch / (s.tp * s.cp) * max(1, m.experts_per_tok) * width * sm.layers
+    bw = cluster.gpu.memory_bandwidth * eff("memory_bandwidth_efficiency")
+    return fwd + elements * EXPERT_BIAS_BYTES[0] / bw, bwd + elements * EXPERT_BIAS_BYTES[1] / bw
+
+
 def moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy) -> tuple[float, float]:
-    """Kernel launches of one MoE layer's forward and backward on a GPU holding num_experts / ep experts."""
+    """Kernel launches of one MoE layer's forward and backward on a GPU holding num_experts / ep experts (with
+    an FC2 bias on the experts, its loop's launches per local expert: EXPERT_BIAS_KERNELS)."""
     local = max(1, m.num_experts // max(1, s.ep))
     fp8 = getattr(t.precision, "value", t.precision) == "fp8"
     (fixed_f, per_f), (fixed_b, per_b) = MOE_KERNELS["fp8" if fp8 else "bf16"]
+    if routed_bias_width(m):
+        per_f, per_b = per_f + EXPERT_BIAS_KERNELS[0], per_b + EXPERT_BIAS_KERNELS[1]
     return fixed_f + per_f * local, fixed_b + per_b * local
 
 

@@ -96,11 +96,16 @@ def _block_times(m: ModelSpec, t: TrainingSpec, split: ParamSplit, gpu: GpuSpec,
     tokens = t.tokens_per_micro_batch
     out: dict[str, tuple[float, str]] = {}
     for lin in layer_linears(m):
-        k_active = m.experts_per_tok if lin.count > 1 else 1
+        routed = lin.count > 1
+        k_active = m.experts_per_tok if routed else 1
         flops = 2.0 * tokens * lin.in_features * lin.out_features * k_active
-        w_bytes = lin.in_features * lin.out_features * lin.count * b
+        # routed experts: the GPU's own (m.expert_shards: layout.stage_model), each GEMM over its share of the
+        # tokens' k copies
+        held = lin.count / m.expert_shards if routed else 1
+        rows = tokens * k_active / held
+        w_bytes = lin.in_features * lin.out_features * held * b
         moved = tokens * (lin.in_features + lin.out_features) * b * k_active + w_bytes
-        seconds, bound = _gemm(flops, moved, min(tokens, lin.in_features, lin.out_features), peak, eff, bw,
+        seconds, bound = _gemm(flops, moved, min(rows, lin.in_features, lin.out_features), peak, eff, bw,
                                cuda_cores)
         # share: the fraction of blocks holding it. A read structure's mean block lists a module once per block kind
         # that has it (gpt-oss: q/k/v/o and the experts in its sliding-window and its full-attention blocks, 4 + 5

@@ -117,6 +117,10 @@ class ModelSpec:
     # the experts in `expert_groups` equal groups, each token routed inside `group_topk` of them; 0 = no limit
     expert_groups: int = 0
     group_topk: int = 0
+    # a model-parallel stage's routed experts per GPU, as a divisor of num_experts in units of the stage's own
+    # width (layout.stage_model: ep · etp / tp; 1 = every expert): what its expert GEMMs read and how many rows each
+    # gets; the whole model, and every data-parallel estimate, hold all experts
+    expert_shards: float = 1.0
     params_reported: int | None = None
     source: str = ""
     # the exact module structure, read from the real HF code by catalog/generic.py (None: a hand-written family)
@@ -127,8 +131,8 @@ class ModelSpec:
         cached = self.__dict__.get("_hash")
         if cached is None:
             cached = hash((self.name, self.model_type, self.hidden, self.layers, self.heads, self.kv_heads,
-                           self.head_dim, self.intermediate, self.vocab, self.num_experts, self.tie_embeddings,
-                           self.structure.config_hash if self.structure else None))
+                           self.head_dim, self.intermediate, self.vocab, self.num_experts, self.expert_shards,
+                           self.tie_embeddings, self.structure.config_hash if self.structure else None))
             object.__setattr__(self, "_hash", cached)
         return cached
 
