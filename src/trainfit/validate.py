@@ -174,6 +174,10 @@ NOTE_FEATURES: dict[str, re.Pattern] = {
     # transformers' own AdamW (HF Trainer optim="adamw_hf"; transformers 4.x optimization.py `AdamW.step`): a Python
     # loop over the parameters, i.e. optimizer_impl forloop where the case leaves it null
     "forloop_optimizer": re.compile(r"\badamw_hf\b"),
+    # HF Trainer optim="adamw_torch" (the default before transformers picked adamw_torch_fused for torch >= 2.8;
+    # training_args.py `default_optim`): torch.optim.AdamW without `fused`, i.e. torch's own default on CUDA,
+    # foreach (torch/optim/optimizer.py `_default_to_fused_or_foreach`), where the case leaves optimizer_impl null
+    "foreach_optimizer": re.compile(r"\boptim(?:izer)?:? ['\"]?adamw_torch\b"),
     # llm-foundry's attn_impl='triton' (its benchmark tables' default, scripts/train/benchmarking/submit_benchmarks.py):
     # FlashAttention in Triton (llmfoundry/models/layers/flash_attn_triton.py, copied from flash-attention's
     # flash_attn_triton.py), not FlashAttention-2 (TrainingSpec.triton_attention)
@@ -372,6 +376,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                                                                                             "attention")))
     if "forloop_optimizer" in features and t.get("optimizer_impl") is None:
         values["optimizer_impl"] = OptimizerImpl.FORLOOP
+    elif "foreach_optimizer" in features and t.get("optimizer_impl") is None:
+        values["optimizer_impl"] = OptimizerImpl.FOREACH
     values.update(_lengths(t))
     return TrainingSpec(**values)
 
