@@ -152,6 +152,20 @@ def test_a_key_the_template_does_not_cover_falls_back():
     assert T.read({**base, "qk_nope_head_dim": 3}) is None  # a key the type has no role for but the reader reads
 
 
+@pytest.mark.parametrize("model_type,key", [("ministral", "head_dim"), ("hunyuan_v1_dense", "head_dim"),
+                                            ("nemotron", "num_key_value_heads")])
+def test_a_type_made_from_filled_defaults_answers_set_values_and_sends_a_null_to_the_reader(model_type, key):
+    """make_templates.FILL_NONE: these types' default configs leave `key` null, which their model code cannot build
+    with; the template is made from the default with the usual value filled. A config.json that sets it is
+    answered (and equals the meta read: test_template_equals_the_meta_read runs over every shipped type); one that
+    leaves it null is not the template's to answer."""
+    t = T.template(model_type)
+    base = dict(t["defaults"])
+    assert isinstance(base[key], int) and base[key] > 0
+    assert T.read(base) is not None
+    assert T.read({**base, key: None}) is None
+
+
 def test_real_config_files_answered_by_templates_equal_the_meta_read():
     """The presets' verbatim Hugging Face config.json files (legacy keys, token ids, rope_scaling, tied heads, ...):
     where a template answers, its ModelSpec equals the meta-device read of the same file."""

@@ -422,11 +422,43 @@ def make(model_type: str, override: dict | None = None) -> tuple[dict | None, st
     return t, msg
 
 
+# Keys whose default is None in a config class whose model code cannot build with None (transformers 5.25:
+# ministral and hunyuan_v1_* read config.head_dim for the rotary embedding, nemotron divides by
+# num_key_value_heads). Every published config.json of those types sets them; the template is made from the default
+# with the usual value filled in, and a config.json that leaves the key null still goes to the meta-device read
+# (`templates.resolve`: a null where the template has a number is not its value), where transformers fails as it
+# would. Tried only when the default itself cannot be built.
+FILL_NONE = {
+    "head_dim": lambda d: d["hidden_size"] // d["num_attention_heads"],
+    "num_key_value_heads": lambda d: d["num_attention_heads"],
+}
+
+
+def _filled(defaults: dict) -> dict:
+    """The defaults with FILL_NONE's keys that are None filled (the keys they derive from present)."""
+    out = dict(defaults)
+    for key, fill in FILL_NONE.items():
+        if key in out and out[key] is None:
+            try:
+                out[key] = fill(out)
+            except (KeyError, TypeError, ZeroDivisionError):
+                continue
+    return out
+
+
 def _make(model_type: str, override: dict | None = None) -> tuple[dict | None, str]:
     try:
         defaults = resolved(model_type, **(override or {}))
     except Exception as exc:  # noqa: BLE001
         return None, f"no default config ({type(exc).__name__})"
+    filled = _filled(defaults)
+    if filled != defaults:
+        layer_key = next((k for k in T.LAYER_KEYS if isinstance(defaults.get(k), int)
+                          and not isinstance(defaults.get(k), bool)), None)
+        n_full = defaults.get(layer_key) if layer_key else None
+        lists = [k for k, v in defaults.items() if isinstance(v, list) and len(v) == n_full and (n_full or 0) > 1]
+        if layer_key and oracle(cut(defaults, layer_key, min(n_full, MAX_BASE_LAYERS), lists)) is None:
+            defaults = filled
     layer_key = next((k for k in T.LAYER_KEYS if isinstance(defaults.get(k), int)
                       and not isinstance(defaults.get(k), bool)), None)
     if layer_key is None:
