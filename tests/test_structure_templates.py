@@ -578,3 +578,6 @@ def test_preset_config_files_with_inert_keys_are_answered_by_their_template():
     assert {"qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
             "ernie-4.5-21b-a3b-thinking"} <= answered
     assert not {"phi-4", "phi-4-mini", "internlm3-8b-instruct"} & answered  # rope_scaling; bias / qkv_bias aliases
+    # "sliding_window": null (full attention in every block): the type's variant made from that switch
+    assert {"mistral-small-24b", "magistral-small-2509", "mistral-small-3.1-24b"} <= answered
+    assert any(v.get("override") == {"sliding_window": None} for v in T.template("mistral")["variants"])

@@ -850,6 +850,14 @@ def one_type(mt: str) -> tuple[str, dict | None, str]:
             if t2 is not None:
                 t["variants"] = [t2]
             msg += f"; tie_word_embeddings={flip['tie_word_embeddings']}: {msg2}"
+        if t is not None and t["keys"].get("sliding_window") == "var" and \
+                isinstance(t["defaults"].get("sliding_window"), int):
+            # a config.json with "sliding_window": null (full attention in every block: Mistral-Small-24B,
+            # Magistral-Small) is a structural switch of its own, answered by a variant made from it
+            t3, msg3 = make(mt, {"sliding_window": None})
+            if t3 is not None:
+                t.setdefault("variants", []).append(t3)
+            msg += f"; sliding_window=null: {msg3}"
     except Exception as exc:  # noqa: BLE001
         t, msg = None, f"generator error {type(exc).__name__}: {exc}"[:200]
     print(f"{mt:28s} {time.perf_counter() - t0:6.1f}s  {msg}", flush=True)
