@@ -141,12 +141,14 @@ def _importable(name: str) -> bool:
 
 def test_a_key_the_template_does_not_cover_falls_back():
     t = T.template("glm4_moe")
-    switched = {k for v in t.get("variants", ()) for k in v["override"]}  # a variant answers those
-    fixed = next(k for k, r in t["keys"].items() if r == "fixed" and k != "model_type" and k not in switched
-                 and isinstance(t["defaults"].get(k), bool))
+    # a variant answers a switch the presets flip together (GLM-4.7: attention_bias and use_qk_norm, both true):
+    # one of them flipped alone is neither the default nor the variant
+    pair = next(v["override"] for v in t["variants"] if "attention_bias" in v["override"])
+    assert set(pair) == {"attention_bias", "use_qk_norm"}
     base = dict(t["defaults"])
     assert T.read(base) is not None
-    assert T.read({**base, fixed: not base[fixed]}) is None  # a structural switch away from the default
+    assert T.read({**base, **pair}) is not None
+    assert T.read({**base, "attention_bias": pair["attention_bias"]}) is None  # a structural switch away from both
     assert T.read({**base, "hidden_size": 2048}) is not None  # a dimension
     assert T.read({**base, "some_new_switch": 3}) is not None  # a key nothing reads: inert (tests below)
     assert T.read({**base, "qk_nope_head_dim": 3}) is None  # a key the type has no role for but the reader reads
@@ -164,6 +166,23 @@ def test_a_type_made_from_filled_defaults_answers_set_values_and_sends_a_null_to
     assert isinstance(base[key], int) and base[key] > 0
     assert T.read(base) is not None
     assert T.read({**base, key: None}) is None
+
+
+def test_a_null_key_is_read_as_absent_only_where_the_type_was_built_so():
+    """make_templates.NULL_KEYS: a type records in "null_absent" a key whose null its own build takes as the key left
+    out; templates.resolve skips such a null there, and nowhere else."""
+    import gzip
+
+    with gzip.open(T.FILE, "rt", encoding="utf-8") as fh:
+        types = json.load(fh)["types"]
+    recorded = [mt for mt in types if "rope_scaling" in T.template(mt).get("null_absent", ())]
+    assert "glm4_moe" in recorded and len(recorded) >= 50
+    t = T.template("glm4_moe")
+    base = dict(t["defaults"])
+    assert T.read({**base, "rope_scaling": None}) is not None
+    assert T.read({**base, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}) is None  # a value: the reader
+    bare = dict(t, null_absent=[])
+    assert T.read({**base, "rope_scaling": None}, bare) is None
 
 
 def test_real_config_files_answered_by_templates_equal_the_meta_read():
@@ -547,7 +566,10 @@ def test_init_consumed_and_alias_keys_are_not_inert():
     class drops (max_length), an attribute_map alias (internlm3's bias -> mlp_bias), a dunder name: none is inert."""
     phi3, internlm3 = T.template("phi3"), T.template("internlm3")
     assert "rope_scaling" not in phi3["keys"] and not T.inert(phi3, "rope_scaling")
-    assert T.read({**_cut(phi3, 4), "rope_scaling": None}, phi3) is None
+    scaled = {"rope_type": "longrope", "short_factor": [1.0] * 48, "long_factor": [1.0] * 48}
+    assert T.read({**_cut(phi3, 4), "rope_scaling": scaled}, phi3) is None
+    # a null one is the key left out where the type's build says so (null_absent, checked when the template was made)
+    assert "rope_scaling" in phi3["null_absent"] and T.read({**_cut(phi3, 4), "rope_scaling": None}, phi3) is not None
     assert not T.inert(phi3, "max_length") and not T.inert(phi3, "__class__")
     assert internlm3["attribute_map"]["bias"] == "mlp_bias" and not T.inert(internlm3, "bias")
     assert T.inert(phi3, "trainfit_test_key_nothing_reads")
@@ -577,7 +599,11 @@ def test_preset_config_files_with_inert_keys_are_answered_by_their_template():
                 answered.add(name)
     assert {"qwen3.5-27b", "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b",
             "ernie-4.5-21b-a3b-thinking"} <= answered
-    assert not {"phi-4", "phi-4-mini", "internlm3-8b-instruct"} & answered  # rope_scaling; bias / qkv_bias aliases
+    assert not {"phi-4-mini", "internlm3-8b-instruct"} & answered  # rope_scaling set; bias / qkv_bias aliases
+    assert "phi-4" in answered  # "rope_scaling": null
     # "sliding_window": null (full attention in every block): the type's variant made from that switch
     assert {"mistral-small-24b", "magistral-small-2509", "mistral-small-3.1-24b"} <= answered
+    # GLM-4.7's attention_bias and use_qk_norm: the switches a preset flips (make_templates.preset_switches), and its
+    # "rope_scaling": null read as left out (the type's "null_absent", checked on its build)
+    assert "glm-4.7" in answered
     assert any(v.get("override") == {"sliding_window": None} for v in T.template("mistral")["variants"])

@@ -434,6 +434,23 @@ FILL_NONE = {
 }
 
 
+# Keys a real config.json may set to null; a type whose build is the same with the key null as without it records
+# the key in "null_absent", and templates.resolve then reads a null there as the key left out.
+NULL_KEYS = ("rope_scaling",)
+
+
+def _same_build(a: dict | None, b: dict | None) -> bool:
+    """Two oracle() answers for configs that differ only in their text: the same build (the structure's config_hash
+    is a hash of the text itself)."""
+    if a is None or b is None:
+        return False
+
+    def bare(x: dict) -> dict:
+        return {**x, "structure": {k: v for k, v in (x.get("structure") or {}).items() if k != "config_hash"}}
+
+    return bare(a) == bare(b)
+
+
 def _filled(defaults: dict) -> dict:
     """The defaults with FILL_NONE's keys that are None filled (the keys they derive from present)."""
     out = dict(defaults)
@@ -484,6 +501,9 @@ def _make(model_type: str, override: dict | None = None) -> tuple[dict | None, s
     if v0 is None:
         return None, "blocks of one per-layer kind differ"
     skel0, ints0 = split(v0)
+    # keys a config.json may carry as null with the same effect as leaving them out (GLM-4.7's "rope_scaling":
+    # null, which transformers 5's config classes take as a legacy kwarg): checked on this type's own build
+    null_absent = [k for k in NULL_KEYS if k not in defaults and _same_build(oracle({**base, k: None}), sd0)]
 
     hd_rule = None
     if "head_dim" not in base and isinstance(base.get("hidden_size"), int) and \
@@ -606,6 +626,8 @@ def _make(model_type: str, override: dict | None = None) -> tuple[dict | None, s
     glob = template_ints(ordered(v0["globals"]), exprs, it)  # flatten's order: globals, then groups by signature
     groups = {sig: template_ints(ordered(g), exprs, it) for sig, g in sorted(v0["groups"].items())}
     assert next(it, None) is None
+    if null_absent:
+        t["null_absent"] = null_absent
     t.update(defaults=defaults, keys=roles, groups=groups, globals=glob, model_class=v0["model_class"],
              peft_target_map=v0["peft"], attribute_map=dict(getattr(_config_class(model_type), "attribute_map", {})),
              derived=derived_rules(model_type, defaults, layer_key, roles), guards=[])
@@ -838,6 +860,29 @@ def text_types() -> list[str]:
     return sorted(out)
 
 
+def preset_switches(mt: str, t: dict) -> list[dict]:
+    """The structural switches (a key the template keeps fixed, a bool or a string) that the shipped presets' own
+    config.json files of this type set otherwise than the default (GLM-4.5 to 4.7: attention_bias true; Gemma 2B/7B:
+    hidden_act gelu), one override per distinct combination: each becomes a variant made from that switch, so a
+    fine-tune of those models is answered without torch. The head layout and a null sliding window have their own."""
+    from trainfit.catalog import all_models
+    from trainfit.catalog.generic import text_config
+
+    seen: list[dict] = []
+    for preset in all_models().values():
+        if not preset.hf_config:
+            continue
+        text = text_config(preset.hf_config)[0]
+        if str(text.get("model_type", "")).lower() != mt:
+            continue
+        override = {k: v for k, v in sorted(text.items())
+                    if t["keys"].get(k) == "fixed" and k not in ("model_type", "tie_word_embeddings")
+                    and isinstance(v, (bool, str)) and v != t["defaults"].get(k)}
+        if override and override not in seen:
+            seen.append(override)
+    return seen
+
+
 def one_type(mt: str) -> tuple[str, dict | None, str]:
     if not EXTRA_KEYS:
         EXTRA_KEYS.update(extra_keys())
@@ -858,6 +903,12 @@ def one_type(mt: str) -> tuple[str, dict | None, str]:
             if t3 is not None:
                 t.setdefault("variants", []).append(t3)
             msg += f"; sliding_window=null: {msg3}"
+        if t is not None:
+            for override in preset_switches(mt, t):  # the switches the presets' own config.json files flip
+                t4, msg4 = make(mt, override)
+                if t4 is not None:
+                    t.setdefault("variants", []).append(t4)
+                msg += f"; {override}: {msg4}"
     except Exception as exc:  # noqa: BLE001
         t, msg = None, f"generator error {type(exc).__name__}: {exc}"[:200]
     print(f"{mt:28s} {time.perf_counter() - t0:6.1f}s  {msg}", flush=True)

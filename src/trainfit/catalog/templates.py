@@ -154,7 +154,10 @@ def resolve(t: dict, text: dict[str, Any]) -> dict[str, Any]:
     for key, value in t.get("override", {}).items():  # a variant's switch: the config must set it so
         if key not in text or not _same(text[key], value):
             raise NoTemplate(f"{key} is not {value}")
+    null_absent = t.get("null_absent", ())
     for key, value in text.items():
+        if value is None and key in null_absent:  # the same build as without the key (checked when made)
+            continue
         role = roles.get(key)
         if role is None:
             if not inert(t, key):
