@@ -544,3 +544,28 @@ def test_the_compile_factor_is_fitted_on_compiled_runs_only(dev_cases):
     used = [cases for p, cases in params.items() if p.name == "compile_time_factor"]
     assert len(used) == 1 and len(used[0]) >= 3
     assert all("torch.compile on" in c["notes"] for c in used[0])
+
+
+def test_qwen_v1_under_deepspeed_takes_its_loss_on_the_16bit_logits():
+    """Qwen v1's remote code computes CrossEntropyLoss on the lm_head's own output (no `.float()`), and under DeepSpeed
+    Hugging Face Trainer runs no autocast: log_softmax keeps 16-bit log-probabilities (memory_loss.logits_dtype_items:
+    6 bytes per vocabulary entry and token at the forward's end and at the backward's start, where transformers'
+    upcast loss keeps 10 and 12). The README's Q-LoRA rows ran the fp16 ZeRO-2 script
+    (finetune_qlora_single_gpu.sh); its bf16 LoRA rows ran without DeepSpeed, under autocast, and keep the upcast."""
+    from trainfit.estimate.activations import Regime
+    from trainfit.estimate.memory_loss import logits_dtype_items
+
+    cases = {c["id"]: c for c in load_cases([DEV])}
+    qlora = predict_case(cases["qwen1-readme-14b-q-lora-s8192"], EFF)
+    assert qlora.training.loss_impl == "logits_dtype" and qlora.training.precision == Precision.FP16
+    assert qlora.strategy.zero_stage == 2
+    assert predict_case(cases["qwen1-readme-14b-lora-s8192"], EFF).training.loss_impl == "hf"
+    full = predict_case(cases["qwen1-readme-1.8b-full-parameter-s8192"], EFF)  # ZeRO-3 from source_setups.yaml
+    assert full.training.loss_impl == "logits_dtype"
+    m, t = qlora.model, qlora.training
+    forward, start, head = logits_dtype_items(m, t, Regime(2, 2, False))
+    per = m.vocab * t.tokens_per_micro_batch
+    assert sum(forward.values()) == pytest.approx(6 * per, rel=1e-3)
+    assert sum(start.values()) == pytest.approx(6 * per, rel=1e-3) and head == {"logits/grad": 2 * per}
+    phase = {p.name: p for p in qlora.memory.phases}["forward_end"]
+    assert phase.items["logits/shifted_copy"] > 0 and phase.items.get("logits/forward_buffers", 0.0) == 0.0

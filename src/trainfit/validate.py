@@ -378,6 +378,11 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
         values["optimizer_impl"] = OptimizerImpl.FORLOOP
     elif "foreach_optimizer" in features and t.get("optimizer_impl") is None:
         values["optimizer_impl"] = OptimizerImpl.FOREACH
+    zero = (case.get("parallel") or {}).get("zero_stage") or _from_source(case, "parallel").get("zero_stage")
+    if "fused_qkv" in features and values["loss_impl"] == "hf" and zero:
+        # Qwen v1's remote code under DeepSpeed: its loss on the 16-bit logits, no autocast (memory_loss.
+        # logits_dtype_items)
+        values["loss_impl"] = "logits_dtype"
     values.update(_lengths(t))
     return TrainingSpec(**values)
 

@@ -61,6 +61,28 @@ def logits_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     return 12.0 * m.vocab * t.tokens_per_micro_batch
 
 
+def logits_dtype_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str, float], dict[str, float],
+                                                                            dict[str, float]]:
+    """A model code's own loss on its logits' dtype with no autocast around it (TrainingSpec.loss_impl
+    "logits_dtype"), in bytes: (the forward's end, the backward's start, the head's backward).
+
+    Qwen v1's remote code (modeling_qwen.py `QWenLMHeadModel.forward`, the version ms-swift's repository keeps at
+    cb89d91): `lm_logits = self.lm_head(hidden_states)`, `shift_logits = lm_logits[..., :-1, :].contiguous()`,
+    `CrossEntropyLoss()(shift_logits.view(-1, V), ...)`: no `.float()`. Under DeepSpeed the module is cast to the
+    run's 16-bit dtype and Hugging Face Trainer opens no autocast (the engine owns mixed precision), so log_softmax
+    runs on the 16-bit copy and saves its 16-bit output: the logits, the shifted copy and the log-probabilities at
+    the forward's end (3 x 2 bytes per vocabulary entry and token, where transformers' upcast loss keeps 10); at the
+    backward's start the saved log-probabilities, their gradient and the input's gradient (6, where it keeps 12);
+    the head's backward starts from one 16-bit logits gradient (the slice's zero-padded gradient)."""
+    a, v, tokens = float(r.act), float(m.vocab), t.tokens_per_micro_batch
+    shifted = t.sequences_per_micro_batch * max(0, t.seq_len - 1)
+    forward = {"logits/logits": a * v * tokens, "logits/shifted_copy": a * v * shifted,
+               "logits/log_softmax": a * v * shifted}
+    start = {"logits/log_softmax": a * v * shifted, "logits/log_softmax_output_grad": a * v * shifted,
+             "logits/log_softmax_input_grad": a * v * shifted}
+    return forward, start, {"logits/grad": a * v * tokens}
+
+
 def final_softcap_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     """Final-logit soft-capping (Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap in Gemma2ForCausalLM.
     forward): tanh saves its output, one more vocabulary-sized tensor per token in the logits' dtype, alive from the

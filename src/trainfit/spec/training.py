@@ -65,6 +65,9 @@ class _Spec:
         return replace(self, **changes)
 
 
+LOSS_IMPLS = ("hf", "torchtune_chunked", "torchtune_fp32", "logits_dtype")
+
+
 class _TrainingSpec(_Spec):
     """The workload of one optimizer step on one data-parallel rank (fields: spec/job.py)."""
 
@@ -72,16 +75,17 @@ class _TrainingSpec(_Spec):
     _EXTRA = {"lengths_from": field(default="", compare=False),  # where avg_len / padded_len came from (said with them)
               # whose loss path runs the step, a property of the stack (frameworks.yaml loss_impl): hf (transformers'
               # whole-logits upcast), torchtune_chunked (CEWithChunkedOutputLoss, the recipes' default) or
-              # torchtune_fp32 (torch.nn.CrossEntropyLoss); estimate/memory_loss.py torchtune_logits_items
+              # torchtune_fp32 (torch.nn.CrossEntropyLoss); estimate/memory_loss.py torchtune_logits_items; or
+              # logits_dtype (a model code's own loss on its logits' dtype with no autocast around it: Qwen v1's
+              # remote code under DeepSpeed; memory_loss.logits_dtype_items)
               "loss_impl": field(default="hf")}
 
     def _rules(self) -> None:
         if parse_selective_ac(self.selective_ac) != self.selective_ac:
             raise SpecError(say("ei_selective_ac_given", value=self.selective_ac))
-        if self.loss_impl not in ("hf", "torchtune_chunked", "torchtune_fp32"):
+        if self.loss_impl not in LOSS_IMPLS:
             # not a user's value (no door takes it): frameworks.yaml's loss_impl names a path the estimate has not
-            raise ValueError(f"loss_impl {self.loss_impl!r} (frameworks.yaml): one of hf, torchtune_chunked, "
-                             "torchtune_fp32")
+            raise ValueError(f"loss_impl {self.loss_impl!r} (frameworks.yaml): one of {', '.join(LOSS_IMPLS)}")
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise SpecError(say("ei_oib_grad_accum"))
         if self.optimizer_in_backward and self.precision == Precision.FP16:
