@@ -250,6 +250,11 @@ class LlmAnalysisPeer:
                                 intra_node_bandwidth_in_GB_per_sec=intra, intra_node_min_message_latency=8e-06,
                                 peak_fp16_TFLOPS=peak / 1e12)
         dtype = lac.DtypeConfig()  # w16a16e16: bf16 / fp16 weights, activations, embeddings
+        if s.is_3d:
+            # the model-parallel runs trainfit reads since 2026-12-06: how a stack's per-GPU batch and tokens map
+            # onto llm-analysis's batch_size_per_gpu and throughput under TP / PP is not settled here (passing the
+            # GPUs as dp, as before, compared a 1T-parameter TP 8 x PP 64 run as data parallel)
+            raise PeerSkip("tensor / pipeline / context / expert parallelism: not mapped to this tool")
         par = lac.ParallelismConfig(dp_size=s.gpus)
         zero = 3 if s.fsdp == Fsdp.FULL_SHARD else 2 if s.fsdp == Fsdp.SHARD_GRAD_OP else s.zero_stage
         recompute = {GradCkpt.NONE: 0, GradCkpt.SELECTIVE: 1, GradCkpt.FULL: 2}[t.grad_ckpt]
@@ -306,7 +311,8 @@ PEER_INFO = {
         "label": "llm-analysis",
         "scope": "memory (weights + gradients + optimizer states + activations per GPU) and throughput (compute "
                  "only: FLOPs / (peak x flops_efficiency); no communication or overhead); full training, bf16/fp16",
-        "how": "LLMAnalysis(ModelConfig, GPUConfig, DtypeConfig w16a16e16, ParallelismConfig dp=GPUs).training(...) "
+        "how": "LLMAnalysis(ModelConfig, GPUConfig, DtypeConfig w16a16e16, ParallelismConfig dp=GPUs; model-parallel "
+               "runs skipped).training(...) "
                "with the case's micro-batch, grad accumulation, sequence length, recomputation, ZeRO stage (FSDP "
                "full_shard = 3, shard_grad_op = 2) and flash attention; GPUConfig from trainfit's GPU catalog "
                "(memory, HBM bandwidth, dense peak of the training dtype); efficiencies at llm-analysis's defaults",

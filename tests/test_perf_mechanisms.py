@@ -569,3 +569,23 @@ def test_qwen_v1_under_deepspeed_takes_its_loss_on_the_16bit_logits():
     assert sum(start.values()) == pytest.approx(6 * per, rel=1e-3) and head == {"logits/grad": 2 * per}
     phase = {p.name: p for p in qlora.memory.phases}["forward_end"]
     assert phase.items["logits/shifted_copy"] > 0 and phase.items.get("logits/forward_buffers", 0.0) == 0.0
+
+
+def test_deepspeed_reduce_buckets_follow_the_runs_stated_size():
+    """DeepSpeed's ZeRO-1/2 backward allocates reduce_bucket_size 16-bit elements twice with overlap_comm
+    (stage_1_and_2.py `backward`): hidden_size² each under trainfit's and Hugging Face's "auto" configs, 2e8 under
+    the Qwen README's ds_config_zero2.json, which its Q-LoRA and multinode LoRA rows ran (source_setups.yaml)."""
+    cases = {c["id"]: c for c in load_cases([DEV])}
+    case = cases["qwen1-readme-1.8b-q-lora-s256"]
+    est = predict_case(case, EFF)
+    assert est.strategy.ds_reduce_bucket == 200_000_000
+    assert "qwen_qlora_zero2_buckets" in validate([case], EFF).rows[0].from_source
+    peak = {p.name: p for p in est.memory.phases}[est.memory.peak_phase]
+    assert peak.items["other/comm_buckets"] == pytest.approx(2 * 2.0 * 2e8)
+    eff = EFF.for_framework("hf-trainer")
+    stated = run_estimate(est.model, est.training, est.strategy, est.cluster, eff)
+    auto = run_estimate(est.model, est.training, est.strategy.with_(ds_reduce_bucket=0), est.cluster, eff)
+    peak = {p.name: p for p in auto.memory.phases}[auto.memory.peak_phase]
+    assert peak.items["other/comm_buckets"] == pytest.approx(2 * 2.0 * est.model.hidden ** 2)
+    assert stated.memory.peak_phase == auto.memory.peak_phase
+    assert stated.memory.allocated - auto.memory.allocated == pytest.approx(4.0 * (2e8 - est.model.hidden ** 2))

@@ -226,7 +226,8 @@ def power_limited(case: dict, est: Estimate) -> str | None:
 
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
 # `_training` takes from it (the schema has no field for them)
-SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel", "etp", "pp_microbatches"},
+SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel", "etp", "pp_microbatches",
+                                   "ds_reduce_bucket"},
                      "training": {"lora_dropout"}}
 
 
@@ -431,6 +432,7 @@ def _strategy(case: dict) -> Strategy:
     if par.get("moe_dispatcher") in ("alltoall", "deepep", "hybridep"):
         layout["moe_dispatcher"] = par["moe_dispatcher"]
     return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,
+                    ds_reduce_bucket=int(par.get("ds_reduce_bucket") or 0),
                     zero_stage=int(par.get("zero_stage") or 0) if not fsdp else 0,
                     fsdp=Fsdp.parse(fsdp) if fsdp else Fsdp.NONE, offload=Offload.parse(par.get("offload") or "none"),
                     **layout)

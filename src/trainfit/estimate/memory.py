@@ -246,13 +246,16 @@ def activations(c: Step) -> tuple[dict[str, float], float, float]:
 def other_transients(c: Step) -> dict[str, float]:
     """Buffers alive through the step: the largest quantized Linear's weight dequantized to 16 bits for its matmul
     (LitGPT: Lightning's BitsandbytesPrecision quantizes from fp16, so the weight dequantizes to fp16 and is then
-    cast to bf16: two copies); DeepSpeed's communication buckets."""
+    cast to bf16: two copies); DeepSpeed's communication buckets: with contiguous_gradients each backward allocates
+    a reduce bucket of reduce_bucket_size 16-bit elements, two with overlap_comm (stage_1_and_2.py `backward`,
+    v0.12.6: `buf_0`, `buf_1`), hidden_size² each under trainfit's and Hugging Face's "auto" configs, the stated
+    number where a run's config says one (Strategy.ds_reduce_bucket)."""
     other: dict[str, float] = {}
     if c.t.method == Method.QLORA:
         _add(other, "other/nf4_dequantized_weight", (4.0 if c.r.litgpt else 2.0) * max(
             lin.in_features * lin.out_features for lin in layer_linears(c.m) if lin.count == 1))
     if c.s.engine == "deepspeed":
-        _add(other, "other/comm_buckets", 2 * 2.0 * c.m.hidden * c.m.hidden)
+        _add(other, "other/comm_buckets", 2 * 2.0 * (c.s.ds_reduce_bucket or c.m.hidden * c.m.hidden))
     return other
 
 

@@ -159,7 +159,9 @@ class _Strategy(_Spec):
     """How the step is spread: data-parallel GPUs, ZeRO stage or FSDP, offload (fields: spec/job.py)."""
 
     _PART = "strategy"
-    _EXTRA = {"notes": field(default=(), compare=False)}
+    # ds_reduce_bucket: DeepSpeed's zero_optimization.reduce_bucket_size in elements where a run's config states a
+    # number (0: what trainfit's generated configs and Hugging Face's "auto" set, hidden_size²); not a door's field
+    _EXTRA = {"notes": field(default=(), compare=False), "ds_reduce_bucket": field(default=0)}
 
     def _rules(self) -> None:
         if self.zero_stage and self.fsdp != Fsdp.NONE:
