@@ -73,6 +73,9 @@ def _matmul_eff(eff: EfficiencyView, cuda_cores: bool) -> float:
 
 def _gemm(flops: float, bytes_moved: float, min_dim: float, peak: float, eff: EfficiencyView,
           bw: float, cuda_cores: bool = False) -> tuple[float, str]:
+    # no work (a module read as routed in a model without a router: experts_per_tok 0) is no compute time
+    if flops <= 0 or min_dim <= 0:
+        return bytes_moved / (bw * eff("memory_bandwidth_efficiency")), "memory"
     eff_mm = _matmul_eff(eff, cuda_cores) * min_dim / (min_dim + eff("gemm_dim_knee"))
     t_compute = flops / (peak * eff_mm)
     t_memory = bytes_moved / (bw * eff("memory_bandwidth_efficiency"))
