@@ -7,12 +7,11 @@ file, never written through, so the file it pointed at is left as it was."""
 from __future__ import annotations
 
 import os
-import secrets
 
 
 def temp_name(folder: str, name: str) -> str:
     """A fresh hidden file name next to `name` in `folder`, unique to this process and call."""
-    return os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    return os.path.join(folder, f".{name}.{os.getpid()}.{os.urandom(6).hex()}.tmp")
 
 
 def write_text_atomic(path: str, text: str, mode: int | None = None) -> str:
