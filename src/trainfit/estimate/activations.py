@@ -29,6 +29,8 @@ copied before proj (`_litgpt_*` below; its loss and loop in memory.py `litgpt_lo
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from dataclasses import dataclass
 
 from ..i18n import say
@@ -168,7 +170,15 @@ def first_block_without_input_grad(saved: dict[str, float], tr: Trainable) -> di
 def block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention,
                 group=None) -> dict[str, float]:
     """Bytes saved for backward per token in one block, by named item (no checkpointing); `group`: one group of a
-    read structure (its own MLP widths, MLA dims and adapted Linears), else the mean spec's block."""
+    read structure (its own MLP widths, MLA dims and adapted Linears), else the mean spec's block. A fresh dict (its
+    callers add to it) copied from one computed per block and regime: a step's memory asks for it four times, and a
+    search asks the same block under every layout and micro-batch (issue 36)."""
+    return dict(_block_saved(m, r, tr, seq_len, attention, group))
+
+
+@lru_cache(maxsize=4096)
+def _block_saved(m: ModelSpec, r: Regime, tr: Trainable, seq_len: int, attention: Attention,
+                 group=None) -> dict[str, float]:
     if not tr.needs_input_grad and not tr.linears and not tr.adapters:
         return {}
     shape = shape_of(m, group)

@@ -48,9 +48,12 @@ _ASKED: dict[int, tuple] = {}  # id(Phased.phases) -> the values they were built
 def clear_memos() -> None:
     """Forget every memoised memory estimate and the phases shared between GPUs (a test that changes a term of the
     memory model must estimate afresh, not reuse phases built before the change)."""
+    from .activations import _block_saved
+
     _memory.cache_clear()
     _PHASES.clear()
     _ASKED.clear()
+    _block_saved.cache_clear()
 
 
 def phases_asked(result: MemoryResult) -> tuple | None:
