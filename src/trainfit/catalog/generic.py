@@ -176,7 +176,7 @@ def _with_note(spec: ModelSpec, text: str) -> ModelSpec:
 
 
 # ---- the disk cache -----------------------------------------------------------------------------------------------
-READER_VERSION = 7  # bump when what the reader records changes: old cache files are then ignored
+READER_VERSION = 8  # bump when what the reader records changes: old cache files are then ignored
 def _transformers_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -442,7 +442,8 @@ def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor,
     experts = _num_experts(conf)
     if isinstance(block, torch.nn.Linear):  # a stack of plain Linear modules
         block = torch.nn.ModuleDict({"linear": block})
-    linear_of: dict[str, Any] = {n: m for n, m in block.named_modules() if isinstance(m, torch.nn.Linear)}
+    linear_types = (torch.nn.Linear, *_conv1d())
+    linear_of: dict[str, Any] = {n: m for n, m in block.named_modules() if isinstance(m, linear_types)}
     tensors: dict[str, Tensor] = {}
     linears: dict[str, Linear] = {}
     for pname, p in block.named_parameters():
@@ -457,9 +458,10 @@ def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor,
         kind = "shared" if "shared" in pname.lower() else ("routed" if routed else "")
         if mod_name in linear_of and leaf == "weight":
             lin = linear_of[mod_name]
-            roles = _linear_roles(mod_name, lin.out_features, experts)
+            in_f, out_f = _in_out(lin)
+            roles = _linear_roles(mod_name, out_f, experts)
             prev = linears.get(mod_collapsed)
-            linears[mod_collapsed] = Linear(mod_collapsed, roles, lin.in_features, lin.out_features,
+            linears[mod_collapsed] = Linear(mod_collapsed, roles, in_f, out_f,
                                             lin.bias is not None, (prev.count + 1) if prev else 1, kind=kind)
             role = "router" if roles == ("router",) else ("expert" if routed else "linear")
             _add(tensors, collapsed, shape, role, mod_collapsed)
@@ -480,6 +482,23 @@ def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor,
             else:
                 _add(tensors, collapsed, shape, role, "")
     return tuple(tensors.values()), tuple(linears.values())
+
+
+def _conv1d() -> tuple[type, ...]:
+    """transformers' Conv1D (GPT-2, GPT-SW3, OpenAI GPT, ImageGPT): a Linear whose weight is stored (in, out), which
+    PEFT adapts like one (fan_in_fan_out)."""
+    try:
+        from transformers.pytorch_utils import Conv1D
+    except ImportError:  # pragma: no cover - every transformers the reader supports has it
+        return ()
+    return (Conv1D,)
+
+
+def _in_out(module) -> tuple[int, int]:
+    """(in, out) features of an nn.Linear or a Conv1D (weight (in, out), out = nf)."""
+    if hasattr(module, "in_features"):
+        return module.in_features, module.out_features
+    return int(module.weight.shape[0]), int(module.nf)
 
 
 def _add(tensors: dict[str, Tensor], name: str, shape: tuple[int, ...], role: str, module: str) -> None:

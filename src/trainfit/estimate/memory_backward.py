@@ -231,9 +231,11 @@ def _in_top_block_items(m: ModelSpec, t: TrainingSpec, s: Strategy, split: Param
     elif held:
         out.update({f"{k}_held": v for k, v in held.items()})
     elif t.method in (Method.FULL, Method.FREEZE):
-        last = layer_linears(m)[-1]
+        linears = layer_linears(m)
         out["gradients/output_head"] = head_grad
-        out["gradients/top_block_first"] = last.in_features * last.out_features * last.count * last.share * g_t
+        if linears:  # a block read without Linear layers has no first gradient of this kind
+            last = linears[-1]
+            out["gradients/top_block_first"] = last.in_features * last.out_features * last.count * last.share * g_t
     else:
         out["gradients/output_head"] = head_grad
     return out

@@ -232,14 +232,13 @@ def _split(m: ModelSpec, method: Method, task: Task, lora_rank: int, lora_target
         per_block, merged, roles = generic_lora(m, t.lora_targets, t.lora_rank)
         outside = named if head == "lm" else frozenset()
         if not per_block and not outside:
-            raise SpecError(f"no LoRA target matches a Linear layer of {m.name} (targets name Linear modules, e.g. "
-                            f"{', '.join(sorted({x.module.rsplit('.', 1)[-1] for x in layer_linears(m)})[:6])})")
+            _no_lora_match(m)
     else:
         named = lora_roles(t.lora_targets)
         roles = frozenset(r for r in named if any(r in lin.roles and lin.count == 1 for lin in layer_linears(m)))
         outside = named & {"head", "embed"} if head == "lm" else frozenset()
         if not roles and not outside:
-            raise SpecError(f"no LoRA target matches a Linear layer of {m.name}")
+            _no_lora_match(m)
         per_block = adapter_params_per_block(m, roles, t.lora_rank, all_linear)
     adapters = round(m.layers * per_block)
     # the output head (Linear: A r x h, B V x r) and the embedding (lora_embedding_A r x V, B h x r)
@@ -307,3 +306,13 @@ def adamw_8bit_state_bytes(split: ParamSplit, trainable_blocks: int, vocab_hidde
         covered += vocab_hidden
     rest = max(0, split.trainable - covered)
     return total + 2.0 * rest + 2 * 4.0 * rest / BNB_BLOCK
+
+
+def _no_lora_match(m: ModelSpec) -> None:
+    """The error when no LoRA target names a Linear of the model: the Linears it has, or that it has none."""
+    from ..i18n import say
+
+    names = sorted({x.module.rsplit(".", 1)[-1] for x in layer_linears(m)})
+    if not names:
+        raise SpecError(say("ei_lora_no_linear", model=m.name))
+    raise SpecError(say("ei_lora_no_match", model=m.name, examples=", ".join(names[:6])))

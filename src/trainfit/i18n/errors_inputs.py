@@ -43,6 +43,12 @@ MESSAGES: dict[str, dict[str, str]] = {
                                      "o_proj,gate_proj,up_proj,down_proj)",
                                "zh": "未知的 LoRA 目标模块 {name!r}（请用 all-linear 或 q_proj,k_proj,v_proj,o_proj,"
                                      "gate_proj,up_proj,down_proj 等名称）"},
+    "ei_lora_no_match": {"en": "no LoRA target matches a Linear layer of {model} (targets name Linear modules, e.g. "
+                               "{examples})",
+                         "zh": "没有 LoRA 目标模块匹配 {model} 的线性层（目标模块按线性层名称指定，例如 {examples}）"},
+    "ei_lora_no_linear": {"en": "{model} has no Linear layer in its blocks: LoRA has nothing to adapt (--method full "
+                                "or freeze trains it)",
+                          "zh": "{model} 的各层中没有线性层：LoRA 无可适配的模块（可用 --method full 或 freeze 训练）"},
     "ei_hub_unreachable": {"en": "{model!r} is not a preset and the Hugging Face Hub is not reachable ({problem}); use "
                                  "a preset (`trainfit models`) or a local config.json",
                            "zh": "{model!r} 不是预设，且无法访问 Hugging Face Hub（{problem}）；请使用预设（`trainfit "

@@ -1,0 +1,69 @@
+"""transformers' Conv1D (GPT-2's code: GPT-SW3, OpenAI GPT) read as the Linear it is: a config.json of those types
+gets its blocks' Linears (LoRA targets, GEMM times, the top block's first gradient) instead of none — a full
+fine-tune of gpt-sw3 ended in an IndexError and its LoRA in an error naming no module (found by a fuzz over every
+model type, 2026-12-07)."""
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from trainfit.catalog import generic  # noqa: E402
+from trainfit.errors import SpecError  # noqa: E402
+from trainfit.estimate import trainable  # noqa: E402
+from trainfit.estimate.params import layer_linears  # noqa: E402
+
+
+def _read_fresh(cfg: dict, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINFIT_CACHE_DIR", str(tmp_path))
+    key = json.dumps(cfg, sort_keys=True)
+    return generic._read_cached.__wrapped__(key, "x", "", None, "", key)  # the meta-device read, no template
+
+
+@pytest.mark.parametrize("model_type", ["gpt-sw3", "openai-gpt"])
+def test_conv1d_blocks_read_as_linears(model_type, monkeypatch, tmp_path):
+    m = _read_fresh({"model_type": model_type}, monkeypatch, tmp_path)
+    lins = {x.module: x for x in layer_linears(m)}
+    h = m.hidden
+    assert set(lins) == {"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"}
+    assert (lins["attn.c_attn"].in_features, lins["attn.c_attn"].out_features) == (h, 3 * h)  # weight (in, out)
+    assert lins["attn.c_attn"].roles == ("q", "k", "v")
+    assert (lins["mlp.c_proj"].in_features, lins["mlp.c_proj"].out_features) == (4 * h, h)
+    assert lins["mlp.c_proj"].roles == ("down",)
+
+
+def test_shipped_templates_agree_with_the_read(monkeypatch, tmp_path):
+    """The templates of the Conv1D types were regenerated with the reader: a template's answer is the meta read."""
+    for model_type in ("gpt-sw3", "openai-gpt", "gpt2"):
+        cfg = {"model_type": model_type, "n_embd": 256, "n_head": 4, "n_layer": 3}
+        read = _read_fresh(cfg, monkeypatch, tmp_path)
+        templ = generic.read_model(cfg, name="x")
+        assert [(x.module, x.in_features, x.out_features) for x in layer_linears(templ)] == \
+            [(x.module, x.in_features, x.out_features) for x in layer_linears(read)], model_type
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_gpt_sw3_config_is_estimated(run_cli, tmp_path, method):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt-sw3"}))
+    code, out, err = run_cli("estimate", "--model", str(tmp_path), "--gpu", "h100-sxm", "--method", method,
+                             "--seq-len", "128", "--json")
+    assert code == 0, err
+    model = json.loads(out)["model"]
+    if method == "lora":  # adapters on c_attn (the default targets' q and v are in it)
+        assert 0 < model["adapter_params"] == model["trainable_params"] < model["params"]
+    else:
+        assert model["trainable_params"] == model["params"]
+
+
+def test_no_linear_at_all_is_said_so(monkeypatch, tmp_path):
+    m = _read_fresh({"model_type": "gpt-sw3"}, monkeypatch, tmp_path)
+    monkeypatch.setattr(trainable, "layer_linears", lambda model: ())
+    with pytest.raises(SpecError) as exc:
+        trainable._no_lora_match(m)
+    assert "has no Linear layer" in str(exc.value) and "e.g." not in str(exc.value)
+    assert "线性层" in exc.value.args[0].render("zh")
+    monkeypatch.undo()
+    with pytest.raises(SpecError) as exc:
+        trainable._no_lora_match(m)
+    assert "e.g. c_attn, c_fc, c_proj" in str(exc.value)
