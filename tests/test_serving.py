@@ -303,3 +303,19 @@ def test_sglang_pool_is_the_fraction_of_memory_after_the_context_minus_the_weigh
     context = a.non_torch / 0.85
     assert abs((a.kv_budget - b.kv_budget) - 0.05 * (a.total_gpu - context)) < 1e6
     assert a.kv_budget == pytest.approx(0.85 * (a.total_gpu - context) - a.weights.total - a.buffers, rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "lmdeploy", "trtllm"])
+def test_a_config_without_attention_dimensions_is_one_clear_line(run_cli, tmp_path, engine):
+    """A composite config (BLT: its text model under other keys) reads with hidden size 0 and head dim 0: serving
+    says so in one line with exit 2 (it divided by its zero KV bytes per token, 2026-12-07's fuzz), in either
+    language, while the training estimate still answers from the read structure."""
+    pytest.importorskip("transformers")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "blt"}))
+    code, out, err = run_cli("serving", "--model", str(tmp_path), "--gpu", "h100-sxm", "--engine", engine, "--json")
+    assert code == 2 and "no attention dimensions" in err and err.count("\n") == 1, err
+    assert json.loads(out)["error"]["type"] == "ServingError"
+    code, _, err = run_cli("--lang", "zh", "serving", "--model", str(tmp_path), "--gpu", "h100-sxm")
+    assert code == 2 and "注意力维度" in err, err
+    code, _, err = run_cli("estimate", "--model", str(tmp_path), "--gpu", "h100-sxm", "--method", "lora", "--json")
+    assert code == 0, err

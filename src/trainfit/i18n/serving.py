@@ -96,6 +96,11 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                  "zh": "--input-len + --output-len（{n}）超过 --max-model-len {max}"},
     "sv_e_encoder": {"en": "{model} is an encoder; `trainfit serving` models decoder generation",
                      "zh": "{model} 是编码器模型；`trainfit serving` 只针对解码生成"},
+    "sv_e_no_kv": {"en": "{model}: its config gives no attention dimensions at the top (hidden size {hidden}, {kv} KV "
+                         "heads of {dim}): a composite config (its text model nested under another key) has none to "
+                         "size a KV cache with; give the text model's own config.json",
+                   "zh": "{model}：其配置顶层没有注意力维度（hidden size {hidden}，{kv} 个 KV 头，每头 {dim}）："
+                         "复合配置（文本模型嵌套在其他键下）无法据此计算 KV 缓存；请提供文本模型自己的 config.json"},
     "sv_e_instance_gpu": {"en": "instance {name} has no known whole GPUs to serve on",
                           "zh": "实例 {name} 没有可用的整卡 GPU 信息"},
     "sv_e_target": {"en": "the serving search needs a target: --target-tokens-per-s, --max-ttft-ms or --max-tpot-ms",

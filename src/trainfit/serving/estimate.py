@@ -17,7 +17,7 @@ from ..spec.model import ModelSpec
 from . import engine_trtllm as trt
 from .engines import EngineSettings, resolve
 from .knobs import knobs
-from .memory import MemoryBreakdown, memory
+from .memory import MemoryBreakdown, memory, mla_latent
 from .burst import burst
 from .speed import Load, closed_loop, decode_step, max_batch, open_loop, prefill
 from .spec import DEFAULT_MAX_MODEL_LEN, ServingSpec
@@ -77,6 +77,8 @@ def check_model(m: ModelSpec, s: ServingSpec) -> None:
         raise ServingError("sv_e_encoder", model=m.name)
     if m.heads % s.tp:
         raise ServingError("sv_e_tp_heads", tp=s.tp, heads=m.heads, model=m.name)
+    if m.hidden <= 0 or (not mla_latent(m) and (m.kv_heads <= 0 or m.head_dim <= 0)):
+        raise ServingError("sv_e_no_kv", model=m.name, hidden=m.hidden, kv=m.kv_heads, dim=m.head_dim)
 
 
 def max_len_for(m: ModelSpec, s: ServingSpec) -> int:
