@@ -66,3 +66,22 @@ def test_a_plan_with_the_cache_warm_imports_no_yaml_parser(tmp_path):
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert first.stdout.strip() == "True"  # the first run parses and fills the cache
     assert second.stdout.strip() == "False", second.stderr
+
+
+def test_packaged_data_is_found_through_a_symlinked_path(tmp_path):
+    """A script that puts `<symlinked folder>/../src` on sys.path (benchmarks/*.py do, run by tools/docs.py from a
+    folder where benchmarks/ is a link) imports trainfit by that path: the data folder is found by following the
+    link (realpath), not by dropping `folder/..` from the path as text (which named a folder that is not there)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    (tmp_path / "benchmarks").symlink_to(root / "benchmarks")
+    code = ("import sys; sys.path.insert(0, 'benchmarks/../src')\n"
+            "from trainfit.catalog import get_gpu; from trainfit.catalog._io import read_yaml\n"
+            "import trainfit; assert 'benchmarks/../src' in trainfit.__file__, trainfit.__file__\n"
+            "print(get_gpu('a10').id, 'values' in read_yaml('efficiency.yaml'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TRAINFIT_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["a10", "True"]

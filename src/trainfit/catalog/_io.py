@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import CatalogError
 
-_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_DATA = os.path.join(os.path.dirname(os.path.realpath(__file__)), "data")  # realpath: a symlink in the path is followed
 
 
 def read_text(name: str) -> str:
@@ -62,13 +62,41 @@ def _yaml_cache_put(cache: str, data: Any) -> None:
         if json.loads(encoded) != data:
             return
         from ..safe_write import write_text_atomic
-        from .generic import prune_cache
 
         os.makedirs(os.path.dirname(cache), exist_ok=True)
         write_text_atomic(cache, encoded)
-        prune_cache(YAML_CACHE_MAX_FILES, folder=os.path.dirname(cache))
+        prune_json_files(os.path.dirname(cache), YAML_CACHE_MAX_FILES)
     except (OSError, TypeError, ValueError):  # a read-only home, or data JSON cannot hold: no cache, same answer
         return
+
+
+def prune_json_files(folder: str, max_files: int, max_bytes: int = 64 * 2**20) -> int:
+    """Keep a cache folder within max_files and max_bytes, removing its oldest *.json files (a writer's temporary
+    file is left alone); returns how many went. The structure cache (generic.prune_cache) and the YAML parses'."""
+    entries = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                try:
+                    if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
+                        st = e.stat(follow_symlinks=False)
+                        entries.append((st.st_mtime, e.name, st.st_size, e.path))
+                except OSError:
+                    continue
+    except OSError:  # no cache yet, or unreadable: nothing to bound
+        return 0
+    entries.sort(reverse=True)  # newest first
+    kept_files = kept_bytes = removed = 0
+    for _, _, size, path in entries:
+        if kept_files < max_files and kept_bytes + size <= max_bytes:
+            kept_files, kept_bytes = kept_files + 1, kept_bytes + size
+            continue
+        try:
+            os.unlink(path)
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 def model_files() -> list[tuple[str, dict]]:

@@ -25,6 +25,7 @@ from ..errors import MissingDependency, SpecError
 from ..i18n import Msg, say
 from ..spec.model import ModelSpec, expert_groups_of, is_fast_path, softcap_value
 from ..spec.structure import BlockGroup, Linear, Structure, Tensor, structure_from_dict, structure_to_dict
+from ._io import prune_json_files
 from .preset_data import preset_data
 
 # config.json keys that only describe weights on disk or runtime behaviour (not the architecture)
@@ -221,31 +222,7 @@ CACHE_MAX_BYTES = 64 * 2**20
 def prune_cache(max_files: int = CACHE_MAX_FILES, max_bytes: int = CACHE_MAX_BYTES, folder: str | None = None) -> int:
     """Keep the structure cache within max_files and max_bytes, removing the oldest cached structures (*.json; a
     writer's temporary file is left alone); returns how many went."""
-    folder = folder or os.path.dirname(_cache_file(""))
-    entries = []
-    try:
-        with os.scandir(folder) as it:
-            for e in it:
-                try:
-                    if e.name.endswith(".json") and e.is_file(follow_symlinks=False):
-                        st = e.stat(follow_symlinks=False)
-                        entries.append((st.st_mtime, e.name, st.st_size, e.path))
-                except OSError:
-                    continue
-    except OSError:  # no cache yet, or unreadable: nothing to bound
-        return 0
-    entries.sort(reverse=True)  # newest first
-    kept_files = kept_bytes = removed = 0
-    for _, _, size, path in entries:
-        if kept_files < max_files and kept_bytes + size <= max_bytes:
-            kept_files, kept_bytes = kept_files + 1, kept_bytes + size
-            continue
-        try:
-            os.unlink(path)
-            removed += 1
-        except OSError:
-            pass
-    return removed
+    return prune_json_files(folder or os.path.dirname(_cache_file("")), max_files, max_bytes)
 
 
 _NOT_SAVED = ("name", "source", "params_reported", "structure", "extra", "expert_shards")
