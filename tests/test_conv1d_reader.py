@@ -67,3 +67,20 @@ def test_no_linear_at_all_is_said_so(monkeypatch, tmp_path):
     with pytest.raises(SpecError) as exc:
         trainable._no_lora_match(m)
     assert "e.g. c_attn, c_fc, c_proj" in str(exc.value)
+
+
+def test_transformers_log_lines_stay_out_of_the_one_error_line(tmp_path):
+    """MusicGen's default config makes transformers log two "[transformers] Model config: pad_token_id must be ..."
+    lines before its build fails: the error is still one line on stderr (found by benchmarks/type_fuzz.py). A fresh
+    process: transformers' log handler writes to the stderr it found when it was made."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "musicgen"}))
+    env = {**os.environ, "TRAINFIT_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "trainfit", "estimate", "--model", str(tmp_path), "--gpu", "a10",
+                           "--method", "lora", "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("trainfit: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "error" in json.loads(done.stdout)

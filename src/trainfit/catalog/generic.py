@@ -11,6 +11,7 @@ so the next run answers without importing torch.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -306,8 +307,7 @@ def hf_config_object(text: dict[str, Any]):
     # rope_theta, rope_type, ...) in place, which would rewrite a preset's or a user's config for the whole run
     args = copy.deepcopy({k: v for k, v in text.items() if k not in _DROP_KEYS})
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet():
             return AutoConfig.for_model(**args)
     except ValueError as exc:
         if "Unrecognized model" in str(exc) or "model_type" in str(exc) or model_type not in _known_types():
@@ -338,9 +338,23 @@ def model_class_for(conf):
     for auto in (AutoModelForCausalLM, AutoModelForMaskedLM):
         if type(conf) in auto._model_mapping:
             return auto
-    raise SpecError(f"model_type {conf.model_type!r} is not supported: transformers has no causal-LM or masked-LM "
-                    "class for it (trainfit estimates decoder language models and encoders; encoder-decoder, vision "
-                    "and audio models are out of scope)")
+    raise SpecError(say("ei_not_a_language_model", model_type=str(conf.model_type)))
+
+
+@contextlib.contextmanager
+def _quiet():
+    """transformers' warnings and its own log lines ("[transformers] Model config: pad_token_id must be ...") kept out
+    of trainfit's output while it reads a config: an error stays one line on stderr, an answer has none."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def _build_meta(conf):
@@ -348,12 +362,11 @@ def _build_meta(conf):
 
     auto = model_class_for(conf)
     try:
-        with warnings.catch_warnings(), torch.device("meta"):
-            warnings.simplefilter("ignore")
+        with _quiet(), torch.device("meta"):
             return auto.from_config(conf)
     except Exception as exc:  # noqa: BLE001 - any failure of third-party model code becomes one line
-        raise SpecError(f"transformers cannot build {conf.model_type} from this config "
-                        f"({type(exc).__name__}: {_first_line(exc)})") from None
+        raise SpecError(say("ei_transformers_cannot_build", model_type=str(conf.model_type),
+                            kind=type(exc).__name__, why=_first_line(exc))) from None
 
 
 # ---- reading the module tree --------------------------------------------------------------------------------------

@@ -37,6 +37,13 @@ MESSAGES: dict[str, dict[str, str]] = {
               "（pip install -U transformers），或请给出受支持架构的 config.json"},
     "ei_transformers_rejects": {"en": "transformers rejects this {model_type} config: {why}",
                                 "zh": "transformers 拒绝这个 {model_type} 配置：{why}"},
+    "ei_not_a_language_model": {"en": "model_type {model_type!r} is not supported: transformers has no causal-LM or "
+                                       "masked-LM class for it (trainfit estimates decoder language models and "
+                                       "encoders; encoder-decoder, vision and audio models are out of scope)",
+                                "zh": "不支持 model_type {model_type!r}：transformers 没有它的因果语言模型或掩码语言模型类"
+                                      "（trainfit 估算解码器语言模型和编码器；编码器-解码器、视觉和音频模型不在范围内）"},
+    "ei_transformers_cannot_build": {"en": "transformers cannot build {model_type} from this config ({kind}: {why})",
+                                     "zh": "transformers 无法用这个配置构建 {model_type}（{kind}: {why}）"},
     "ei_structure_unreadable": {"en": "cannot read the structure of this {model_type} model ({kind}: {why})",
                                 "zh": "无法读取这个 {model_type} 模型的结构（{kind}: {why}）"},
     "ei_unknown_lora_target": {"en": "unknown LoRA target {name!r} (use all-linear or names like q_proj,k_proj,v_proj,"
