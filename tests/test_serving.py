@@ -47,6 +47,38 @@ def test_bf16_weights_are_two_bytes_per_parameter():
     assert round(w.total / GiB, 1) == 14.2  # the issue's "weights ~ 14.2 GiB"
 
 
+
+def _decoder_presets():
+    from trainfit.catalog.models import all_models
+
+    return [n for n in sorted(all_models()) if not resolve_model(n).is_encoder]
+
+
+@pytest.mark.parametrize("name", _decoder_presets())
+def test_bf16_weights_of_every_preset_are_two_bytes_per_parameter(name):
+    """Every shipped decoder, hybrids included: a read structure's mean block weighs each Linear by the share of
+    blocks that hold it. Counting every group's Linears in every block put Qwen3.5-27B at 94.8 GiB (2 bytes x 26.9B
+    parameters is 50.1 GiB), gpt-oss-20b at 75.7 GiB and Gemma-3-12B at 42.0 GiB. The parameter count is the
+    model's own inventory (count_params, equal to HF's num_parameters() on the meta device:
+    tests/test_params_oracle.py); within 0.1%."""
+    from trainfit.estimate.params import count_params
+
+    m = resolve_model(name)
+    assert weights_per_gpu(m, "bf16", 1).total == pytest.approx(2 * count_params(m), rel=1e-3)
+
+
+def test_tp_beyond_the_kv_heads_replicates_only_the_kv_projections():
+    """Llama-3-70B has 8 KV heads: at TP 16 each GPU holds one K and one V head (vLLM replicates them), so the
+    16 GPUs hold the K/V projections twice over and everything else once."""
+    from trainfit.estimate.params import layer_linears
+
+    m = resolve_model("llama-3-70b")
+    kv = sum(lin.in_features * lin.out_features * lin.share for lin in layer_linears(m)
+             if lin.roles in (("k",), ("v",)))
+    extra = 2.0 * m.layers * kv  # bf16 bytes of one more copy of every K/V projection
+    assert 16 * weights_per_gpu(m, "bf16", 16).linears == pytest.approx(
+        8 * weights_per_gpu(m, "bf16", 8).linears + extra, rel=1e-9)
+
 def test_quantised_formats_keep_embeddings_and_head_in_16_bit():
     m = resolve_model("qwen2-7b")
     bf16, awq, gptq, int8 = (weights_per_gpu(m, f, 1) for f in ("bf16", "awq", "gptq", "int8"))

@@ -66,11 +66,11 @@ def weights_per_gpu(m: ModelSpec, fmt: str, tp: int) -> Weights:
     lin = scales = 0.0
     for layer_lin in layer_linears(m):
         rows = layer_lin.out_features
-        if layer_lin.roles in (("k",), ("v",)):
-            rows = kv_heads_per_gpu(m, tp) * m.head_dim * tp  # replicated KV heads count once per GPU
+        if layer_lin.roles in (("k",), ("v",)) and tp > m.kv_heads:
+            rows = rows * tp // m.kv_heads  # each GPU holds one replicated KV head
         w, sc = _linear_bytes(fmt, rows, layer_lin.in_features)
-        lin += w * layer_lin.count
-        scales += sc * layer_lin.count
+        lin += w * layer_lin.count * layer_lin.share  # share: the blocks that hold it (a hybrid's groups)
+        scales += sc * layer_lin.count * layer_lin.share
     rest_layer = sum(t.numel for t in layer_tensors(m) if t.role in ("norm", "bias", "router"))
     norms = sum(t.numel for t in layer_tensors(m) if t.role == "norm") * m.layers
     glob = sum(t.numel for t in global_tensors(m))
