@@ -17,7 +17,7 @@ from ..spec.model import ModelSpec
 from . import engine_trtllm as trt
 from .engines import EngineSettings, resolve
 from .knobs import knobs
-from .memory import MemoryBreakdown, memory, mla_latent
+from .memory import MemoryBreakdown, layout, memory, mla_latent
 from .burst import burst
 from .speed import Load, closed_loop, decode_step, max_batch, open_loop, prefill
 from .spec import DEFAULT_MAX_MODEL_LEN, ServingSpec
@@ -113,6 +113,9 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     check_model(m, s)
     view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
     e = trt.settings(m, s, gpu, max_len_for(m, s)) if s.engine == "trtllm" else resolve(s, gpu, max_len_for(m, s))
+    lay = layout(m, s) if e.engine == "vllm" else None
+    if lay and lay.block_size(e.block_size) != e.block_size:  # a page must hold a mamba state (hybrid.py)
+        e = replace(e, block_size=lay.block_size(e.block_size))
     if s.input_len + s.output_len > e.max_model_len:
         raise ServingError("sv_e_ctx", n=s.input_len + s.output_len, max=e.max_model_len)
     mix = build_mix(s, num_prompts, e.max_model_len) if s.workload != "fixed" else None

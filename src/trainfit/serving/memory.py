@@ -13,6 +13,7 @@ from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..units import GiB
 from . import engine_lmdeploy as lmd
+from . import hybrid
 from .engines import EngineSettings
 from .spec import WEIGHT_BITS, ServingSpec
 
@@ -108,25 +109,48 @@ def sliding_layers(m: ModelSpec) -> tuple[int, int | None]:
     return 0, None
 
 
-def kv_bytes_per_token(m: ModelSpec, s: ServingSpec) -> int:
-    """Per GPU, all layers: 2 (K and V) x layers x KV heads x head_dim x dtype bytes; MLA: layers x latent x bytes
-    (the latent is replicated on every TP rank). LMDeploy's int8/int4 KV: engine_lmdeploy.kv_bytes_per_token."""
-    if s.engine == "lmdeploy" and s.kv_cache_dtype != "auto":
-        return lmd.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, s.tp, s.kv_cache_dtype, s.version)
+def token_bytes(m: ModelSpec, s: ServingSpec) -> int:
+    """One token's KV in one attention layer on one GPU: K and V of its KV heads, or MLA's latent (replicated on
+    every TP rank)."""
     latent = mla_latent(m)
     if latent:
-        return m.layers * latent * kv_dtype_bytes(s)
-    return 2 * m.layers * kv_heads_per_gpu(m, s.tp) * m.head_dim * kv_dtype_bytes(s)
+        return latent * kv_dtype_bytes(s)
+    return 2 * kv_heads_per_gpu(m, s.tp) * m.head_dim * kv_dtype_bytes(s)
+
+
+def layout(m: ModelSpec, s: ServingSpec) -> hybrid.Layout | None:
+    """vLLM's hybrid KV layout of this model (hybrid.py), or None."""
+    return hybrid.layout(m, s, token_bytes(m, s), bool(mla_latent(m)))
+
+
+def kv_bytes_per_token(m: ModelSpec, s: ServingSpec) -> int:
+    """Per GPU, all layers: 2 (K and V) x layers x KV heads x head_dim x dtype bytes; MLA: layers x latent x bytes
+    (the latent is replicated on every TP rank). LMDeploy's int8/int4 KV: engine_lmdeploy.kv_bytes_per_token.
+    vLLM's hybrid manager counts every layer (padded to whole groups) the same way (hybrid.py)."""
+    if s.engine == "lmdeploy" and s.kv_cache_dtype != "auto":
+        return lmd.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, s.tp, s.kv_cache_dtype, s.version)
+    lay = layout(m, s)
+    return (lay.padded_layers if lay else m.layers) * token_bytes(m, s)
 
 
 def kv_bytes_for_request(m: ModelSpec, s: ServingSpec, tokens: int, block: int) -> float:
-    """KV of one request of `tokens` tokens, in whole blocks; sliding-window layers keep at most the window."""
+    """KV of one request of `tokens` tokens, in whole blocks; sliding-window layers keep at most the window (vLLM's
+    hybrid manager: the window and a block, and one page per mamba state: hybrid.py)."""
+    lay = layout(m, s)
+    if lay:
+        return lay.request_bytes(tokens, lay.block_size(block))
     per_layer = kv_bytes_per_token(m, s) / m.layers
     sw, window = sliding_layers(m)
     blocks = math.ceil(tokens / block)
     full = (m.layers - sw) * blocks * block
     capped = sw * math.ceil(min(tokens, window or tokens) / block) * block
     return per_layer * (full + capped)
+
+
+def kv_read_bytes(m: ModelSpec, s: ServingSpec, context: int) -> float:
+    """Bytes one decode step reads for one request at `context` tokens (hybrid.Layout.read_bytes)."""
+    lay = layout(m, s)
+    return lay.read_bytes(context) if lay else kv_bytes_for_request(m, s, context, 1)
 
 
 def forward_peak(m: ModelSpec, T: int, tp: int) -> float:
@@ -183,11 +207,17 @@ class MemoryBreakdown:
     max_model_len: int
     request_bytes: float  # KV of one max_model_len request
     buffers: float = 0.0  # non-parameter buffers loaded with the weights (rotary caches)
+    pool_bytes: float = 0.0  # vLLM's hybrid manager: the bytes of its blocks (num_blocks is per group there)
+
+    @property
+    def capacity(self) -> float:
+        """Bytes of KV the allocated blocks hold."""
+        return self.pool_bytes or self.num_blocks * self.block_size * self.kv_per_token
 
     @property
     def max_concurrency(self) -> float:
         """Requests of max_model_len tokens the allocated blocks hold (vLLM's 'Maximum concurrency')."""
-        capacity = self.num_blocks * self.block_size * self.kv_per_token
+        capacity = self.capacity
         return capacity / self.request_bytes if self.request_bytes else 0.0
 
     def to_dict(self) -> dict:
@@ -229,6 +259,15 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
         other = (e.memory_fraction * context) / GiB
         budget = e.memory_fraction * (total - context) - w.total - buffers
     per_token = kv_bytes_per_token(m, s)
+    lay = layout(m, s) if e.engine == "vllm" else None
+    if lay:  # vLLM's num_gpu_blocks are blocks of one group's layers (hybrid.py)
+        page = e.block_size * lay.token_bytes * lay.group_size
+        pool = int(budget // page) if budget > 0 else 0
+        need = lay.blocks_per_request(e.max_model_len, e.block_size, e.max_num_batched_tokens)
+        tokens = int(pool / need * e.max_model_len) if lay.reports_capacity else \
+            pool // sum(lay.groups().values()) * e.block_size
+        return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, pool,
+                               e.block_size, tokens, e.max_model_len, need * page, buffers, float(pool * page))
     blocks = max(0, int(budget // (per_token * e.block_size)))
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks,
                            e.block_size, blocks * e.block_size, e.max_model_len,

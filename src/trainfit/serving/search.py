@@ -50,7 +50,7 @@ def alternatives(est: ServingEstimate, overrides: dict | None = None, limit: int
     weights_fit = not any(r.key == "sv_r_weights" for r in est.reasons)
     if weights_fit:
         per_req = est.memory.request_bytes / est.memory.max_model_len
-        longest = int(est.memory.num_blocks * est.memory.block_size * est.memory.kv_per_token / per_req)
+        longest = int(est.memory.capacity / per_req)
         n = 1 << max(0, longest.bit_length() - 1) if longest >= 1024 else 0
         if n and n >= s.input_len + s.output_len:
             hit = _try(m, gpu, replace(s, max_model_len=n), overrides)

@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from functools import lru_cache
 
+from ..estimate.flops import attention_flops_per_token
 from ..estimate.params import matmul_params_per_token as _matmul_params
 from ..spec.cluster import Cluster
 from ..spec.model import ModelSpec
 from .engines import EngineSettings
-from .memory import MemoryBreakdown, kv_bytes_for_request
+from .memory import MemoryBreakdown, kv_bytes_for_request, kv_read_bytes
 from .spec import ServingSpec
 
 
@@ -97,13 +98,20 @@ def _stream_s(mem: MemoryBreakdown, weight_bytes: float, kv_bytes: float, s: Ser
     return weight_bytes * (share / (bw * eff_q) + (1 - share) / (bw * eff)) + kv_bytes / (bw * eff)
 
 
+def _prefill_attention_flops(m: ModelSpec, prompt: int) -> float:
+    """QKᵀ and PV of a causal prefill: half of every token against the whole prompt (2 x layers x prompt² x q_dim
+    for full attention). A read structure weighs its blocks (estimate/flops.py): sliding-window layers attend to
+    the window, linear-attention and state-space layers have no prompt² term."""
+    return m.layers * attention_flops_per_token(m, prompt) * prompt / 2
+
+
 def prefill(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Cluster, view, prompt: int,
             seqs: int = 1) -> Roofline:
     """One pass over `seqs` prompts of `prompt` tokens (the first token of each comes out of it)."""
     head = m.vocab * m.hidden
     tokens = prompt * seqs
     flops = 2.0 * ((matmul_params_per_token(m) - head) * tokens + head * seqs)
-    flops += 2.0 * m.layers * prompt * prompt * m.q_dim * seqs
+    flops += _prefill_attention_flops(m, prompt) * seqs
     compute = flops / s.tp / (_peak(s, cluster) * view("prefill_mfu"))
     memory = _stream_s(mem, mem.weights.total, 0.0, s, cluster, view)
     return Roofline(compute, memory, _allreduce_s(tokens, m, s, cluster, view), _overhead_s(m, s, view))
@@ -121,9 +129,9 @@ def _weight_bytes_read(m: ModelSpec, mem: MemoryBreakdown, batch: float) -> floa
 def decode_step(m: ModelSpec, s: ServingSpec, mem: MemoryBreakdown, cluster: Cluster, view, batch: float,
                 context: float) -> Roofline:
     """One decode step of `batch` requests at mean context `context`: reads the weights and every request's KV."""
-    kv = batch * kv_bytes_for_request(m, s, max(1, int(context)), 1)
+    kv = batch * kv_read_bytes(m, s, max(1, int(context)))
     memory = _stream_s(mem, _weight_bytes_read(m, mem, batch), kv, s, cluster, view)
-    flops = 2.0 * matmul_params_per_token(m) * batch + 4.0 * m.layers * context * m.q_dim * batch
+    flops = 2.0 * matmul_params_per_token(m) * batch + m.layers * attention_flops_per_token(m, context) * batch
     compute = flops / s.tp / (_peak(s, cluster) * view("decode_mfu"))
     # attention reads the KV cache in its own kernels, after the GEMMs: a share of that read cannot hide under them
     kv_read_s = kv / (cluster.gpu.memory_bandwidth * view("decode_bandwidth_efficiency"))
@@ -164,7 +172,7 @@ class Load:
 def max_batch(s: ServingSpec, e: EngineSettings, mem: MemoryBreakdown, m: ModelSpec) -> int:
     """Requests that can decode together: max_num_seqs, and the KV blocks of input + output tokens each."""
     per_req = kv_bytes_for_request(m, s, s.input_len + s.output_len, e.block_size)
-    by_kv = int(mem.num_blocks * e.block_size * mem.kv_per_token // per_req) if per_req else 0
+    by_kv = int(mem.capacity // per_req) if per_req else 0
     return max(0, min(e.max_num_seqs, by_kv))
 
 
@@ -202,7 +210,7 @@ def _prefill_cached(m, s, mem, cluster, view, prompt: int) -> Roofline:
 def prefill_floor_s(m: ModelSpec, s: ServingSpec, cluster: Cluster, prompt: int) -> float:
     """The least time a full prefill of `prompt` tokens can take: its FLOPs at the GPU's dense peak (MFU 1)."""
     head = m.vocab * m.hidden
-    flops = 2.0 * ((matmul_params_per_token(m) - head) * prompt + head) + 2.0 * m.layers * prompt ** 2 * m.q_dim
+    flops = 2.0 * ((matmul_params_per_token(m) - head) * prompt + head) + _prefill_attention_flops(m, prompt)
     return flops / s.tp / _peak(s, cluster)
 
 

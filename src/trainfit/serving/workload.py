@@ -262,7 +262,7 @@ def mix_max_batch(m, s, e, mem, mix: Mix, view=None, cluster=None) -> int:
     """speed.max_batch with the length-biased KV of a slot."""
     tokens = _terms(m, s, mem, cluster, view, mix).kv_tokens if view is not None else s.input_len + s.output_len
     per_req = kv_bytes_for_request(m, s, tokens, e.block_size)
-    by_kv = int(mem.num_blocks * e.block_size * mem.kv_per_token // per_req) if per_req else 0
+    by_kv = int(mem.capacity // per_req) if per_req else 0
     return max(0, min(e.max_num_seqs, by_kv))
 
 

@@ -1,0 +1,94 @@
+"""vLLM's hybrid KV cache manager (serving/hybrid.py): gated-delta-net states, sliding windows, groups and pages.
+
+The two start-up logs below are the published numbers these tests hold the arithmetic to; the KV pool is taken from
+each log's "Available KV cache memory" (rounded to 0.01 GiB there, so each test accepts the pools that rounding
+allows).
+"""
+
+import math
+
+import pytest
+
+from trainfit.catalog import resolve_model
+from trainfit.serving import serve
+from trainfit.serving.memory import kv_read_bytes, layout, token_bytes
+from trainfit.serving.spec import ServingSpec
+from trainfit.units import GiB
+
+
+def _pools(gib: float, page: int) -> set[int]:
+    """vLLM's num_gpu_blocks for every pool that rounds to `gib` (GiB, two decimals)."""
+    return {int((gib + d) * GiB // page) for d in (-0.005, 0.0, 0.00499)}
+
+
+def test_qwen3_6_35b_a3b_log_on_vllm_0_24():
+    """github.com/noonghunna/club-3090 issue #612 (vLLM 0.24.0, RTX 5090, fp8 KV, prefix caching on,
+    max_model_len 131072, max_num_batched_tokens 8192): 'Available KV cache memory: 5.98 GiB', 'GPU KV cache size:
+    567,978 tokens', 'Maximum concurrency for 131,072 tokens per request: 4.33x'. Qwen3.6-35B-A3B is served by the
+    same class as Qwen3.5-35B-A3B (Qwen3_5MoeForConditionalGeneration, vllm-project/vllm issue #51250), so the
+    preset's config stands in for it. Two state pages ("align" mode) give 4.33; one would give 4.5."""
+    m = resolve_model("qwen3.5-35b-a3b")
+    s = ServingSpec(engine_version="0.24.0", kv_cache_dtype="fp8")
+    lay = layout(m, s)
+    assert (lay.full, lay.state, lay.group_size, lay.state_pages) == (10, 30, 10, 2)
+    # conv (128 x 16 x 2 + 128 x 32) x 3 in bf16 + recurrent 32 x 128 x 128 in fp32 (mamba_ssm_dtype)
+    assert lay.state_bytes == 8192 * 3 * 2 + 32 * 128 * 128 * 4 == 2_146_304
+    assert token_bytes(m, s) == 2 * 2 * 256 * 1  # fp8: one byte
+    block = lay.block_size(16)
+    assert block == 16 * math.ceil(2_146_304 / (16 * 1024)) == 2096
+    need = lay.blocks_per_request(131072, block, 8192)
+    assert need == math.ceil(131072 / 2096) + 3 * 2 == 69
+    got = {pool / need for pool in _pools(5.98, block * 1024 * 10)}
+    assert any(round(c, 2) == 4.33 for c in got)
+    assert any(abs(c * 131072 - 567_978) / 567_978 < 2e-3 for c in got)
+    one_page = lay.blocks_per_request(131072, block, 8192) - 3
+    assert all(round(pool / one_page, 2) != 4.33 for pool in _pools(5.98, block * 1024 * 10))
+
+
+def test_qwen3_27b_class_log_at_tp2():
+    """github.com/mitchross/talos-argocd-proxmox pull request #1995 (a 27B Qwen hybrid, 16 of 64 layers full
+    attention with 4 KV heads of 256, TP 2, fp8 KV, max_model_len 131072): 'GPU KV cache size: 302,921 tokens',
+    'Maximum concurrency for 131,072 tokens per request: 2.31x', a 1568-token block and 4.99 GiB per GPU. The
+    Qwen3.5-27B preset has those attention dimensions; its gated-delta-net fields give the same block."""
+    m = resolve_model("qwen3.5-27b")
+    s = ServingSpec(engine_version="0.24.0", kv_cache_dtype="fp8", tp=2)
+    lay = layout(m, s)
+    block = lay.block_size(16)
+    assert block == 1568
+    need = lay.blocks_per_request(131072, block, 8192)
+    assert need == 84 + 3 * 2
+    got = {pool / need for pool in _pools(4.99, block * token_bytes(m, s) * lay.group_size)}
+    assert any(round(c, 2) == 2.31 and abs(c * 131072 - 302_921) < 10 for c in got)
+
+
+def test_the_serving_command_uses_the_layout_and_reports_like_the_version():
+    m = resolve_model("qwen3.5-27b")
+    old, new = serve(m, gpu="h100-sxm"), serve(m, gpu="h100-sxm", engine_version="0.24.0")
+    assert old.engine.block_size == new.engine.block_size == 784  # 3,207,168-byte state / 4,096 bytes a token
+    every_layer = old.memory.kv_tokens / old.memory.max_model_len  # what counting 64 layers of KV gave
+    assert old.memory.max_concurrency > 2.5 * every_layer
+    # 0.24 logs max concurrency x max_model_len as its token count
+    assert new.memory.kv_tokens == int(new.memory.max_concurrency * new.memory.max_model_len)
+
+
+def test_sliding_window_layers_free_what_falls_behind_while_decoding():
+    m = resolve_model("gpt-oss-20b")  # 12 sliding (128) + 12 full layers, 8 KV heads of 64
+    s = ServingSpec()
+    lay = layout(m, s)
+    assert (lay.full, lay.sliding, lay.window, lay.group_size) == (12, 12, 128, 12)
+    # reported concurrency: a window layer also holds the chunk being prefilled (min(127 + 8192, L) tokens)
+    assert lay.blocks_per_request(8192, 16, 8192) == 512 + 513
+    # decoding: the window and a block
+    assert lay.blocks_per_request(8192, 16) == 512 + 9
+    assert kv_read_bytes(m, s, 4096) == token_bytes(m, s) * (12 * 4096 + 12 * 128)
+
+
+@pytest.mark.parametrize("spec", [ServingSpec(engine="sglang"), ServingSpec(engine_version="0.8.5"),
+                                  ServingSpec(engine="trtllm")])
+def test_other_engines_and_older_vllm_keep_every_layer(spec):
+    assert layout(resolve_model("qwen3.5-27b"), spec) is None
+
+
+def test_uniform_models_have_no_layout():
+    assert layout(resolve_model("qwen2-7b"), ServingSpec()) is None
+    assert layout(resolve_model("llama-3-8b"), ServingSpec(engine_version="0.24.0")) is None
