@@ -92,3 +92,15 @@ def test_other_engines_and_older_vllm_keep_every_layer(spec):
 def test_uniform_models_have_no_layout():
     assert layout(resolve_model("qwen2-7b"), ServingSpec()) is None
     assert layout(resolve_model("llama-3-8b"), ServingSpec(engine_version="0.24.0")) is None
+
+
+def test_a_moe_decode_reads_its_routed_experts_share_from_the_inventory():
+    """The experts' share of the weights a decode step may skip comes from the model (it was 0.9 for every MoE)."""
+    from trainfit.estimate.params import count_params, layer_tensors
+    from trainfit.serving.speed import routed_fraction
+
+    m = resolve_model("mixtral-8x7b")  # 8 experts of 3 x 4096 x 14336 in each of 32 layers, 46.7B parameters
+    assert routed_fraction(m) == pytest.approx(32 * 8 * 3 * 4096 * 14336 / count_params(m), rel=1e-9)
+    assert 0.96 < routed_fraction(m) < 0.97
+    assert routed_fraction(resolve_model("qwen2-7b")) == 0.0
+    assert all(t.count == 1 for t in layer_tensors(resolve_model("qwen2-7b")))
