@@ -104,3 +104,21 @@ def test_a_moe_decode_reads_its_routed_experts_share_from_the_inventory():
     assert 0.96 < routed_fraction(m) < 0.97
     assert routed_fraction(resolve_model("qwen2-7b")) == 0.0
     assert all(t.count == 1 for t in layer_tensors(resolve_model("qwen2-7b")))
+
+
+def test_the_output_says_why_concurrency_and_capacity_differ(run_cli):
+    import json
+
+    code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    h = d["memory"]["hybrid"]
+    assert (h["full_attention_layers"], h["state_layers"], h["groups"]) == (16, 48, 4)
+    assert h["blocks_per_max_len_request"] == math.ceil(8192 / 784) + 3
+    assert any("16 full-attention and 48 linear-attention" in a for a in d["assumptions"])
+    assert any("understates the concurrency" in a for a in d["assumptions"])  # vLLM 0.10.1 counts every layer
+    code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--lang", "zh")
+    assert code == 0, err
+    assert "48 层线性注意力" in out.replace("\n", "")
+    code, out, err = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--json")
+    assert "hybrid" not in json.loads(out)["memory"]

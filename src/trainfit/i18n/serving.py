@@ -55,6 +55,19 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} "
                               "positions)",
                        "zh": "max_model_len {n}（trainfit 默认值；引擎默认使用模型的 {max} 个位置）"},
+    "sv_hybrid_state": {"en": "vLLM's hybrid KV cache: {full} full-attention and {state} linear-attention layers in "
+                               "{groups} groups, {block}-token blocks (a page holds a layer's state); a request of {n} "
+                               "tokens takes {need} blocks",
+                        "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {state} 层线性注意力，分为 {groups} 个层组，"
+                              "每块 {block} 个 token（一页容纳一层的状态）；一个 {n} token 的请求占 {need} 个块"},
+    "sv_hybrid_window": {"en": "vLLM's hybrid KV cache: {full} full-attention and {sliding} sliding-window ({window} "
+                                "tokens) layers in {groups} groups; a request of {n} tokens takes {need} blocks (while "
+                                "decoding, the window layers free the blocks behind their window)",
+                         "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {sliding} 层滑动窗口（{window} 个 token）注意力，"
+                               "分为 {groups} 个层组；一个 {n} token 的请求占 {need} 个块（解码时滑动窗口层会释放窗口之外的块）"},
+    "sv_hybrid_tokens": {"en": "the KV capacity in tokens counts a token in every layer, as this vLLM version logs it, "
+                               "so it understates the concurrency",
+                         "zh": "KV 容量（token 数）按每个 token 占用全部层计算（与该 vLLM 版本的日志相同），因此低估了并发数"},
     "sv_assumptions": {"en": "Assumptions", "zh": "假设"},
     # reasons (facts -> words)
     "sv_r_weights": {"en": "weights ({need:.1f} GiB per GPU) exceed the engine budget ({have:.1f} GiB)",

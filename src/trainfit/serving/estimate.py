@@ -140,6 +140,14 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     notes = list(cluster.assumptions) if s.tp > 1 else []
     if s.engine == "trtllm":
         notes.append(trt.note_values(s, e, mem))
+    if mem.hybrid:  # vLLM's hybrid KV cache manager (hybrid.py): why capacity and concurrency differ
+        h = mem.hybrid
+        key = "sv_hybrid_state" if h["state_layers"] else "sv_hybrid_window"
+        notes.append((key, {"full": h["full_attention_layers"], "state": h["state_layers"],
+                            "sliding": h["sliding_window_layers"], "window": h["window"], "block": mem.block_size,
+                            "n": mem.max_model_len, "need": h["blocks_per_max_len_request"], "groups": h["groups"]}))
+        if mem.kv_tokens < mem.max_concurrency * mem.max_model_len * 0.99:
+            notes.append(("sv_hybrid_tokens", {}))
     if s.max_model_len is None and m.max_positions > e.max_model_len:
         notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/
     return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used),

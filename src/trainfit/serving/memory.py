@@ -208,6 +208,7 @@ class MemoryBreakdown:
     request_bytes: float  # KV of one max_model_len request
     buffers: float = 0.0  # non-parameter buffers loaded with the weights (rotary caches)
     pool_bytes: float = 0.0  # vLLM's hybrid manager: the bytes of its blocks (num_blocks is per group there)
+    hybrid: dict | None = None  # vLLM's hybrid manager: layers by kind, groups, blocks a max-length request takes
 
     @property
     def capacity(self) -> float:
@@ -232,7 +233,7 @@ class MemoryBreakdown:
                 "kv_bytes_per_token": self.kv_per_token, "block_size": self.block_size,
                 "num_gpu_blocks": self.num_blocks,
                 "kv_cache_tokens": self.kv_tokens, "max_model_len": self.max_model_len,
-                "max_concurrency": round(self.max_concurrency, 2)}
+                "max_concurrency": round(self.max_concurrency, 2), **({"hybrid": self.hybrid} if self.hybrid else {})}
 
 
 def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) -> MemoryBreakdown:
@@ -266,8 +267,12 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
         need = lay.blocks_per_request(e.max_model_len, e.block_size, e.max_num_batched_tokens)
         tokens = int(pool / need * e.max_model_len) if lay.reports_capacity else \
             pool // sum(lay.groups().values()) * e.block_size
+        hybrid = {"full_attention_layers": lay.full, "sliding_window_layers": lay.sliding, "window": lay.window,
+                  "state_layers": lay.state, "state_bytes_per_request": lay.state_bytes,
+                  "group_size": lay.group_size, "groups": sum(lay.groups().values()),
+                  "state_pages_per_request": lay.state_pages, "blocks_per_max_len_request": need}
         return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, pool,
-                               e.block_size, tokens, e.max_model_len, need * page, buffers, float(pool * page))
+                               e.block_size, tokens, e.max_model_len, need * page, buffers, float(pool * page), hybrid)
     blocks = max(0, int(budget // (per_token * e.block_size)))
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks,
                            e.block_size, blocks * e.block_size, e.max_model_len,
