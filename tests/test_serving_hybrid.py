@@ -61,6 +61,37 @@ def test_qwen3_27b_class_log_at_tp2():
     assert any(round(c, 2) == 2.31 and abs(c * 131072 - 302_921) < 10 for c in got)
 
 
+def test_qwen3_next_log_on_vllm_0_13_and_the_dev_case():
+    """data/validation/serving_hybrid_dev.jsonl (github.com/AetharaAI/aether-agent, startup-logs-vllm.md: vLLM 0.13.0,
+    2 x L40S, TP 2, fp8 KV, max_model_len 32768, prefix caching disabled for the hybrid): 'Setting attention block
+    size to 1072 tokens', 'Available KV cache memory: 17.58 GiB', 'GPU KV cache size: 767,552 tokens', 'Maximum
+    concurrency for 32,768 tokens per request: 84.29x'. Qwen3-Next's config has no mamba_ssm_dtype: its recurrent
+    state is in the model dtype (bf16). Before 0.24 the token count is num_blocks // groups x block."""
+    import json
+    from pathlib import Path
+
+    from trainfit.serving.validate import predict_case
+
+    case = json.loads((Path(__file__).resolve().parents[1] / "data" / "validation" /
+                       "serving_hybrid_dev.jsonl").read_text().splitlines()[0])
+    est = predict_case(case)
+    assert est.engine.block_size == 1072
+    m, s = est.model, est.spec
+    lay = layout(m, s)
+    assert lay.state_bytes == 4096 * 3 * 2 + 16 * 128 * 128 * 2  # TP 2: half the conv channels and value heads
+    assert lay.state_pages == 1 and not lay.reports_capacity
+    page = 1072 * token_bytes(m, s) * lay.group_size
+    need = lay.blocks_per_request(32768, 1072, 8192)
+    assert need == 31 + 3
+    pools = _pools(17.58, page)
+    assert 2866 in pools
+    assert 2866 // 4 * 1072 == 767_552 and round(2866 / need, 2) == 84.29
+    # the whole prediction: the KV pool is the one term off, as the checkpoint keeps layers unquantised
+    # ('Falling back to UnquantizedLinearMethod'; 'Model loading took 22.5313 GiB' against 19.7 predicted as AWQ)
+    assert est.memory.kv_tokens == est.memory.num_blocks // 4 * 1072
+    assert 0.15 < est.memory.kv_tokens / 767_552 - 1 < 0.22
+
+
 def test_the_serving_command_uses_the_layout_and_reports_like_the_version():
     m = resolve_model("qwen3.5-27b")
     old, new = serve(m, gpu="h100-sxm"), serve(m, gpu="h100-sxm", engine_version="0.24.0")

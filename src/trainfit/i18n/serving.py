@@ -114,6 +114,10 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                          "size a KV cache with; give the text model's own config.json",
                    "zh": "{model}：其配置顶层没有注意力维度（hidden size {hidden}，{kv} 个 KV 头，每头 {dim}）："
                          "复合配置（文本模型嵌套在其他键下）无法据此计算 KV 缓存；请提供文本模型自己的 config.json"},
+    "sv_e_no_attention": {"en": "{model} has no attention layers (a state-space model such as Mamba): `trainfit serving` "
+                                "sizes attention KV caches and does not model it",
+                          "zh": "{model} 没有注意力层（Mamba 之类的状态空间模型）：`trainfit serving` 按注意力 KV 缓存估算，"
+                                "不支持该模型"},
     "sv_e_instance_gpu": {"en": "instance {name} has no known whole GPUs to serve on",
                           "zh": "实例 {name} 没有可用的整卡 GPU 信息"},
     "sv_e_target": {"en": "the serving search needs a target: --target-tokens-per-s, --max-ttft-ms or --max-tpot-ms",

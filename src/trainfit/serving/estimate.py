@@ -79,6 +79,10 @@ def check_model(m: ModelSpec, s: ServingSpec) -> None:
         raise ServingError("sv_e_tp_heads", tp=s.tp, heads=m.heads, model=m.name)
     if m.hidden <= 0 or (not mla_latent(m) and (m.kv_heads <= 0 or m.head_dim <= 0)):
         raise ServingError("sv_e_no_kv", model=m.name, hidden=m.hidden, kv=m.kv_heads, dim=m.head_dim)
+    if m.structure is not None and not mla_latent(m) and \
+            {g.mixer for g in m.structure.groups} <= {"linear_attention", "mamba", "other"} and \
+            not any({"q", "k", "v"} & set(lin.roles) for g in m.structure.groups for lin in g.linears):
+        raise ServingError("sv_e_no_attention", model=m.name)  # a state-space model (Mamba, Mamba-2, ...)
 
 
 def max_len_for(m: ModelSpec, s: ServingSpec) -> int:

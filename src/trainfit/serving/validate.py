@@ -12,6 +12,7 @@ from typing import Any
 from ..catalog import get_gpu
 from ..errors import TrainfitError
 from ..i18n import say
+from ..catalog.models import spec_from_config
 from ..spec.model import ModelSpec
 from . import engine_lmdeploy as lmd
 from .estimate import ServingEstimate, estimate
@@ -65,8 +66,8 @@ def _model(case: dict) -> ModelSpec:
     hf = {k: v for k, v in ((case.get("model") or {}).get("hf_config") or {}).items() if v is not None}
     if not hf.get("hidden_size"):
         raise Skip(say("va_skip_arch"))
-    try:
-        return ModelSpec.from_hf_config(hf, name=str(case["model"].get("name", "case")))
+    try:  # a hand-written family, else the generic reader (a structure template, or transformers' own code)
+        return spec_from_config(hf, name=str(case["model"].get("name", "case")))
     except TrainfitError:
         raise Skip(say("va_skip_type_or_config")) from None
 
