@@ -153,3 +153,18 @@ def test_the_output_says_why_concurrency_and_capacity_differ(run_cli):
     assert "48 层线性注意力" in out.replace("\n", "")
     code, out, err = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--json")
     assert "hybrid" not in json.loads(out)["memory"]
+
+
+def test_other_engines_say_a_hybrid_is_counted_as_full_attention(run_cli):
+    import json
+
+    for argv in (["--engine", "sglang"], ["--engine-version", "0.8.5"]):
+        code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h200", *argv, "--json")
+        assert code == 0, err
+        d = json.loads(out)
+        assert "hybrid" not in d["memory"]
+        assert any("counted in every layer" in a for a in d["assumptions"])
+    code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h200", "--engine", "sglang", "--lang", "zh")
+    assert code == 0 and "混合模型" in out.replace("\n", ""), err
+    code, out, _ = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--engine", "sglang", "--json")
+    assert not any("hybrid" in a for a in json.loads(out)["assumptions"])

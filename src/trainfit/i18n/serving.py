@@ -65,6 +65,11 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                                 "decoding, the window layers free the blocks behind their window)",
                          "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {sliding} 层滑动窗口（{window} 个 token）注意力，"
                                "分为 {groups} 个层组；一个 {n} token 的请求占 {need} 个块（解码时滑动窗口层会释放窗口之外的块）"},
+    "sv_hybrid_not_modelled": {"en": "a hybrid model (sliding-window or linear-attention layers): on {engine} "
+                                     "{version} its KV is counted in every layer, as for full attention; only "
+                                     "vLLM's hybrid KV cache (V1, from 0.9) is modelled",
+                               "zh": "混合模型（含滑动窗口或线性注意力层）：在 {engine} {version} 上按每层都是全注意力计算 KV；"
+                                     "目前只对 vLLM 的混合 KV 缓存（V1，0.9 起）建模"},
     "sv_hybrid_tokens": {"en": "the KV capacity in tokens counts a token in every layer, as this vLLM version logs it, "
                                "so it understates the concurrency",
                          "zh": "KV 容量（token 数）按每个 token 占用全部层计算（与该 vLLM 版本的日志相同），因此低估了并发数"},

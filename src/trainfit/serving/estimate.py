@@ -17,7 +17,7 @@ from ..spec.model import ModelSpec
 from . import engine_trtllm as trt
 from .engines import EngineSettings, resolve
 from .knobs import knobs
-from .memory import MemoryBreakdown, layout, memory, mla_latent
+from .memory import MemoryBreakdown, layout, memory, mla_latent, sliding_layers
 from .burst import burst
 from .speed import Load, closed_loop, decode_step, max_batch, open_loop, prefill
 from .spec import DEFAULT_MAX_MODEL_LEN, ServingSpec
@@ -152,6 +152,9 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
                             "n": mem.max_model_len, "need": h["blocks_per_max_len_request"], "groups": h["groups"]}))
         if mem.kv_tokens < mem.max_concurrency * mem.max_model_len * 0.99:
             notes.append(("sv_hybrid_tokens", {}))
+    elif m.structure is not None and ({g.mixer for g in m.structure.groups} & {"linear_attention"} or (
+            "sliding_attention" in {g.mixer for g in m.structure.groups} and not sliding_layers(m)[0])):
+        notes.append(("sv_hybrid_not_modelled", {"engine": e.engine, "version": e.version}))
     if s.max_model_len is None and m.max_positions > e.max_model_len:
         notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/
     return ServingEstimate(m, gpu, instance, s, e, cluster, mem, load, reasons, bw_bound, notes, dict(view.used),
