@@ -268,3 +268,18 @@ def test_search_runs_with_lmdeploy(run_cli):
                              "3000", "--formats", "bf16,awq", "--top", "2", "--json")
     assert code == 0, err
     assert json.loads(out)["options"]
+
+
+def test_turbomind_blocks_match_published_logs():
+    """TurboMind logs its block in MB ('[TM][INFO] [BlockManager] block_size = ...'): 9.000 for Qwen3-8B with fp16
+    KV (InternLM/lmdeploy#3825) and 0.844 for gpt-oss-20b with int4 KV, its 16-bit scale and zero per token and head
+    included (#3950), both at 64 tokens a block; data/validation/serving_lmdeploy_kvcap_sources.md."""
+    from trainfit.catalog import resolve_model
+    from trainfit.serving.memory import kv_bytes_per_token
+    from trainfit.serving.spec import ServingSpec
+
+    fp16 = kv_bytes_per_token(resolve_model("qwen3-8b"), ServingSpec(engine="lmdeploy", engine_version="0.10.0"))
+    assert fp16 * 64 / 2**20 == 9.0
+    int4 = kv_bytes_per_token(resolve_model("gpt-oss-20b"),
+                              ServingSpec(engine="lmdeploy", engine_version="0.10.0", kv_cache_dtype="int4"))
+    assert round(int4 * 64 / 2**20, 3) == 0.844
