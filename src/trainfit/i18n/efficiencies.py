@@ -175,9 +175,10 @@ _ZH: dict[str, str] = {
     # cuda_core_matmul_efficiency
     "75e1f813": "初始估计（训练规模下 SGEMM 受 CUDA 核心算力限制；由 trainfit calibrate 拟合）",
     # default_inter_node_gbps
-    "cdac74a6": "假设（每节点一块 400 Gbit/s RDMA 网卡）；8 卡基板上的 SXM GPU 按 NVIDIA DGX 参考设计，每张 GPU 一块网卡："
+    "324b3cc7": "假设（每节点一块 400 Gbit/s RDMA 网卡）；8 卡基板上的 SXM GPU 按 NVIDIA DGX 参考设计，每张 GPU 一块网卡："
                 "DGX A100 数据手册 8 × ConnectX-6 200 Gb/s HDR（1600），DGX H100 / DGX H200 数据手册 8 × ConnectX-7 "
-                "400 Gb/s（3200）",
+                "400 Gb/s（3200），DGX B200 用户指南（docs.nvidia.com/dgx/dgxb200-user-guide，“Introduction to NVIDIA "
+                "DGX B200 Systems”：4 个 OSFP 端口对应 8 张单端口 ConnectX-7 网卡，InfiniBand 每张最高 400 Gbps）3200",
     # fit_headroom_fraction
     "83e77d81": "假设（plan 使用它自己的安全余量）",
     # flash_backward_recompute
