@@ -148,6 +148,11 @@ def test_the_output_says_why_concurrency_and_capacity_differ(run_cli):
     assert h["blocks_per_max_len_request"] == math.ceil(8192 / 784) + 3
     assert any("16 full-attention and 48 linear-attention" in a for a in d["assumptions"])
     assert any("understates the concurrency" in a for a in d["assumptions"])  # vLLM 0.10.1 counts every layer
+    for argv in (("--model", "qwen3.5-27b", "--engine-version", "0.24.0"), ("--model", "gpt-oss-20b")):
+        # 0.24 logs concurrency x length; gpt-oss's window layers hold the whole length in vLLM's worst case
+        code, out, err = run_cli("serving", *argv, "--gpu", "h100-sxm", "--json")
+        assert code == 0, err
+        assert not any("understates" in a for a in json.loads(out)["assumptions"]), argv
     code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--lang", "zh")
     assert code == 0, err
     assert "48 层线性注意力" in out.replace("\n", "")

@@ -80,7 +80,7 @@ def check_model(m: ModelSpec, s: ServingSpec) -> None:
     if m.hidden <= 0 or (not mla_latent(m) and (m.kv_heads <= 0 or m.head_dim <= 0)):
         raise ServingError("sv_e_no_kv", model=m.name, hidden=m.hidden, kv=m.kv_heads, dim=m.head_dim)
     if m.structure is not None and not mla_latent(m) and \
-            {g.mixer for g in m.structure.groups} <= {"linear_attention", "mamba", "other"} and \
+            set(m.structure.mixers()) <= {"linear_attention", "mamba", "other"} and \
             not any({"q", "k", "v"} & set(lin.roles) for g in m.structure.groups for lin in g.linears):
         raise ServingError("sv_e_no_attention", model=m.name)  # a state-space model (Mamba, Mamba-2, ...)
 
@@ -117,7 +117,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     check_model(m, s)
     view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
     e = trt.settings(m, s, gpu, max_len_for(m, s)) if s.engine == "trtllm" else resolve(s, gpu, max_len_for(m, s))
-    lay = layout(m, s) if e.engine == "vllm" else None
+    lay = layout(m, s)  # None on every engine but vLLM
     if lay and lay.block_size(e.block_size) != e.block_size:  # a page must hold a mamba state (hybrid.py)
         e = replace(e, block_size=lay.block_size(e.block_size))
     if s.input_len + s.output_len > e.max_model_len:
@@ -150,10 +150,10 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
         notes.append((key, {"full": h["full_attention_layers"], "state": h["state_layers"],
                             "sliding": h["sliding_window_layers"], "window": h["window"], "block": mem.block_size,
                             "n": mem.max_model_len, "need": h["blocks_per_max_len_request"], "groups": h["groups"]}))
-        if mem.kv_tokens < mem.max_concurrency * mem.max_model_len * 0.99:
+        if mem.kv_tokens + mem.block_size < mem.max_concurrency * mem.max_model_len:  # short by more than rounding
             notes.append(("sv_hybrid_tokens", {}))
-    elif m.structure is not None and ({g.mixer for g in m.structure.groups} & {"linear_attention"} or (
-            "sliding_attention" in {g.mixer for g in m.structure.groups} and not sliding_layers(m)[0])):
+    elif m.structure is not None and ("linear_attention" in m.structure.mixers() or (
+            "sliding_attention" in m.structure.mixers() and not sliding_layers(m)[0])):
         notes.append(("sv_hybrid_not_modelled", {"engine": e.engine, "version": e.version}))
     if s.max_model_len is None and m.max_positions > e.max_model_len:
         notes.append(("sv_default_len", {"n": e.max_model_len, "max": m.max_positions}))  # worded by report/

@@ -260,7 +260,7 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
         other = (e.memory_fraction * context) / GiB
         budget = e.memory_fraction * (total - context) - w.total - buffers
     per_token = kv_bytes_per_token(m, s)
-    lay = layout(m, s) if e.engine == "vllm" else None
+    lay = layout(m, s)  # None on every engine but vLLM
     if lay:  # vLLM's num_gpu_blocks are blocks of one group's layers (hybrid.py)
         page = e.block_size * lay.token_bytes * lay.group_size
         pool = int(budget // page) if budget > 0 else 0
