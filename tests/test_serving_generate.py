@@ -5,10 +5,13 @@ vLLM and SGLang cannot be installed here, so the flags are pinned against their 
     ('-tp'), '--max-model-len', '--gpu-memory-utilization', '--kv-cache-dtype' choices ['auto', 'fp8',
     'fp8_e5m2', 'fp8_e4m3'], '--quantization' ('-q'), '--max-num-seqs', '--enforce-eager', '--enable-lora',
     '--max-lora-rank', '--dtype'; vllm/entrypoints/openai/cli_args.py: '--lora-modules', '--served-model-name'.
+    Later releases: '--enable-prefix-caching' as an argparse BooleanOptionalAction (so '--no-enable-prefix-caching'
+    too) and '--mamba-ssm-cache-dtype' (CacheConfig.mamba_ssm_cache_dtype, vllm/config/cache.py MambaDType).
   - SGLang python/sglang/srt/server_args.py (ServerArgs; flags are the field names with dashes, e.g. commit
     001067fffe33): '--model-path', '--tp-size' (alias '--tensor-parallel-size'), '--context-length',
     '--mem-fraction-static', '--kv-cache-dtype' ('auto', 'fp8_e5m2', 'fp8_e4m3'), '--quantization',
-    '--max-running-requests', '--disable-cuda-graph', '--lora-paths' (NAME=PATH), '--served-model-name', '--dtype'.
+    '--max-running-requests', '--disable-cuda-graph', '--lora-paths' (NAME=PATH), '--served-model-name', '--dtype',
+    '--disable-radix-cache' (its prefix cache, on by default).
 A flag the generator emits that is not in these sets fails the test.
 """
 
@@ -23,14 +26,16 @@ from trainfit.serving import serve
 
 VLLM_FLAGS = {"--tensor-parallel-size", "--max-model-len", "--gpu-memory-utilization", "--kv-cache-dtype",
               "--quantization", "--max-num-seqs", "--enforce-eager", "--enable-lora", "--max-lora-rank", "--dtype",
-              "--lora-modules", "--served-model-name"}
+              "--lora-modules", "--served-model-name", "--enable-prefix-caching", "--no-enable-prefix-caching",
+              "--mamba-ssm-cache-dtype"}
 SGLANG_FLAGS = {"--model-path", "--tp-size", "--context-length", "--mem-fraction-static", "--kv-cache-dtype",
                 "--quantization", "--max-running-requests", "--disable-cuda-graph", "--lora-paths",
-                "--served-model-name", "--dtype"}
+                "--served-model-name", "--dtype", "--disable-radix-cache"}
 KV_CHOICES = {"vllm": {"auto", "fp8", "fp8_e5m2", "fp8_e4m3"}, "sglang": {"auto", "fp8_e5m2", "fp8_e4m3"}}
 
 SETUPS = [dict(), dict(weights="fp8", kv_cache_dtype="fp8"), dict(weights="awq", cuda_graphs=False),
-          dict(weights="fp16", max_model_len=4096, gpu_memory_utilization=0.85)]
+          dict(weights="fp16", max_model_len=4096, gpu_memory_utilization=0.85),
+          dict(prefix_caching=True, mamba_ssm_cache_dtype="float32"), dict(prefix_caching=False)]
 
 
 def _flags(cmd):

@@ -28,7 +28,7 @@ def test_qwen3_6_35b_a3b_log_on_vllm_0_24():
     same class as Qwen3.5-35B-A3B (Qwen3_5MoeForConditionalGeneration, vllm-project/vllm issue #51250), so the
     preset's config stands in for it. Two state pages ("align" mode) give 4.33; one would give 4.5."""
     m = resolve_model("qwen3.5-35b-a3b")
-    s = ServingSpec(engine_version="0.24.0", kv_cache_dtype="fp8")
+    s = ServingSpec(engine_version="0.24.0", kv_cache_dtype="fp8", prefix_caching=True)
     lay = layout(m, s)
     assert (lay.full, lay.state, lay.group_size, lay.state_pages) == (10, 30, 10, 2)
     # conv (128 x 16 x 2 + 128 x 32) x 3 in bf16 + recurrent 32 x 128 x 128 in fp32 (mamba_ssm_dtype)
@@ -49,9 +49,10 @@ def test_qwen3_27b_class_log_at_tp2():
     """github.com/mitchross/talos-argocd-proxmox pull request #1995 (a 27B Qwen hybrid, 16 of 64 layers full
     attention with 4 KV heads of 256, TP 2, fp8 KV, max_model_len 131072): 'GPU KV cache size: 302,921 tokens',
     'Maximum concurrency for 131,072 tokens per request: 2.31x', a 1568-token block and 4.99 GiB per GPU. The
-    Qwen3.5-27B preset has those attention dimensions; its gated-delta-net fields give the same block."""
+    Qwen3.5-27B preset has those attention dimensions; its gated-delta-net fields give the same block. The log's
+    concurrency needs two state pages (prefix caching on: its flags are not in the pull request's text)."""
     m = resolve_model("qwen3.5-27b")
-    s = ServingSpec(engine_version="0.24.0", kv_cache_dtype="fp8", tp=2)
+    s = ServingSpec(engine_version="0.24.0", kv_cache_dtype="fp8", tp=2, prefix_caching=True)
     lay = layout(m, s)
     block = lay.block_size(16)
     assert block == 1568
@@ -173,3 +174,102 @@ def test_other_engines_say_a_hybrid_is_counted_as_full_attention(run_cli):
     assert code == 0 and "混合模型" in out.replace("\n", ""), err
     code, out, _ = run_cli("serving", "--model", "qwen2-7b", "--gpu", "a10", "--engine", "sglang", "--json")
     assert not any("hybrid" in a for a in json.loads(out)["assumptions"])
+
+
+# NVIDIA-Nemotron-Nano-9B-v2 (model_type nemotron_h): the fields vLLM's NemotronHForCausalLM reads, as the model's
+# config.json gives them (quoted alike by several repositories: 56 layers "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-
+# M-MM-M-M-M-M-M-", 27 Mamba-2, 25 MLP and 4 attention layers)
+NEMOTRON_NANO_9B_V2 = {
+    "model_type": "nemotron_h", "architectures": ["NemotronHForCausalLM"], "vocab_size": 131072, "hidden_size": 4480,
+    "intermediate_size": 15680, "num_hidden_layers": 56,
+    "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-",
+    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
+    "mamba_num_heads": 128, "mamba_head_dim": 80, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+
+@pytest.fixture(scope="module")
+def nemotron():
+    from trainfit.catalog.models import spec_from_config
+
+    return spec_from_config(NEMOTRON_NANO_9B_V2, name="nvidia-nemotron-nano-9b-v2")
+
+
+def test_nemotron_h_mamba2_states_give_vllms_672_token_block(nemotron):
+    """vllm-project/vllm issue #24280 (2025-09-04): hybrid mamba/attention models need 'large attention page sizes
+    (672 tokens for nvidia/NVIDIA-Nemotron-Nano-9B-v2)'. Mamba-2 (mamba_utils.py mamba2_state_shape): conv
+    (128 x 80 + 2 x 8 x 128) x 3 and temporal 128 x 80 x 128, both bf16 ("auto"); a token's KV in one attention
+    layer 2 x 8 x 128 x 2 bytes. The MLP layers hold nothing."""
+    lay = layout(nemotron, ServingSpec())
+    assert (lay.full, lay.sliding, lay.state) == (4, 0, 27)  # the 25 MLP layers: no cache
+    assert lay.state_bytes == (10240 + 2 * 8 * 128) * 3 * 2 + 128 * 80 * 128 * 2 == 2_695_168
+    assert token_bytes(nemotron, ServingSpec()) == 4096
+    assert lay.block_size(16) == 672
+    assert lay.group_size == 4 and lay.groups() == {"full": 1, "state": 7}  # 27 states padded to 28
+    # fp32 states (NVIDIA's serving instructions for Nemotron models pass --mamba-ssm-cache-dtype float32)
+    fp32 = layout(nemotron, ServingSpec(mamba_ssm_cache_dtype="float32"))
+    assert fp32.state_bytes == (10240 + 2 * 8 * 128) * 3 * 2 + 128 * 80 * 128 * 4
+    assert fp32.block_size(16) == 16 * math.ceil(fp32.state_bytes / (16 * 4096)) == 1312
+    # TP 8: the 8 groups split evenly, heads 16 a GPU, KV heads 1 a GPU
+    tp8 = layout(nemotron, ServingSpec(tp=8))
+    assert tp8.state_bytes == (10240 + 2 * 8 * 128) // 8 * 3 * 2 + 16 * 80 * 128 * 2
+
+
+def test_prefix_caching_gives_a_state_two_pages_by_default_from_0_28(nemotron):
+    """Hybrids serve without prefix caching by default until vLLM PR #50991 (0.28.0), which turns it on with
+    states in "align" mode (two pages); stated either way, it is what is said."""
+    def pages(**kw):
+        return layout(nemotron, ServingSpec(**kw)).state_pages
+
+    assert pages(engine_version="0.27.1") == 1 and pages(engine_version="0.28.0") == 2
+    assert pages(engine_version="0.24.0", prefix_caching=True) == 2
+    assert pages(engine_version="0.28.0", prefix_caching=False) == 1
+    assert pages(engine_version="0.13.0", prefix_caching=True) == 1  # no align mode before 0.15
+    blocks = [layout(nemotron, ServingSpec(engine_version=v)).blocks_per_request(8192, 672, 8192)
+              for v in ("0.27.1", "0.28.0")]
+    assert blocks == [13 + 7, 13 + 14]
+
+
+@pytest.mark.parametrize("cfg,tp,expect", [
+    # Granite-4.0-H / Bamba names (granitemoehybrid.py, bamba.py): inner = mamba_expand x hidden_size; one group
+    # is raised to tp groups under TP (extra_groups_for_head_shards)
+    ({"hidden_size": 1536, "mamba_expand": 2, "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_n_groups": 1,
+      "mamba_d_state": 128, "mamba_d_conv": 4}, 2, (3072 + 2 * 2 * 128) // 2 * 3 * 2 + 24 * 64 * 128 * 2),
+    # Falcon-H1: mamba_d_ssm, when set, is the inner width
+    ({"hidden_size": 2048, "mamba_expand": 2, "mamba_d_ssm": 3072, "mamba_n_heads": 48, "mamba_d_head": 64,
+      "mamba_n_groups": 1, "mamba_d_state": 256, "mamba_d_conv": 4}, 1, (3072 + 2 * 256) * 3 * 2 + 48 * 64 * 256 * 2),
+    # Zamba2 (zamba2.py): n_mamba_heads, mamba_headdim, mamba_ngroups
+    ({"hidden_size": 2560, "mamba_expand": 2, "n_mamba_heads": 80, "mamba_headdim": 64, "mamba_ngroups": 1,
+      "mamba_d_state": 64, "mamba_d_conv": 4}, 1, (5120 + 2 * 64) * 3 * 2 + 80 * 64 * 64 * 2),
+    # Jamba (Mamba-1, jamba.py): conv inner x (d_conv - 1), temporal inner x d_state
+    ({"hidden_size": 4096, "mamba_expand": 2, "mamba_d_state": 16, "mamba_d_conv": 4}, 2,
+     4096 * 3 * 2 + 4096 * 16 * 2),
+])
+def test_each_model_class_states_its_mamba_fields_as_vllm_reads_them(cfg, tp, expect):
+    from trainfit.serving.hybrid import state_bytes
+
+    assert state_bytes(cfg, tp) == expect
+    assert state_bytes({"hidden_size": 4096}, 1) == 0  # nothing to size: counted as before
+
+
+def test_the_cli_takes_the_state_dtype_and_prefix_caching_and_generate_passes_them(run_cli, tmp_path):
+    import json
+
+    base = ("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine-version", "0.24.0", "--json")
+    code, out, err = run_cli(*base)
+    one = json.loads(out)["memory"]
+    code, out, err = run_cli(*base, "--enable-prefix-caching", "--mamba-ssm-cache-dtype", "bfloat16")
+    assert code == 0, err
+    two = json.loads(out)["memory"]
+    assert (one["hybrid"]["state_pages_per_request"], two["hybrid"]["state_pages_per_request"]) == (1, 2)
+    assert two["hybrid"]["state_bytes_per_request"] < one["hybrid"]["state_bytes_per_request"]  # fp32 in its config
+    code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--mamba-ssm-cache-dtype",
+                             "float33")
+    assert code == 2 and "float32" in err and "Traceback" not in err
+    code, out, err = run_cli("generate", "--serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm",
+                             "--no-enable-prefix-caching", "--mamba-ssm-cache-dtype", "float32", "--out",
+                             str(tmp_path / "s"))
+    assert code == 0, err
+    script = (tmp_path / "s" / "serve.sh").read_text()
+    assert "--no-enable-prefix-caching" in script and "--mamba-ssm-cache-dtype float32" in script

@@ -521,8 +521,8 @@ def _mixer(block_names: list[str], conf, index: int) -> tuple[str, int]:
         return "mamba", 0
     if lt == "sliding_attention" and window:
         return "sliding_attention", window
-    if not any(k in names for k in ("attn", "attention")):
-        return "other", 0
+    if not any(k in names for k in ("attn", "attention")) and lt not in ("full_attention", "attention"):
+        return "other", 0  # a block the layer types call attention is one, whatever its names (nemotron_h's mixer)
     return "attention", 0
 
 

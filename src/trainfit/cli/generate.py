@@ -64,6 +64,10 @@ def add_parser(sub) -> None:
     sv.add_argument("--max-model-len", type=int, default=None, help="context length (default 8192)")
     sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
     sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
+    sv.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                    help="vLLM prefix caching, passed as stated (default: the version's)")
+    sv.add_argument("--mamba-ssm-cache-dtype", default="auto", help="vLLM: auto | float32 | float16 | bfloat16, a "
+                    "hybrid's recurrent states (default auto)")
     sv.add_argument("--lmdeploy-backend", default=None, help="LMDeploy: turbomind | pytorch (default turbomind); "
                     "--kv-cache-dtype int8 | int4 is its --quant-policy 8 | 4")
     sv.add_argument("--from", dest="from_run", metavar="RUN_DIR", default=None,
@@ -154,7 +158,8 @@ def _serving(args: argparse.Namespace, lang: str) -> int:
                 engine=args.engine, engine_version=args.engine_version, weights=weights,
                 kv_cache_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                 max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
-                cuda_graphs=not args.enforce_eager, lmdeploy_backend=args.lmdeploy_backend)
+                cuda_graphs=not args.enforce_eager, lmdeploy_backend=args.lmdeploy_backend,
+                prefix_caching=args.enable_prefix_caching, mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype)
     if not est.fits:
         from ..report.serving import reason_text
 

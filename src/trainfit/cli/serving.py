@@ -42,6 +42,11 @@ def add_parser(sub) -> None:
     e.add_argument("--max-num-batched-tokens", type=int, default=None, help="tokens per engine step (engine "
                    "default)")
     e.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (vLLM --enforce-eager)")
+    e.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
+                   help="vLLM prefix caching (default: the version's; a hybrid model's states take two pages a "
+                   "request with it, one without; on by default for hybrids from 0.28)")
+    e.add_argument("--mamba-ssm-cache-dtype", default="auto", help="vLLM: auto | float32 | float16 | bfloat16, the "
+                   "dtype of a hybrid's recurrent states (default auto = the model's; Qwen3.5: its config's)")
     e.add_argument("--lmdeploy-backend", default=None, help="LMDeploy: turbomind | pytorch (default turbomind, its "
                    "CLI's default); --kv-cache-dtype int8 | int4 is its --quant-policy 8 | 4")
     w = p.add_argument_group("workload")
@@ -82,7 +87,8 @@ def _spec_kwargs(args: argparse.Namespace) -> dict:
                 max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                 max_num_batched_tokens=args.max_num_batched_tokens, concurrency=args.concurrency,
                 request_rate=args.request_rate, cuda_graphs=not args.enforce_eager,
-                lmdeploy_backend=args.lmdeploy_backend, **_mix_kwargs(args))
+                lmdeploy_backend=args.lmdeploy_backend, prefix_caching=args.enable_prefix_caching,
+                mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype, **_mix_kwargs(args))
 
 
 def _mix_kwargs(args: argparse.Namespace) -> dict:

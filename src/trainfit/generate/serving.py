@@ -3,11 +3,12 @@
 Flag names are the engines' own (pinned by tests/test_serving_generate.py):
   vLLM `vllm serve MODEL`: vllm/engine/arg_utils.py (--tensor-parallel-size, --max-model-len,
     --gpu-memory-utilization, --kv-cache-dtype {auto,fp8,fp8_e5m2,fp8_e4m3}, --quantization, --max-num-seqs,
-    --enforce-eager, --enable-lora, --max-lora-rank, --served-model-name) and
+    --enforce-eager, --enable-lora, --max-lora-rank, --served-model-name, --enable-prefix-caching and its
+    --no- form, --mamba-ssm-cache-dtype) and
     vllm/entrypoints/openai/cli_args.py (--lora-modules NAME=PATH).
   SGLang `python -m sglang.launch_server`: python/sglang/srt/server_args.py (--model-path, --tp-size,
     --context-length, --mem-fraction-static, --kv-cache-dtype {auto,fp8_e5m2,fp8_e4m3}, --quantization,
-    --max-running-requests, --disable-cuda-graph, --lora-paths NAME=PATH, --served-model-name).
+    --max-running-requests, --disable-cuda-graph, --lora-paths NAME=PATH, --served-model-name, --disable-radix-cache).
 Quantised checkpoints (AWQ, GPTQ, int8 W8A8) carry a quantization_config that both engines read, and vLLM then
 picks its fastest kernel (awq_marlin, gptq_marlin); naming `--quantization awq` would force the slower one, so
 only fp8 (quantised at load time from a 16-bit checkpoint) is passed explicitly.
@@ -100,6 +101,10 @@ def vllm_command(est: ServingEstimate, model_path: str, adapter: str | None, lor
         cmd += ["--kv-cache-dtype", "fp8"]
     if not s.cuda_graphs:
         cmd.append("--enforce-eager")
+    if s.prefix_caching is not None:  # stated: passed as stated (the version's default otherwise)
+        cmd.append("--enable-prefix-caching" if s.prefix_caching else "--no-enable-prefix-caching")
+    if s.mamba_ssm_cache_dtype != "auto":
+        cmd += ["--mamba-ssm-cache-dtype", s.mamba_ssm_cache_dtype]
     if adapter:
         cmd += ["--enable-lora", "--lora-modules", f"{LORA_NAME}={adapter}"]
         if lora_rank:
@@ -120,6 +125,8 @@ def sglang_command(est: ServingEstimate, model_path: str, adapter: str | None) -
         cmd += ["--kv-cache-dtype", "fp8_e4m3"]
     if not s.cuda_graphs:
         cmd.append("--disable-cuda-graph")
+    if s.prefix_caching is False:  # SGLang's radix (prefix) cache is on unless disabled
+        cmd.append("--disable-radix-cache")
     if adapter:
         cmd += ["--lora-paths", f"{LORA_NAME}={adapter}"]
     return cmd

@@ -55,10 +55,10 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} "
                               "positions)",
                        "zh": "max_model_len {n}（trainfit 默认值；引擎默认使用模型的 {max} 个位置）"},
-    "sv_hybrid_state": {"en": "vLLM's hybrid KV cache: {full} full-attention and {state} linear-attention layers in "
+    "sv_hybrid_state": {"en": "vLLM's hybrid KV cache: {full} full-attention and {state} linear-attention or Mamba layers in "
                                "{groups} groups, {block}-token blocks (a page holds a layer's state); a request of {n} "
                                "tokens takes {need} blocks",
-                        "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {state} 层线性注意力，分为 {groups} 个层组，"
+                        "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {state} 层线性注意力或 Mamba，分为 {groups} 个层组，"
                               "每块 {block} 个 token（一页容纳一层的状态）；一个 {n} token 的请求占 {need} 个块"},
     "sv_hybrid_window": {"en": "vLLM's hybrid KV cache: {full} full-attention and {sliding} sliding-window ({window} "
                                 "tokens) layers in {groups} groups; a request of {n} tokens takes {need} blocks (while "
@@ -177,6 +177,8 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                            "zh": "--workload {value!r} 既不是请求分布名称，也不是文件{dym}"},
     "sv_e_workload": {"en": "--workload must be fixed, uniform, sharegpt or a CSV/JSONL file of lengths, got {value!r}",
                       "zh": "--workload 必须是 fixed、uniform、sharegpt 或一个长度 CSV/JSONL 文件，收到 {value!r}"},
+    "sv_e_prefix_caching": {"en": "prefix_caching must be true, false or absent (the engine's default), got {value!r}",
+                            "zh": "prefix_caching 必须是 true、false 或不写（引擎默认），收到 {value!r}"},
     "sv_e_range_ratio": {"en": "--range-ratio must be at least 0 and below 1 (vLLM's rule), got {value!r}",
                          "zh": "--range-ratio 必须不小于 0 且小于 1（vLLM 的规则），收到 {value!r}"},
     "sv_e_mix_row": {"en": "{path}, line {line}: expected two positive integers (input, output tokens), got {text!r}",

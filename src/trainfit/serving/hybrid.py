@@ -16,18 +16,35 @@ Read from vLLM's code (github.com/vllm-project/vllm):
 - `get_max_concurrency_for_kv_cache_config`: "Maximum concurrency" = num_blocks / the blocks one max_model_len
   request needs in all groups: `v1/kv_cache_interface.py` `max_memory_usage_bytes` - full attention
   ceil(L / block); a sliding window ceil(min(window - 1 + max_num_batched_tokens, L) / block) + 1; a mamba state
-  one page (`mamba_cache_mode` "none": prefix caching off, as vLLM set it for hybrids), two in "align" mode,
-  which `MambaModelConfig` picks for gated-delta-net models when prefix caching is on (PR #30877, merged
-  2026-01-23: trainfit takes it from 0.15). A 0.24.0 log of Qwen3.6-35B-A3B (fp8 KV, 5.98 GiB, 131,072 tokens:
-  4.33x, tests/test_serving_hybrid.py) matches two pages and not one.
+  one page (`mamba_cache_mode` "none": prefix caching off), two in "align" mode, which `MambaModelConfig` picks
+  when prefix caching is on (for gated-delta-net models from PR #30877, merged 2026-01-23: trainfit takes it from
+  0.15). Prefix caching is off by default for hybrids ("keep it opt-in for now", `arg_utils.py`) until PR #50991,
+  "enable prefix cache for hybrid model by default and change the default mode to align" (merged 2026-08-04,
+  first in 0.28.0 per vllm-project/vllm-metal PR #645); `--enable-prefix-caching` turns it on before. A 0.24.0
+  log of Qwen3.6-35B-A3B run with prefix caching on (fp8 KV, 5.98 GiB, 131,072 tokens: 4.33x,
+  tests/test_serving_hybrid.py) matches two pages and not one. The "all" mode (a state per block, for Mamba-2
+  models that support it when prefix caching is turned on before 0.28) is not modelled: counted as "align".
 - `model_executor/models/config.py` `HybridAttentionMambaModelConfig`: the attention block grows to the smallest
   multiple of 16 (64 for MLA) whose page holds a mamba state, and the state page is padded to it.
-- `model_executor/layers/mamba/mamba_utils.py`: a gated-delta-net layer (Qwen3-Next, Qwen3.5) keeps a conv state of
-  (k_dim x k_heads x 2 + v_dim x v_heads) / tp x (conv_kernel - 1) in the model dtype and a recurrent state of
-  v_heads / tp x v_dim x k_dim in `mamba_ssm_cache_dtype` (Qwen3.5's config says float32 as `mamba_ssm_dtype`).
+- `model_executor/layers/mamba/mamba_utils.py` (`MambaStateShapeCalculator`), with the config names each model
+  class passes it (`get_mamba_state_shape_from_config` in `models/*.py`):
+  - a gated-delta-net layer (Qwen3-Next, Qwen3.5) keeps a conv state of (k_dim x k_heads x 2 + v_dim x v_heads) /
+    tp x (conv_kernel - 1) and a recurrent state of v_heads / tp x v_dim x k_dim;
+  - a Mamba-2 layer a conv state of (inner + 2 x groups x state) / tp x (conv_kernel - 1), the groups raised to tp
+    when tp does not divide them, and a temporal state of heads / tp x head_dim x state. Nemotron-H:
+    inner = mamba_num_heads x mamba_head_dim, n_groups, ssm_state_size, conv_kernel; Granite-4 (granitemoehybrid),
+    Bamba and Falcon-H1: inner = mamba_d_ssm (Falcon-H1, when set) or mamba_expand x hidden_size, mamba_n_heads,
+    mamba_d_head, mamba_n_groups, mamba_d_state, mamba_d_conv; Zamba2: n_mamba_heads, mamba_headdim,
+    mamba_ngroups, mamba_d_state, mamba_d_conv;
+  - a Mamba-1 layer (Jamba) a conv state of inner / tp x (d_conv - 1) and a temporal state of inner / tp x d_state,
+    inner = mamba_expand x hidden_size.
+  The conv state is in the model dtype; the recurrent / temporal one in `--mamba-ssm-cache-dtype` ("auto": the model
+  dtype; for Qwen3.5, whose config says float32 as `mamba_ssm_dtype`, vLLM takes that). NVIDIA-Nemotron-Nano-9B-v2's
+  672-token block (vLLM issue #24280) is this arithmetic with bf16 states (tests/test_serving_hybrid.py).
+- Layers that hold neither attention nor a state (Nemotron-H's MLP and MoE layers) hold nothing.
 
 Applies to vLLM's V1 engine from 0.9 (whose kv_cache_interface documents the hybrid allocator). Other engines, and
-state layers whose state this module cannot size (mamba types without gated-delta-net fields), are counted as
+state layers whose state this module cannot size (a config without any of the fields above), are counted as
 full-attention KV, as before.
 """
 
@@ -43,6 +60,7 @@ ALIGN = 16  # FlashAttention's block-size multiple (HybridAttentionMambaModelCon
 ALIGN_MLA = 64  # MLA backends other than CUTLASS_MLA
 FIRST_VERSION = (0, 9, 0)
 ALIGN_MODE_VERSION = (0, 15, 0)  # two pages per mamba state ("align" mode with prefix caching), see above
+PREFIX_DEFAULT_VERSION = (0, 28, 0)  # prefix caching on by default for hybrids (PR #50991), see above
 CAPACITY_REPORT_VERSION = (0, 24, 0)  # "GPU KV cache size" = int(max concurrency x max_model_len), see above
 
 
@@ -114,17 +132,90 @@ def _text_config(m: ModelSpec) -> dict:
     return hf.get("text_config") or hf if isinstance(hf, dict) else {}
 
 
-def gdn_state_bytes(cfg: dict, tp: int, model_bytes: int) -> int:
-    """A gated-delta-net layer's state per request on one of `tp` GPUs (0 when the config lacks its fields)."""
+SSM_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _ints(cfg: dict, *names: str) -> list[int] | None:
+    """The named config values as positive integers, or None when one is missing or not one."""
     try:
-        kh, vh = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
-        kd, vd = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
-        kernel = int(cfg["linear_conv_kernel_dim"])
-    except (KeyError, TypeError, ValueError):
+        got = [int(cfg[n]) for n in names]
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
+    return got if all(v > 0 for v in got) else None
+
+
+def _inner_from_expand(cfg: dict) -> int:
+    """mamba_d_ssm when set (Falcon-H1), else int(mamba_expand x hidden_size); 0 when neither reads."""
+    try:
+        if cfg.get("mamba_d_ssm") is not None:
+            return max(0, int(cfg["mamba_d_ssm"]))
+        return max(0, int(float(cfg.get("mamba_expand") or 0) * int(cfg.get("hidden_size") or 0)))
+    except (TypeError, ValueError, OverflowError):
         return 0
-    ssm_bytes = 4 if str(cfg.get("mamba_ssm_dtype", "")).lower() in ("float32", "fp32") else model_bytes
+
+
+def gdn_state_bytes(cfg: dict, tp: int, model_bytes: int, ssm_bytes: int | None = None) -> int:
+    """A gated-delta-net layer's state per request on one of `tp` GPUs (0 when the config lacks its fields).
+    `ssm_bytes` None: the recurrent state's dtype as vLLM takes it for "auto" (the config's mamba_ssm_dtype)."""
+    got = _ints(cfg, "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                "linear_conv_kernel_dim")
+    if got is None:
+        return 0
+    kh, vh, kd, vd, kernel = got
+    if ssm_bytes is None:
+        ssm_bytes = SSM_DTYPE_BYTES.get(str(cfg.get("mamba_ssm_dtype", "")).lower().replace("fp32", "float32"),
+                                        model_bytes)
     conv = (kd * kh * 2 + vd * vh) // tp * (kernel - 1) * model_bytes
     return conv + vh // tp * vd * kd * ssm_bytes
+
+
+# Mamba-2 config names by model class: (heads, head_dim, groups, state, conv kernel), and the inner width's source
+_MAMBA2_NAMES = (
+    (("mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel"), "heads"),  # Nemotron-H
+    (("mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state", "mamba_d_conv"), "expand"),  # Granite-4,
+    # Bamba, Falcon-H1
+    (("n_mamba_heads", "mamba_headdim", "mamba_ngroups", "mamba_d_state", "mamba_d_conv"), "expand"),  # Zamba2
+)
+
+
+def mamba2_state_bytes(cfg: dict, tp: int, model_bytes: int, ssm_bytes: int) -> int:
+    """A Mamba-2 layer's conv and temporal state per request on one of `tp` GPUs (0 without its fields)."""
+    for names, inner_from in _MAMBA2_NAMES:
+        got = _ints(cfg, *names)
+        if got is None:
+            continue
+        heads, head_dim, groups, state, kernel = got
+        inner = heads * head_dim if inner_from == "heads" else _inner_from_expand(cfg)
+        if inner <= 0:
+            return 0
+        groups += 0 if groups % tp == 0 else tp - groups  # extra_groups_for_head_shards
+        conv = (inner + 2 * groups * state) // tp * (kernel - 1) * model_bytes
+        return conv + heads // tp * head_dim * state * ssm_bytes
+    return 0
+
+
+def mamba1_state_bytes(cfg: dict, tp: int, model_bytes: int, ssm_bytes: int) -> int:
+    """A Mamba-1 layer's (Jamba's) conv and temporal state per request on one of `tp` GPUs (0 without its fields)."""
+    got = _ints(cfg, "hidden_size", "mamba_d_state", "mamba_d_conv")
+    inner = _inner_from_expand({k: cfg.get(k) for k in ("mamba_expand", "hidden_size")}) // tp
+    if got is None or inner <= 0:
+        return 0
+    _, state, kernel = got
+    return inner * (kernel - 1) * model_bytes + inner * state * ssm_bytes
+
+
+def state_bytes(cfg: dict, tp: int, ssm_dtype: str = "auto", model_bytes: int = 2) -> int:
+    """One state layer's state per request on one GPU, by whichever kind of state the config describes (gated delta
+    net, Mamba-2, Mamba-1), or 0. `ssm_dtype`: vLLM's --mamba-ssm-cache-dtype."""
+    ssm = SSM_DTYPE_BYTES.get(ssm_dtype)
+    return gdn_state_bytes(cfg, tp, model_bytes, ssm) or \
+        mamba2_state_bytes(cfg, tp, model_bytes, ssm or model_bytes) or \
+        mamba1_state_bytes(cfg, tp, model_bytes, ssm or model_bytes)
+
+
+def _holds_attention(group) -> bool:
+    """A block whose state layer runs beside attention (Falcon-H1's parallel hybrid: both in every block)."""
+    return any({"q", "k", "v"} & set(lin.roles) for lin in group.linears)
 
 
 def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout | None:
@@ -134,17 +225,26 @@ def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout 
         return None
     full = sliding = state = 0
     windows = set()
-    cfg = _text_config(m)
-    gdn = gdn_state_bytes(cfg, s.tp, 2)
+    per_state = state_bytes(_text_config(m), s.tp, s.mamba_ssm_cache_dtype)
     for g in m.structure.groups:
         if g.mixer == "sliding_attention" and g.window:
             sliding += g.count
             windows.add(g.window)
-        elif g.mixer == "linear_attention" and gdn:
+        elif g.mixer in ("linear_attention", "mamba") and per_state:
             state += g.count
+            full += g.count if _holds_attention(g) else 0
+        elif g.mixer == "other" and per_state:
+            continue  # neither attention nor a state (Nemotron-H's MLP and MoE layers): no cache
         else:
             full += g.count
     if len(windows) > 1 or not (sliding or state):
         return None
-    return Layout(full, sliding, windows.pop() if windows else 0, state, gdn if state else 0, token_bytes, mla,
-                  2 if s.version >= ALIGN_MODE_VERSION else 1, s.version >= CAPACITY_REPORT_VERSION)
+    return Layout(full, sliding, windows.pop() if windows else 0, state, per_state if state else 0, token_bytes,
+                  mla, 2 if align_mode(s) else 1, s.version >= CAPACITY_REPORT_VERSION)
+
+
+def align_mode(s: ServingSpec) -> bool:
+    """Whether vLLM keeps a hybrid's states in "align" mode (two pages a request): prefix caching on, as stated or
+    by the version's default for hybrids, in a release that has the mode."""
+    on = s.prefix_caching if s.prefix_caching is not None else s.version >= PREFIX_DEFAULT_VERSION
+    return on and s.version >= ALIGN_MODE_VERSION

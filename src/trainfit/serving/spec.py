@@ -19,6 +19,7 @@ ENGINE_ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm"}  # the val
 WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
 KV_DTYPES = ("auto", "fp8", "int8", "int4")  # int8/int4: lmdeploy only (--quant-policy 8/4)
 SAMPLERS = ("flashinfer", "pytorch")
+MAMBA_SSM_DTYPES = ("auto", "float32", "float16", "bfloat16")  # vLLM config/cache.py MambaDType (bfloat16 in later releases)
 WORKLOADS = ("fixed", "uniform", "sharegpt")  # and file:PATH
 # bits per weight of a quantised Linear, before scales and zeros (weights.py counts those)
 WEIGHT_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "awq": 4, "gptq": 4}
@@ -79,6 +80,8 @@ class ServingSpec:
     workload: str = "fixed"  # request mix: fixed | uniform | sharegpt | file:PATH (serving/workload.py)
     lmdeploy_backend: str | None = None  # LMDeploy --backend turbomind | pytorch; None = turbomind (its default)
     range_ratio: float = 0.0  # uniform: lengths in [len (1 - r), len (1 + r)] (vLLM --random-range-ratio)
+    prefix_caching: bool | None = None  # vLLM --(no-)enable-prefix-caching; None = the version's default
+    mamba_ssm_cache_dtype: str = "auto"  # vLLM --mamba-ssm-cache-dtype: a hybrid's recurrent states (hybrid.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine", choice("engine", ENGINE_ALIASES.get(str(self.engine).strip().lower(),
@@ -118,6 +121,10 @@ class ServingSpec:
         elif not w.startswith("file:") or len(w) <= 5:
             raise ServingError("sv_e_workload", value=self.workload)
         object.__setattr__(self, "workload", w)
+        object.__setattr__(self, "mamba_ssm_cache_dtype", choice("mamba-ssm-cache-dtype", self.mamba_ssm_cache_dtype,
+                                                                 MAMBA_SSM_DTYPES))
+        if self.prefix_caching is not None and not isinstance(self.prefix_caching, bool):
+            raise ServingError("sv_e_prefix_caching", value=self.prefix_caching)
         r = self.range_ratio
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r < 1:
             raise ServingError("sv_e_range_ratio", value=r)

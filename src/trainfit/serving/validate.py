@@ -103,7 +103,8 @@ def _spec(case: dict, m: ModelSpec) -> tuple[ServingSpec, int | None]:
                            block_size=int(sv["block_size"]) if sv.get("block_size") else None,
                            sampler=sv.get("sampler"),
                            custom_all_reduce=sv.get("custom_all_reduce"), workload=workload[0],
-                           range_ratio=workload[1])
+                           range_ratio=workload[1], prefix_caching=sv.get("prefix_caching"),
+                           mamba_ssm_cache_dtype=sv.get("mamba_ssm_cache_dtype") or "auto")
         if spec.engine == "lmdeploy":  # quant_policy, backend, cache_max_entry_count (engine_lmdeploy.case_fields)
             spec = replace(spec, **lmd.case_fields(sv))
     except TrainfitError:
