@@ -273,3 +273,21 @@ def test_the_cli_takes_the_state_dtype_and_prefix_caching_and_generate_passes_th
     assert code == 0, err
     script = (tmp_path / "s" / "serve.sh").read_text()
     assert "--no-enable-prefix-caching" in script and "--mamba-ssm-cache-dtype float32" in script
+
+
+@pytest.mark.parametrize("model_type,full,state", [("falcon_h1", 32, 32), ("zamba2", 9, 54)])
+def test_parallel_hybrid_blocks_hold_both_a_state_and_kv(model_type, full, state):
+    """Falcon-H1 runs attention and a Mamba-2 mixer side by side in every block, Zamba2 adds its shared attention to
+    every sixth: vLLM registers both layers of such a block. A bare config.json ({"model_type": T}) is read with its
+    type's defaults, as transformers' config class fills them."""
+    from trainfit.catalog.models import spec_from_config
+
+    m = spec_from_config({"model_type": model_type}, name=model_type)
+    lay = layout(m, ServingSpec())
+    assert (lay.full, lay.state) == (full, state) and lay.state_bytes > 0
+
+
+def test_other_engines_say_a_mamba_hybrid_is_counted_as_full_attention(nemotron):
+    est = serve(nemotron, gpu="h100-sxm", engine="sglang")
+    assert "hybrid" not in est.memory.to_dict()
+    assert ("sv_hybrid_not_modelled", {"engine": "sglang", "version": est.engine.version}) in est.assumptions

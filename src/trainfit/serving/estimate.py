@@ -152,7 +152,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
                             "n": mem.max_model_len, "need": h["blocks_per_max_len_request"], "groups": h["groups"]}))
         if mem.kv_tokens + mem.block_size < mem.max_concurrency * mem.max_model_len:  # short by more than rounding
             notes.append(("sv_hybrid_tokens", {}))
-    elif m.structure is not None and ("linear_attention" in m.structure.mixers() or (
+    elif m.structure is not None and ({"linear_attention", "mamba"} & set(m.structure.mixers()) or (
             "sliding_attention" in m.structure.mixers() and not sliding_layers(m)[0])):
         notes.append(("sv_hybrid_not_modelled", {"engine": e.engine, "version": e.version}))
     if s.max_model_len is None and m.max_positions > e.max_model_len:

@@ -128,8 +128,16 @@ class Layout:
 
 
 def _text_config(m: ModelSpec) -> dict:
+    """The (text) config as the model class reads it: its type's defaults (the shipped structure template's, where
+    there is one) under the keys the config.json gives, as transformers' config class fills them."""
+    from ..catalog.templates import template
+
     hf = (m.extra or {}).get("hf_config") or {}
-    return hf.get("text_config") or hf if isinstance(hf, dict) else {}
+    cfg = (hf.get("text_config") or hf) if isinstance(hf, dict) else {}
+    if not isinstance(cfg, dict):
+        return {}
+    t = template(str(cfg.get("model_type", ""))) if cfg.get("model_type") else None
+    return {**t["defaults"], **cfg} if t and isinstance(t.get("defaults"), dict) else cfg
 
 
 SSM_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
