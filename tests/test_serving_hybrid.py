@@ -291,3 +291,57 @@ def test_other_engines_say_a_mamba_hybrid_is_counted_as_full_attention(nemotron)
     est = serve(nemotron, gpu="h100-sxm", engine="sglang")
     assert "hybrid" not in est.memory.to_dict()
     assert ("sv_hybrid_not_modelled", {"engine": "sglang", "version": est.engine.version}) in est.assumptions
+
+
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B config.json (the structural fields; two published copies of the file agree,
+# data/validation/serving_hybrid_sources.md): 23 Mamba-2, 23 MoE and 6 attention layers
+NEMOTRON_3_NANO_30B_A3B = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "attention_bias": False, "chunk_size": 128,
+    "conv_kernel": 4, "expand": 2, "head_dim": 128, "hidden_size": 2688,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "intermediate_size": 1856,
+    "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_hidden_act": "silu", "mamba_num_heads": 64,
+    "mamba_proj_bias": False, "mamba_ssm_cache_dtype": "float32", "max_position_embeddings": 262144,
+    "mlp_bias": False, "mlp_hidden_act": "relu2", "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "n_groups": 8, "n_routed_experts": 128,
+    "n_shared_experts": 1, "norm_eps": 1e-05, "norm_topk_prob": True, "num_attention_heads": 32,
+    "num_experts_per_tok": 6, "num_hidden_layers": 52, "num_key_value_heads": 2, "partial_rotary_factor": 1.0,
+    "rope_theta": 10000, "routed_scaling_factor": 2.5, "sliding_window": None, "ssm_state_size": 128,
+    "tie_word_embeddings": False, "topk_group": 1, "torch_dtype": "bfloat16", "use_bias": False, "use_conv_bias": True,
+    "vocab_size": 131072,
+}
+
+
+@pytest.fixture(scope="module")
+def nano30b():
+    from trainfit.catalog.models import spec_from_config
+
+    return spec_from_config(NEMOTRON_3_NANO_30B_A3B, name="nvidia-nemotron-3-nano-30b-a3b")
+
+
+@pytest.mark.parametrize("version,gib,max_len,tokens,concurrency", [
+    ("0.19.1", 68.97, 262144, 4_819_104, 86.16),  # num_blocks // groups x block
+    ("0.20.1rc1.dev91", 3.72, 256000, 1_206_303, 4.71),  # int(concurrency x max_model_len)
+])
+def test_nemotron_3_nano_logs(nano30b, version, gib, max_len, tokens, concurrency):
+    """Published vLLM logs of Nemotron-Cascade-2-30B-A3B (the Nemotron-3-Nano-30B-A3B architecture), TP 1, fp8 KV,
+    --mamba-ssm-cache-dtype float32, prefix caching off (serving_hybrid_sources.md): 'Setting attention block size
+    to 4176 tokens', 'Padding mamba page size by 0.19%', 'Add 1 padding layers, may waste at most 4.35% KV cache
+    memory', then the KV memory, token count and concurrency in the parametrisation. The config's own
+    mamba_ssm_cache_dtype says float32 too: "auto" gives the same."""
+    for ssm in ("float32", "auto"):
+        s = ServingSpec(engine_version=version, kv_cache_dtype="fp8", mamba_ssm_cache_dtype=ssm)
+        lay = layout(nano30b, s)
+        assert (lay.full, lay.state, lay.group_size, lay.groups()) == (6, 23, 6, {"full": 1, "state": 4})
+        assert lay.state_bytes == (4096 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4 == 2_134_016
+        assert lay.block_size(16) == 4176
+        assert round(100 * (4176 * token_bytes(nano30b, s) - lay.state_bytes) / lay.state_bytes, 2) == 0.19
+    assert round(100 * (lay.padded_layers - lay.full - lay.state) / lay.state, 2) == 4.35
+    need = lay.blocks_per_request(max_len, 4176, 8192)
+    assert need == math.ceil(max_len / 4176) + 4
+    page = 4176 * token_bytes(nano30b, s) * lay.group_size
+    got = []
+    for pool in _pools(gib, page):
+        c = pool / need
+        reported = int(c * max_len) if lay.reports_capacity else pool // 5 * 4176
+        got.append((round(c, 2), reported))
+    assert (concurrency, tokens) in got

@@ -11,8 +11,9 @@ Read from vLLM's code (github.com/vllm-project/vllm):
 - `_report_kv_cache_config`: "GPU KV cache size: N tokens" with N = num_blocks // groups x block_size, so it
   counts a token's KV in every layer (padding included), as if every layer were full attention.
   Later releases report int(max concurrency x max_model_len) instead (the comment above their
-  `get_kv_cache_capacity`: "handles hybrid layouts correctly"); start-up logs of 0.24.0 show it, so trainfit
-  reports it for hybrids from 0.24.
+  `get_kv_cache_capacity`: "handles hybrid layouts correctly"). Published start-up logs show the old count on
+  0.19.1 and 0.20.0 and the new one on a 0.20.1rc1 development build and on 0.24.0
+  (data/validation/serving_hybrid_sources.md), so trainfit reports it for hybrids from 0.20.1.
 - `get_max_concurrency_for_kv_cache_config`: "Maximum concurrency" = num_blocks / the blocks one max_model_len
   request needs in all groups: `v1/kv_cache_interface.py` `max_memory_usage_bytes` - full attention
   ceil(L / block); a sliding window ceil(min(window - 1 + max_num_batched_tokens, L) / block) + 1; a mamba state
@@ -38,8 +39,9 @@ Read from vLLM's code (github.com/vllm-project/vllm):
     mamba_ngroups, mamba_d_state, mamba_d_conv;
   - a Mamba-1 layer (Jamba) a conv state of inner / tp x (d_conv - 1) and a temporal state of inner / tp x d_state,
     inner = mamba_expand x hidden_size.
-  The conv state is in the model dtype; the recurrent / temporal one in `--mamba-ssm-cache-dtype` ("auto": the model
-  dtype; for Qwen3.5, whose config says float32 as `mamba_ssm_dtype`, vLLM takes that). NVIDIA-Nemotron-Nano-9B-v2's
+  The conv state is in the model dtype; the recurrent / temporal one in `--mamba-ssm-cache-dtype`. "auto" takes
+  the config's own (`mamba_ssm_dtype`, float32 in Qwen3.5's; `mamba_ssm_cache_dtype` in Nemotron-H's, which vLLM
+  logs as "Updating mamba_ssm_cache_dtype to 'float32' for NemotronH model"), else the model dtype. NVIDIA-Nemotron-Nano-9B-v2's
   672-token block (vLLM issue #24280) is this arithmetic with bf16 states (tests/test_serving_hybrid.py).
 - Layers that hold neither attention nor a state (Nemotron-H's MLP and MoE layers) hold nothing.
 
@@ -61,7 +63,7 @@ ALIGN_MLA = 64  # MLA backends other than CUTLASS_MLA
 FIRST_VERSION = (0, 9, 0)
 ALIGN_MODE_VERSION = (0, 15, 0)  # two pages per mamba state ("align" mode with prefix caching), see above
 PREFIX_DEFAULT_VERSION = (0, 28, 0)  # prefix caching on by default for hybrids (PR #50991), see above
-CAPACITY_REPORT_VERSION = (0, 24, 0)  # "GPU KV cache size" = int(max concurrency x max_model_len), see above
+CAPACITY_REPORT_VERSION = (0, 20, 1)  # "GPU KV cache size" = int(max concurrency x max_model_len), see above
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,7 @@ def gdn_state_bytes(cfg: dict, tp: int, model_bytes: int, ssm_bytes: int | None 
         return 0
     kh, vh, kd, vd, kernel = got
     if ssm_bytes is None:
-        ssm_bytes = SSM_DTYPE_BYTES.get(str(cfg.get("mamba_ssm_dtype", "")).lower().replace("fp32", "float32"),
-                                        model_bytes)
+        ssm_bytes = config_ssm_bytes(cfg, model_bytes)
     conv = (kd * kh * 2 + vd * vh) // tp * (kernel - 1) * model_bytes
     return conv + vh // tp * vd * kd * ssm_bytes
 
@@ -212,13 +213,24 @@ def mamba1_state_bytes(cfg: dict, tp: int, model_bytes: int, ssm_bytes: int) -> 
     return inner * (kernel - 1) * model_bytes + inner * state * ssm_bytes
 
 
+def config_ssm_bytes(cfg: dict, model_bytes: int) -> int:
+    """Bytes of a recurrent-state element under --mamba-ssm-cache-dtype auto: the dtype the config names for it
+    (Qwen3.5 `mamba_ssm_dtype`, Nemotron-H `mamba_ssm_cache_dtype`; vLLM's model configs take it), else the
+    model's."""
+    for key in ("mamba_ssm_cache_dtype", "mamba_ssm_dtype"):
+        name = str(cfg.get(key) or "").lower().replace("fp32", "float32").replace("torch.", "")
+        if name in SSM_DTYPE_BYTES:
+            return SSM_DTYPE_BYTES[name]
+    return model_bytes
+
+
 def state_bytes(cfg: dict, tp: int, ssm_dtype: str = "auto", model_bytes: int = 2) -> int:
     """One state layer's state per request on one GPU, by whichever kind of state the config describes (gated delta
     net, Mamba-2, Mamba-1), or 0. `ssm_dtype`: vLLM's --mamba-ssm-cache-dtype."""
-    ssm = SSM_DTYPE_BYTES.get(ssm_dtype)
+    ssm = SSM_DTYPE_BYTES.get(ssm_dtype) or config_ssm_bytes(cfg, model_bytes)
     return gdn_state_bytes(cfg, tp, model_bytes, ssm) or \
-        mamba2_state_bytes(cfg, tp, model_bytes, ssm or model_bytes) or \
-        mamba1_state_bytes(cfg, tp, model_bytes, ssm or model_bytes)
+        mamba2_state_bytes(cfg, tp, model_bytes, ssm) or \
+        mamba1_state_bytes(cfg, tp, model_bytes, ssm)
 
 
 def _holds_attention(group) -> bool:
