@@ -11,7 +11,8 @@ vLLM and SGLang cannot be installed here, so the flags are pinned against their 
     001067fffe33): '--model-path', '--tp-size' (alias '--tensor-parallel-size'), '--context-length',
     '--mem-fraction-static', '--kv-cache-dtype' ('auto', 'fp8_e5m2', 'fp8_e4m3'), '--quantization',
     '--max-running-requests', '--disable-cuda-graph', '--lora-paths' (NAME=PATH), '--served-model-name', '--dtype',
-    '--disable-radix-cache' (its prefix cache, on by default).
+    '--disable-radix-cache' (its prefix cache, on by default), '--mamba-ssm-dtype' (float32 | bfloat16 | float16, a
+    hybrid's recurrent states; docs/basic_usage/qwen3.md, PR #15337).
 A flag the generator emits that is not in these sets fails the test.
 """
 
@@ -30,7 +31,7 @@ VLLM_FLAGS = {"--tensor-parallel-size", "--max-model-len", "--gpu-memory-utiliza
               "--mamba-ssm-cache-dtype"}
 SGLANG_FLAGS = {"--model-path", "--tp-size", "--context-length", "--mem-fraction-static", "--kv-cache-dtype",
                 "--quantization", "--max-running-requests", "--disable-cuda-graph", "--lora-paths",
-                "--served-model-name", "--dtype", "--disable-radix-cache"}
+                "--served-model-name", "--dtype", "--disable-radix-cache", "--mamba-ssm-dtype"}
 KV_CHOICES = {"vllm": {"auto", "fp8", "fp8_e5m2", "fp8_e4m3"}, "sglang": {"auto", "fp8_e5m2", "fp8_e4m3"}}
 
 SETUPS = [dict(), dict(weights="fp8", kv_cache_dtype="fp8"), dict(weights="awq", cuda_graphs=False),

@@ -345,3 +345,71 @@ def test_nemotron_3_nano_logs(nano30b, version, gib, max_len, tokens, concurrenc
         reported = int(c * max_len) if lay.reports_capacity else pool // 5 * 4176
         got.append((round(c, 2), reported))
     assert (concurrency, tokens) in got
+
+
+def _sglang_check(m, s, states, tokens, ssm_gib, conv_gib, k_gib):
+    """A logged SGLang start-up ('Mamba Cache is allocated. max_mamba_cache_size: N, conv_state size: X GB,
+    ssm_state size: Y GB', 'KV Cache is allocated. #tokens: T, K size: Z GB'; GB = 2^30 bytes, the pool allocates
+    N + 1 states and T + 1 token slots): the state and KV sizes from the model, and the ratio split giving N states
+    for every rest memory that leaves T tokens."""
+    from trainfit.serving.hybrid_sglang import pools
+
+    lay = layout(m, s)
+    assert lay.engine == "sglang"
+    per, cell = lay.state * lay.state_bytes, lay.full * token_bytes(m, s)
+    assert abs(per * (states + 1) / GiB - (ssm_gib + conv_gib)) <= 0.01  # two values rounded to 0.01 each
+    assert round((tokens + 1) * cell / 2 / GiB, 2) == k_gib
+    for slack in (0, cell // 2, cell - 1):  # every rest that leaves exactly `tokens` tokens after the states
+        rest = tokens * cell + states * per + slack
+        got = pools(rest, per, cell, s.prefix_caching is not False, s.max_num_seqs, s.version)
+        assert (got.states, got.tokens) == (states, tokens), slack
+    return got
+
+
+def test_sglang_qwen3_5_397b_log():
+    """kvcache-ai/ktransformers issue #1870 (SGLang 0.5.9, 2 x RTX 4090, TP 2, bf16 KV, radix cache on,
+    max_running_requests 1): 'max_mamba_cache_size: 82, conv_state size: 0.13GB, ssm_state size: 7.29GB',
+    '#tokens: 580364, K size: 4.15 GB'. 45 gated-delta-net layers of 2,134,016 bytes a request at TP 2 (the recurrent
+    state in fp32, Qwen3.5's mamba_ssm_dtype), 15 full-attention layers of one KV head of 256 a GPU."""
+    m = resolve_model("qwen3.5-397b-a17b")
+    s = ServingSpec(engine="sglang", engine_version="0.5.9", tp=2, max_num_seqs=1)
+    lay = layout(m, s)
+    assert (lay.full, lay.state, lay.state_bytes) == (15, 45, 32 * 128 * 128 * 4 + (16 * 128 * 2 + 64 * 128) // 2 * 3 * 2)
+    _sglang_check(m, s, 82, 580_364, 7.29, 0.13, 4.15)
+
+
+def test_sglang_qwen3_6_27b_log():
+    """A published SGLang 0.5.11 log of Qwen/Qwen3.6-27B-FP8 on one RTX PRO 6000 96 GB (the Qwen3.5-27B architecture):
+    'max_mamba_cache_size: 154, conv_state size: 0.43GB, ssm_state size: 21.80GB', '#tokens: 403904, K size:
+    12.33 GB': the states take 0.9 / 1.9 of the rest."""
+    m = resolve_model("qwen3.5-27b")
+    s = ServingSpec(engine="sglang", engine_version="0.5.11")
+    got = _sglang_check(m, s, 154, 403_904, 21.80, 0.43, 12.33)
+    assert got.max_running == 154 // 3
+
+
+def test_sglang_nemotron_3_nano_without_the_radix_cache(nano30b):
+    """SGLang's own test report for NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 at TP 4 with --disable-radix-cache and
+    --max-running-requests 8: 'max_mamba_cache_size: 8, conv_state size: 0.00 GB, ssm_state size: 0.10 GB',
+    '#tokens: 1557504, K size: 2.23 GB': without the radix cache the states are the running requests, one each."""
+    s = ServingSpec(engine="sglang", engine_version="0.5.9", tp=4, max_num_seqs=8, prefix_caching=False)
+    got = _sglang_check(nano30b, s, 8, 1_557_504, 0.10, 0.00, 2.23)
+    assert got.max_running == 8
+
+
+def test_sglang_serving_reports_its_pools(run_cli):
+    import json
+
+    code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang",
+                             "--engine-version", "0.5.11", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    h = d["memory"]["hybrid"]
+    assert (h["full_attention_layers"], h["state_layers"]) == (16, 48) and h["max_running_requests"] == \
+        h["state_slots"] // 3
+    assert d["memory"]["kv_bytes_per_token"] == 16 * 2 * 4 * 256 * 2  # the full-attention layers only
+    assert d["memory"]["max_concurrency"] <= h["max_running_requests"]
+    assert any("SGLang's hybrid pools" in a for a in d["assumptions"])
+    code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang",
+                             "--engine-version", "0.5.11", "--lang", "zh")
+    assert code == 0 and "SGLang 混合模型内存池" in out.replace("\n", ""), err

@@ -65,9 +65,9 @@ def add_parser(sub) -> None:
     sv.add_argument("--max-num-seqs", type=int, default=None, help="requests batched together")
     sv.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs")
     sv.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
-                    help="vLLM prefix caching, passed as stated (default: the version's)")
-    sv.add_argument("--mamba-ssm-cache-dtype", default="auto", help="vLLM: auto | float32 | float16 | bfloat16, a "
-                    "hybrid's recurrent states (default auto)")
+                    help="prefix caching, passed as stated (vLLM; SGLang: --no- is --disable-radix-cache)")
+    sv.add_argument("--mamba-ssm-cache-dtype", default="auto", help="auto | float32 | float16 | bfloat16: a hybrid's "
+                    "recurrent states (vLLM --mamba-ssm-cache-dtype, SGLang --mamba-ssm-dtype; default auto)")
     sv.add_argument("--lmdeploy-backend", default=None, help="LMDeploy: turbomind | pytorch (default turbomind); "
                     "--kv-cache-dtype int8 | int4 is its --quant-policy 8 | 4")
     sv.add_argument("--from", dest="from_run", metavar="RUN_DIR", default=None,

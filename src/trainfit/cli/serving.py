@@ -43,10 +43,13 @@ def add_parser(sub) -> None:
                    "default)")
     e.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (vLLM --enforce-eager)")
     e.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None,
-                   help="vLLM prefix caching (default: the version's; a hybrid model's states take two pages a "
-                   "request with it, one without; on by default for hybrids from 0.28)")
-    e.add_argument("--mamba-ssm-cache-dtype", default="auto", help="vLLM: auto | float32 | float16 | bfloat16, the "
-                   "dtype of a hybrid's recurrent states (default auto = the model's; Qwen3.5: its config's)")
+                   help="prefix caching (vLLM; SGLang's radix cache, --no-: --disable-radix-cache). Default: the "
+                   "engine version's. A hybrid's states take two pages a request with it on vLLM (on by default for "
+                   "hybrids from 0.28); on SGLang they take 0.9/1.9 of the KV memory with it, one per running "
+                   "request without")
+    e.add_argument("--mamba-ssm-cache-dtype", default="auto", help="auto | float32 | float16 | bfloat16: a hybrid's "
+                   "recurrent states (vLLM --mamba-ssm-cache-dtype, SGLang --mamba-ssm-dtype); auto = the config's, "
+                   "else the model dtype (vLLM) or float32 (SGLang)")
     e.add_argument("--lmdeploy-backend", default=None, help="LMDeploy: turbomind | pytorch (default turbomind, its "
                    "CLI's default); --kv-cache-dtype int8 | int4 is its --quant-policy 8 | 4")
     w = p.add_argument_group("workload")

@@ -8,7 +8,8 @@ Flag names are the engines' own (pinned by tests/test_serving_generate.py):
     vllm/entrypoints/openai/cli_args.py (--lora-modules NAME=PATH).
   SGLang `python -m sglang.launch_server`: python/sglang/srt/server_args.py (--model-path, --tp-size,
     --context-length, --mem-fraction-static, --kv-cache-dtype {auto,fp8_e5m2,fp8_e4m3}, --quantization,
-    --max-running-requests, --disable-cuda-graph, --lora-paths NAME=PATH, --served-model-name, --disable-radix-cache).
+    --max-running-requests, --disable-cuda-graph, --lora-paths NAME=PATH, --served-model-name, --disable-radix-cache,
+    --mamba-ssm-dtype).
 Quantised checkpoints (AWQ, GPTQ, int8 W8A8) carry a quantization_config that both engines read, and vLLM then
 picks its fastest kernel (awq_marlin, gptq_marlin); naming `--quantization awq` would force the slower one, so
 only fp8 (quantised at load time from a 16-bit checkpoint) is passed explicitly.
@@ -127,6 +128,8 @@ def sglang_command(est: ServingEstimate, model_path: str, adapter: str | None) -
         cmd.append("--disable-cuda-graph")
     if s.prefix_caching is False:  # SGLang's radix (prefix) cache is on unless disabled
         cmd.append("--disable-radix-cache")
+    if s.mamba_ssm_cache_dtype != "auto":  # a hybrid's recurrent states (SGLang's default: float32)
+        cmd += ["--mamba-ssm-dtype", s.mamba_ssm_cache_dtype]
     if adapter:
         cmd += ["--lora-paths", f"{LORA_NAME}={adapter}"]
     return cmd

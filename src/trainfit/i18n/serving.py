@@ -60,6 +60,13 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                                "tokens takes {need} blocks",
                         "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {state} 层线性注意力或 Mamba，分为 {groups} 个层组，"
                               "每块 {block} 个 token（一页容纳一层的状态）；一个 {n} token 的请求占 {need} 个块"},
+    "sv_hybrid_sglang": {"en": "SGLang's hybrid pools: {slots} request states of {state} linear-attention or Mamba "
+                                "layers ({gib:.2f} GiB, the state share of --mamba-full-memory-ratio 0.9 with the radix "
+                                "cache on) beside the KV of {full} full-attention layers; at most {running} requests "
+                                "run at once",
+                         "zh": "SGLang 混合模型内存池：{slots} 个请求状态（{state} 层线性注意力或 Mamba，{gib:.2f} GiB，"
+                               "radix 缓存开启时按 --mamba-full-memory-ratio 0.9 划分），其余为 {full} 层全注意力的 KV；"
+                               "同时最多运行 {running} 个请求"},
     "sv_hybrid_window": {"en": "vLLM's hybrid KV cache: {full} full-attention and {sliding} sliding-window ({window} "
                                 "tokens) layers in {groups} groups; a request of {n} tokens takes {need} blocks (while "
                                 "decoding, the window layers free the blocks behind their window)",

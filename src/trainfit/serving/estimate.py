@@ -117,7 +117,7 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     check_model(m, s)
     view = knobs(overrides).for_framework(s.generation).for_gpu(gpu)
     e = trt.settings(m, s, gpu, max_len_for(m, s)) if s.engine == "trtllm" else resolve(s, gpu, max_len_for(m, s))
-    lay = layout(m, s)  # None on every engine but vLLM
+    lay = layout(m, s)  # None on every engine but vLLM and SGLang
     if lay and lay.block_size(e.block_size) != e.block_size:  # a page must hold a mamba state (hybrid.py)
         e = replace(e, block_size=lay.block_size(e.block_size))
     if s.input_len + s.output_len > e.max_model_len:
@@ -126,6 +126,8 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     s = spec_for(s, mix) if mix is not None else s
     cluster = cluster_for(gpu, s.tp, 1, instance)
     mem = (trt.memory if s.engine == "trtllm" else memory)(m, s, e, gpu, view)
+    if mem.max_running is not None:  # SGLang runs at most the requests its hybrid's states allow (hybrid_sglang.py)
+        e = replace(e, max_num_seqs=max(1, min(e.max_num_seqs, mem.max_running)))
     reasons = _reasons(m, s, mem, gpu)
     load = None
     if not reasons or (served and all(r.key == "sv_r_kv" for r in reasons)):
@@ -144,7 +146,12 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
     notes = list(cluster.assumptions) if s.tp > 1 else []
     if s.engine == "trtllm":
         notes.append(trt.note_values(s, e, mem))
-    if mem.hybrid:  # vLLM's hybrid KV cache manager (hybrid.py): why capacity and concurrency differ
+    if mem.hybrid and e.engine == "sglang":  # SGLang's state pool beside its KV pool (hybrid_sglang.py)
+        h = mem.hybrid
+        notes.append(("sv_hybrid_sglang", {"full": h["full_attention_layers"], "state": h["state_layers"],
+                                           "slots": h["state_slots"], "gib": h["state_pool_gib"],
+                                           "running": h["max_running_requests"]}))
+    elif mem.hybrid:  # vLLM's hybrid KV cache manager (hybrid.py): why capacity and concurrency differ
         h = mem.hybrid
         key = "sv_hybrid_state" if h["state_layers"] else "sv_hybrid_window"
         notes.append((key, {"full": h["full_attention_layers"], "state": h["state_layers"],

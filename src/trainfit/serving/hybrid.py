@@ -79,6 +79,7 @@ class Layout:
     mla: bool = False
     state_pages: int = 1  # pages a state layer holds per request (MambaSpec.max_memory_usage_bytes)
     reports_capacity: bool = False  # the log's token count is max concurrency x max_model_len
+    engine: str = "vllm"  # "sglang": its own pools (hybrid_sglang.py), no groups or pages
 
     @property
     def kinds(self) -> list[tuple[str, int]]:
@@ -101,7 +102,7 @@ class Layout:
 
     def block_size(self, requested: int) -> int:
         """The attention block: the requested one, raised until a page holds a state (and the state padded)."""
-        if not self.state:
+        if not self.state or self.engine != "vllm":
             return requested
         align = ALIGN_MLA if self.mla else ALIGN
         need = align * math.ceil(self.state_bytes / (align * self.token_bytes))
@@ -224,10 +225,12 @@ def config_ssm_bytes(cfg: dict, model_bytes: int) -> int:
     return model_bytes
 
 
-def state_bytes(cfg: dict, tp: int, ssm_dtype: str = "auto", model_bytes: int = 2) -> int:
+def state_bytes(cfg: dict, tp: int, ssm_dtype: str = "auto", model_bytes: int = 2, auto_bytes: int | None = None) -> int:
     """One state layer's state per request on one GPU, by whichever kind of state the config describes (gated delta
-    net, Mamba-2, Mamba-1), or 0. `ssm_dtype`: vLLM's --mamba-ssm-cache-dtype."""
-    ssm = SSM_DTYPE_BYTES.get(ssm_dtype) or config_ssm_bytes(cfg, model_bytes)
+    net, Mamba-2, Mamba-1), or 0. `ssm_dtype`: vLLM's --mamba-ssm-cache-dtype (SGLang's --mamba-ssm-dtype);
+    `auto_bytes`: the engine's own default when neither it nor the config names one (vLLM: the model dtype; SGLang:
+    float32)."""
+    ssm = SSM_DTYPE_BYTES.get(ssm_dtype) or config_ssm_bytes(cfg, auto_bytes or model_bytes)
     return gdn_state_bytes(cfg, tp, model_bytes, ssm) or \
         mamba2_state_bytes(cfg, tp, model_bytes, ssm) or \
         mamba1_state_bytes(cfg, tp, model_bytes, ssm)
@@ -239,13 +242,17 @@ def _holds_attention(group) -> bool:
 
 
 def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout | None:
-    """The hybrid layout vLLM's manager gives this model, or None where it does not apply (another engine, an
-    older vLLM, a hand-written family, or every layer full attention)."""
-    if s.engine != "vllm" or not s.vllm_v1 or s.version < FIRST_VERSION or m.structure is None:
+    """The hybrid layout vLLM's manager gives this model (or SGLang's pools, hybrid_sglang.py: states and
+    full-attention KV, no sliding window), or None where it does not apply (another engine, an older release, a
+    hand-written family, or every layer full attention)."""
+    from .hybrid_sglang import FIRST_VERSION as SGLANG_FIRST
+
+    sglang = s.engine == "sglang" and s.version >= SGLANG_FIRST
+    if m.structure is None or not (sglang or (s.engine == "vllm" and s.vllm_v1 and s.version >= FIRST_VERSION)):
         return None
     full = sliding = state = 0
     windows = set()
-    per_state = state_bytes(_text_config(m), s.tp, s.mamba_ssm_cache_dtype)
+    per_state = state_bytes(_text_config(m), s.tp, s.mamba_ssm_cache_dtype, auto_bytes=4 if sglang else None)
     for g in m.structure.groups:
         if g.mixer == "sliding_attention" and g.window:
             sliding += g.count
@@ -257,8 +264,10 @@ def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout 
             continue  # neither attention nor a state (Nemotron-H's MLP and MoE layers): no cache
         else:
             full += g.count
-    if len(windows) > 1 or not (sliding or state):
+    if len(windows) > 1 or not (sliding or state) or (sglang and (sliding or not state)):
         return None
+    if sglang:
+        return Layout(full, 0, 0, state, per_state, token_bytes, mla, engine="sglang")
     return Layout(full, sliding, windows.pop() if windows else 0, state, per_state if state else 0, token_bytes,
                   mla, 2 if align_mode(s) else 1, s.version >= CAPACITY_REPORT_VERSION)
 

@@ -126,17 +126,22 @@ def layout(m: ModelSpec, s: ServingSpec) -> hybrid.Layout | None:
 def kv_bytes_per_token(m: ModelSpec, s: ServingSpec) -> int:
     """Per GPU, all layers: 2 (K and V) x layers x KV heads x head_dim x dtype bytes; MLA: layers x latent x bytes
     (the latent is replicated on every TP rank). LMDeploy's int8/int4 KV: engine_lmdeploy.kv_bytes_per_token.
-    vLLM's hybrid manager counts every layer (padded to whole groups) the same way (hybrid.py)."""
+    vLLM's hybrid manager counts every layer (padded to whole groups) the same way (hybrid.py); SGLang's KV pool of a
+    hybrid holds the full-attention layers only (hybrid_sglang.py)."""
     if s.engine == "lmdeploy" and s.kv_cache_dtype != "auto":
         return lmd.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, s.tp, s.kv_cache_dtype, s.version)
     lay = layout(m, s)
-    return (lay.padded_layers if lay else m.layers) * token_bytes(m, s)
+    if lay is None:
+        return m.layers * token_bytes(m, s)
+    return (lay.full if lay.engine == "sglang" else lay.padded_layers) * token_bytes(m, s)
 
 
 def kv_bytes_for_request(m: ModelSpec, s: ServingSpec, tokens: int, block: int) -> float:
     """KV of one request of `tokens` tokens, in whole blocks; sliding-window layers keep at most the window (vLLM's
     hybrid manager: the window and a block, and one page per mamba state: hybrid.py)."""
     lay = layout(m, s)
+    if lay and lay.engine == "sglang":  # its KV pool; the states are a pool of their own
+        return float(tokens * lay.full * lay.token_bytes)
     if lay:
         return lay.request_bytes(tokens, lay.block_size(block))
     per_layer = kv_bytes_per_token(m, s) / m.layers
@@ -209,6 +214,7 @@ class MemoryBreakdown:
     buffers: float = 0.0  # non-parameter buffers loaded with the weights (rotary caches)
     pool_bytes: float = 0.0  # vLLM's hybrid manager: the bytes of its blocks (num_blocks is per group there)
     hybrid: dict | None = None  # vLLM's hybrid manager: layers by kind, groups, blocks a max-length request takes
+    max_running: int | None = None  # SGLang's cap on running requests from a hybrid's states (hybrid_sglang.py)
 
     @property
     def capacity(self) -> float:
@@ -219,7 +225,8 @@ class MemoryBreakdown:
     def max_concurrency(self) -> float:
         """Requests of max_model_len tokens the allocated blocks hold (vLLM's 'Maximum concurrency')."""
         capacity = self.capacity
-        return capacity / self.request_bytes if self.request_bytes else 0.0
+        kv = capacity / self.request_bytes if self.request_bytes else 0.0
+        return kv if self.max_running is None else min(kv, float(self.max_running))
 
     def to_dict(self) -> dict:
         return {"total_gpu_gib": round(self.total_gpu / GiB, 3), "memory_fraction": self.fraction,
@@ -260,7 +267,9 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
         other = (e.memory_fraction * context) / GiB
         budget = e.memory_fraction * (total - context) - w.total - buffers
     per_token = kv_bytes_per_token(m, s)
-    lay = layout(m, s)  # None on every engine but vLLM
+    lay = layout(m, s)  # None on every engine but vLLM and SGLang
+    if lay and lay.engine == "sglang":  # a state pool beside the full-attention KV pool (hybrid_sglang.py)
+        return _sglang_hybrid(m, s, e, lay, total, w, act, other, graphs, budget, per_token, buffers)
     if lay:  # vLLM's num_gpu_blocks are blocks of one group's layers (hybrid.py)
         page = e.block_size * lay.token_bytes * lay.group_size
         pool = int(budget // page) if budget > 0 else 0
@@ -277,3 +286,18 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, budget, per_token, blocks,
                            e.block_size, blocks * e.block_size, e.max_model_len,
                            kv_bytes_for_request(m, s, e.max_model_len, e.block_size), buffers)
+
+
+def _sglang_hybrid(m: ModelSpec, s: ServingSpec, e: EngineSettings, lay: hybrid.Layout, total: float, w: Weights,
+                   act: float, other: float, graphs: float, rest: float, cell: int, buffers: float) -> MemoryBreakdown:
+    """SGLang's pools for a hybrid (hybrid_sglang.py): the states first, the full-attention KV in what is left."""
+    from .hybrid_sglang import pools
+
+    radix = s.prefix_caching is not False
+    got = pools(rest, lay.state * lay.state_bytes, cell, radix, s.max_num_seqs, s.version)
+    details = {"full_attention_layers": lay.full, "state_layers": lay.state, "state_bytes_per_request": lay.state_bytes,
+               "state_slots": got.states, "state_pool_gib": round(got.state_pool / GiB, 3),
+               "max_running_requests": got.max_running, "radix_cache": radix}
+    return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, got.kv, cell, got.tokens, 1,
+                           got.tokens, e.max_model_len, float(e.max_model_len * cell), buffers, 0.0, details,
+                           max_running=got.max_running)
