@@ -11,6 +11,7 @@ import pytest
 
 from trainfit.catalog import resolve_model
 from trainfit.serving import serve
+from trainfit.serving.search import alternatives
 from trainfit.serving.memory import kv_read_bytes, layout, token_bytes
 from trainfit.serving.spec import ServingSpec
 from trainfit.units import GiB
@@ -116,9 +117,21 @@ def test_sliding_window_layers_free_what_falls_behind_while_decoding():
 
 
 @pytest.mark.parametrize("spec", [ServingSpec(engine="sglang"), ServingSpec(engine_version="0.8.5"),
-                                  ServingSpec(engine="trtllm")])
-def test_other_engines_and_older_vllm_keep_every_layer(spec):
+                                  ServingSpec(engine="lmdeploy", engine_version="0.12.1")])
+def test_releases_before_hybrids_keep_every_layer(spec):
+    """SGLang before 0.5.2 (trainfit's default, 0.4.6), vLLM V0, LMDeploy before Qwen3.5's support: every layer's KV."""
     assert layout(resolve_model("qwen3.5-27b"), spec) is None
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "lmdeploy", "sglang"])
+def test_state_pool_engines_count_the_full_attention_layers_kv(engine):
+    from trainfit.serving.memory import kv_bytes_per_token
+
+    m = resolve_model("qwen3.5-27b")
+    s = ServingSpec(engine=engine, engine_version="0.5.11" if engine == "sglang" else "")
+    lay = layout(m, s)
+    assert (lay.engine, lay.full, lay.state) == (engine, 16, 48)
+    assert kv_bytes_per_token(m, s) == 16 * token_bytes(m, s)
 
 
 def test_uniform_models_have_no_layout():
@@ -413,3 +426,27 @@ def test_sglang_serving_reports_its_pools(run_cli):
     code, out, err = run_cli("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang",
                              "--engine-version", "0.5.11", "--lang", "zh")
     assert code == 0 and "SGLang 混合模型内存池" in out.replace("\n", ""), err
+
+
+@pytest.mark.parametrize("engine,version,backend,slots,ssm_bytes", [
+    ("trtllm", "1.0.0", None, 2048, 4),  # max_batch_size states; the config's mamba_ssm_cache_dtype, float32
+    ("lmdeploy", "0.12.2", "turbomind", 1024, 2),  # H100's max_batch_size; the model dtype (its config unread)
+    ("lmdeploy", "0.12.2", "pytorch", 1024 + 2, 2),
+])
+def test_trtllm_and_lmdeploy_keep_a_state_per_request_before_the_kv(nano30b, engine, version, backend, slots, ssm_bytes):
+    """Read from their code (hybrid.py; no published log of a hybrid was found): a state pool of one state per
+    request of the batch size, then KV of the full-attention layers only; too many states leave no KV, and the
+    answer names the batch size that fits."""
+    kw = {"lmdeploy_backend": backend} if backend else {}
+    est = serve(nano30b, gpu="h100-sxm", engine=engine, engine_version=version, **kw)
+    h = est.memory.hybrid
+    per_layer = (4096 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * ssm_bytes
+    assert h["state_bytes_per_request"] == per_layer and h["state_slots"] == slots
+    assert h["state_pool_gib"] == round(slots * 23 * per_layer / GiB, 3)
+    assert est.memory.kv_per_token == 6 * 2 * 2 * 128 * 2  # six attention layers of two KV heads
+    assert est.memory.kv_tokens == 0 and est.reasons  # the default batch's states take the memory
+    fewer = [a for a in alternatives(est) if "max_num_seqs" in a.change]
+    assert fewer and fewer[0].change["max_num_seqs"] < est.engine.max_num_seqs and fewer[0].kv_tokens > 8192
+    ok = serve(nano30b, gpu="h100-sxm", engine=engine, engine_version=version, max_num_seqs=64, **kw)
+    assert ok.memory.kv_tokens > 0 and ok.memory.hybrid["state_slots"] == 64 + slots - est.engine.max_num_seqs
+    assert any(n[0] == "sv_hybrid_pool" for n in ok.assumptions if isinstance(n, tuple))

@@ -67,6 +67,13 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
                          "zh": "SGLang 混合模型内存池：{slots} 个请求状态（{state} 层线性注意力或 Mamba，{gib:.2f} GiB，"
                                "radix 缓存开启时按 --mamba-full-memory-ratio 0.9 划分），其余为 {full} 层全注意力的 KV；"
                                "同时最多运行 {running} 个请求"},
+    "sv_hybrid_pool": {"en": "{engine} keeps a hybrid's request states in a pool of their own: {slots} states of {state} "
+                              "linear-attention or Mamba layers ({gib:.2f} GiB, one per request of its batch size) "
+                              "before the KV of {full} full-attention layers (read from its code; no published log "
+                              "of a hybrid checks it)",
+                       "zh": "{engine} 为混合模型单独保留请求状态池：{slots} 个状态（{state} 层线性注意力或 Mamba，"
+                             "{gib:.2f} GiB，按批大小每个请求一个），其余为 {full} 层全注意力的 KV"
+                             "（依据其代码；尚无公开的混合模型日志可核对）"},
     "sv_hybrid_window": {"en": "vLLM's hybrid KV cache: {full} full-attention and {sliding} sliding-window ({window} "
                                 "tokens) layers in {groups} groups; a request of {n} tokens takes {need} blocks (while "
                                 "decoding, the window layers free the blocks behind their window)",
@@ -100,6 +107,7 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_alt_kv": {"en": "fp8 KV cache", "zh": "fp8 KV 缓存"},
     "sv_alt_kv_int8": {"en": "int8 KV cache (LMDeploy --quant-policy 8)", "zh": "int8 KV 缓存（LMDeploy --quant-policy 8）"},
     "sv_alt_len": {"en": "--max-model-len {n}", "zh": "--max-model-len {n}"},
+    "sv_alt_seqs": {"en": "--max-num-seqs {n} (fewer request states)", "zh": "--max-num-seqs {n}（更少的请求状态）"},
     "sv_alt_tp": {"en": "TP {tp} over {tp} x {gpu}", "zh": "{tp} 张 {gpu} 张量并行（TP {tp}）"},
     "sv_alt_gpu": {"en": "one {gpu}", "zh": "单张 {gpu}"},
     # errors

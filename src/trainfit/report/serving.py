@@ -61,6 +61,8 @@ def alt_text(a, est, lang: str) -> str:
         parts.append(t("sv_alt_kv" if c["kv_cache_dtype"] == "fp8" else "sv_alt_kv_int8", lang))
     if "max_model_len" in c:
         parts.append(t("sv_alt_len", lang).format(n=c["max_model_len"]))
+    if "max_num_seqs" in c:
+        parts.append(t("sv_alt_seqs", lang).format(n=c["max_num_seqs"]))
     if c.get("tp", 1) > 1:
         parts.append(t("sv_alt_tp", lang).format(tp=c["tp"], gpu=c.get("gpu", est.gpu.id)))
     ctx = c.get("max_model_len", est.memory.max_model_len)

@@ -151,6 +151,11 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
         notes.append(("sv_hybrid_sglang", {"full": h["full_attention_layers"], "state": h["state_layers"],
                                            "slots": h["state_slots"], "gib": h["state_pool_gib"],
                                            "running": h["max_running_requests"]}))
+    elif mem.hybrid and e.engine in ("trtllm", "lmdeploy"):  # a state pool before the KV pool (hybrid.py)
+        h = mem.hybrid
+        notes.append(("sv_hybrid_pool", {"engine": e.engine, "full": h["full_attention_layers"],
+                                         "state": h["state_layers"], "slots": h["state_slots"],
+                                         "gib": h["state_pool_gib"]}))
     elif mem.hybrid:  # vLLM's hybrid KV cache manager (hybrid.py): why capacity and concurrency differ
         h = mem.hybrid
         key = "sv_hybrid_state" if h["state_layers"] else "sv_hybrid_window"

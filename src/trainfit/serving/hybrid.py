@@ -45,6 +45,16 @@ Read from vLLM's code (github.com/vllm-project/vllm):
   672-token block (vLLM issue #24280) is this arithmetic with bf16 states (tests/test_serving_hybrid.py).
 - Layers that hold neither attention nor a state (Nemotron-H's MLP and MoE layers) hold nothing.
 
+TensorRT-LLM and LMDeploy keep a hybrid's states in a pool of their own beside a KV pool of the full-attention layers
+(read from their code, with no published start-up log of a hybrid to check it; serving_hybrid_sources.md):
+TensorRT-LLM counts the attention layers' bytes per token from PR #5371 (June 2025) and allocates max_batch_size
+states before the KV pool (`MambaHybridCacheManager`: the conv state in the model dtype, the temporal one in
+`mamba_ssm_cache_dtype`, auto = the config's, else the model's); its 2026 code prices them as a fixed cost subtracted
+after the fraction, trainfit takes them off the free memory the fraction applies to, as the 2025 code's profiling
+pass did. LMDeploy (Qwen3.5 from 0.12.2): the PyTorch engine takes max_batch_size + 2 states off the free memory
+before cache_max_entry_count (its latest code; + 8 and + 1 before), TurboMind max_batch_size states inside
+cache_max_entry_count's share; both in the model dtype (fp32 recurrent states only with an environment variable).
+
 Applies to vLLM's V1 engine from 0.9 (whose kv_cache_interface documents the hybrid allocator). Other engines, and
 state layers whose state this module cannot size (a config without any of the fields above), are counted as
 full-attention KV, as before.
@@ -62,6 +72,7 @@ ALIGN = 16  # FlashAttention's block-size multiple (HybridAttentionMambaModelCon
 ALIGN_MLA = 64  # MLA backends other than CUTLASS_MLA
 FIRST_VERSION = (0, 9, 0)
 ALIGN_MODE_VERSION = (0, 15, 0)  # two pages per mamba state ("align" mode with prefix caching), see above
+LMDEPLOY_FIRST_VERSION = (0, 12, 2)  # Qwen3.5 on LMDeploy's PyTorch engine and TurboMind (#4351, #4389)
 PREFIX_DEFAULT_VERSION = (0, 28, 0)  # prefix caching on by default for hybrids (PR #50991), see above
 CAPACITY_REPORT_VERSION = (0, 20, 1)  # "GPU KV cache size" = int(max concurrency x max_model_len), see above
 
@@ -79,7 +90,7 @@ class Layout:
     mla: bool = False
     state_pages: int = 1  # pages a state layer holds per request (MambaSpec.max_memory_usage_bytes)
     reports_capacity: bool = False  # the log's token count is max concurrency x max_model_len
-    engine: str = "vllm"  # "sglang": its own pools (hybrid_sglang.py), no groups or pages
+    engine: str = "vllm"  # otherwise a state pool beside a KV pool of the full-attention layers, no groups or pages
 
     @property
     def kinds(self) -> list[tuple[str, int]]:
@@ -225,12 +236,14 @@ def config_ssm_bytes(cfg: dict, model_bytes: int) -> int:
     return model_bytes
 
 
-def state_bytes(cfg: dict, tp: int, ssm_dtype: str = "auto", model_bytes: int = 2, auto_bytes: int | None = None) -> int:
+def state_bytes(cfg: dict, tp: int, ssm_dtype: str = "auto", model_bytes: int = 2, auto_bytes: int | None = None,
+                reads_config: bool = True) -> int:
     """One state layer's state per request on one GPU, by whichever kind of state the config describes (gated delta
     net, Mamba-2, Mamba-1), or 0. `ssm_dtype`: vLLM's --mamba-ssm-cache-dtype (SGLang's --mamba-ssm-dtype);
     `auto_bytes`: the engine's own default when neither it nor the config names one (vLLM: the model dtype; SGLang:
-    float32)."""
-    ssm = SSM_DTYPE_BYTES.get(ssm_dtype) or config_ssm_bytes(cfg, auto_bytes or model_bytes)
+    float32); `reads_config`: whether the engine takes the config's own (LMDeploy does not)."""
+    auto = auto_bytes or model_bytes
+    ssm = SSM_DTYPE_BYTES.get(ssm_dtype) or (config_ssm_bytes(cfg, auto) if reads_config else auto)
     return gdn_state_bytes(cfg, tp, model_bytes, ssm) or \
         mamba2_state_bytes(cfg, tp, model_bytes, ssm) or \
         mamba1_state_bytes(cfg, tp, model_bytes, ssm)
@@ -247,12 +260,14 @@ def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout 
     hand-written family, or every layer full attention)."""
     from .hybrid_sglang import FIRST_VERSION as SGLANG_FIRST
 
-    sglang = s.engine == "sglang" and s.version >= SGLANG_FIRST
-    if m.structure is None or not (sglang or (s.engine == "vllm" and s.vllm_v1 and s.version >= FIRST_VERSION)):
+    pools = (s.engine == "sglang" and s.version >= SGLANG_FIRST) or s.engine == "trtllm" or \
+        (s.engine == "lmdeploy" and s.version >= LMDEPLOY_FIRST_VERSION)  # a state pool beside the KV pool
+    if m.structure is None or not (pools or (s.engine == "vllm" and s.vllm_v1 and s.version >= FIRST_VERSION)):
         return None
     full = sliding = state = 0
     windows = set()
-    per_state = state_bytes(_text_config(m), s.tp, s.mamba_ssm_cache_dtype, auto_bytes=4 if sglang else None)
+    per_state = state_bytes(_text_config(m), s.tp, s.mamba_ssm_cache_dtype,
+                            auto_bytes=4 if s.engine == "sglang" else None, reads_config=s.engine != "lmdeploy")
     for g in m.structure.groups:
         if g.mixer == "sliding_attention" and g.window:
             sliding += g.count
@@ -264,10 +279,10 @@ def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout 
             continue  # neither attention nor a state (Nemotron-H's MLP and MoE layers): no cache
         else:
             full += g.count
-    if len(windows) > 1 or not (sliding or state) or (sglang and (sliding or not state)):
+    if len(windows) > 1 or not (sliding or state) or (pools and (sliding or not state)):
         return None
-    if sglang:
-        return Layout(full, 0, 0, state, per_state, token_bytes, mla, engine="sglang")
+    if pools:
+        return Layout(full, 0, 0, state, per_state, token_bytes, mla, engine=s.engine)
     return Layout(full, sliding, windows.pop() if windows else 0, state, per_state if state else 0, token_bytes,
                   mla, 2 if align_mode(s) else 1, s.version >= CAPACITY_REPORT_VERSION)
 

@@ -128,20 +128,21 @@ def kv_bytes_per_token(m: ModelSpec, s: ServingSpec) -> int:
     (the latent is replicated on every TP rank). LMDeploy's int8/int4 KV: engine_lmdeploy.kv_bytes_per_token.
     vLLM's hybrid manager counts every layer (padded to whole groups) the same way (hybrid.py); SGLang's KV pool of a
     hybrid holds the full-attention layers only (hybrid_sglang.py)."""
-    if s.engine == "lmdeploy" and s.kv_cache_dtype != "auto":
-        return lmd.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, s.tp, s.kv_cache_dtype, s.version)
     lay = layout(m, s)
+    if s.engine == "lmdeploy" and s.kv_cache_dtype != "auto":
+        return lmd.kv_bytes_per_token(lay.full if lay else m.layers, m.kv_heads, m.head_dim, s.tp, s.kv_cache_dtype,
+                                      s.version)
     if lay is None:
         return m.layers * token_bytes(m, s)
-    return (lay.full if lay.engine == "sglang" else lay.padded_layers) * token_bytes(m, s)
+    return (lay.padded_layers if lay.engine == "vllm" else lay.full) * token_bytes(m, s)
 
 
 def kv_bytes_for_request(m: ModelSpec, s: ServingSpec, tokens: int, block: int) -> float:
     """KV of one request of `tokens` tokens, in whole blocks; sliding-window layers keep at most the window (vLLM's
     hybrid manager: the window and a block, and one page per mamba state: hybrid.py)."""
     lay = layout(m, s)
-    if lay and lay.engine == "sglang":  # its KV pool; the states are a pool of their own
-        return float(tokens * lay.full * lay.token_bytes)
+    if lay and lay.engine != "vllm":  # its KV pool; the states are a pool of their own
+        return float(tokens * kv_bytes_per_token(m, s))
     if lay:
         return lay.request_bytes(tokens, lay.block_size(block))
     per_layer = kv_bytes_per_token(m, s) / m.layers
@@ -253,8 +254,13 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
     if e.engine == "lmdeploy":  # engine_lmdeploy.py: fraction x (free after the weights - runtime reserve)
         buffers, graphs, other = 0.0, 0.0, view("lmdeploy_pre_kv_gib")
         act = lmd.runtime_reserve(e.details["backend"], e.max_num_batched_tokens, e.max_num_seqs, m.vocab)
-        budget = lmd.kv_budget(total, w.total, other * GiB, act, e.memory_fraction,
-                               e.details["cache_fraction_of"] == "total")
+        lay = layout(m, s)  # a hybrid's states (hybrid.py): the PyTorch engine's off the free memory, TurboMind's
+        states = state_pool(lay, e) if lay else 0.0  # inside the fraction's share
+        pytorch = e.details["backend"] == "pytorch"
+        budget = lmd.kv_budget(total, w.total, other * GiB + (states if pytorch else 0.0), act, e.memory_fraction,
+                               e.details["cache_fraction_of"] == "total") - (0.0 if pytorch else states)
+        if lay:
+            return state_pooled(m, s, e, lay, total, w, act, other * GiB, budget, states)
     elif e.engine == "vllm":
         act = activation_peak(m, e, s.tp, view)
         other = non_torch(s, e, view)
@@ -301,3 +307,23 @@ def _sglang_hybrid(m: ModelSpec, s: ServingSpec, e: EngineSettings, lay: hybrid.
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, got.kv, cell, got.tokens, 1,
                            got.tokens, e.max_model_len, float(e.max_model_len * cell), buffers, 0.0, details,
                            max_running=got.max_running)
+
+
+def state_pool(lay: hybrid.Layout, e: EngineSettings) -> float:
+    """Bytes of the request states TensorRT-LLM or LMDeploy allocate beside the KV pool (hybrid.py): one per request
+    of max_batch_size (LMDeploy's PyTorch engine: two more)."""
+    slots = e.max_num_seqs + (2 if e.engine == "lmdeploy" and e.details.get("backend") == "pytorch" else 0)
+    return float(slots * lay.state * lay.state_bytes)
+
+
+def state_pooled(m: ModelSpec, s: ServingSpec, e: EngineSettings, lay: hybrid.Layout, total: float, w: Weights,
+                  act: float, other: float, budget: float, states: float) -> MemoryBreakdown:
+    """TensorRT-LLM's or LMDeploy's memory for a hybrid: the states' pool, then the full-attention KV in `budget`."""
+    per_token = kv_bytes_per_token(m, s)
+    blocks = max(0, int(budget // (per_token * e.block_size))) if budget > 0 else 0
+    details = {"full_attention_layers": lay.full, "state_layers": lay.state, "state_bytes_per_request": lay.state_bytes,
+               "state_slots": int(round(states / (lay.state * lay.state_bytes))) if states else 0,
+               "state_pool_gib": round(states / GiB, 3)}
+    return MemoryBreakdown(total, e.memory_fraction, w, act, other, 0.0, budget, per_token, blocks, e.block_size,
+                           blocks * e.block_size, e.max_model_len,
+                           kv_bytes_for_request(m, s, e.max_model_len, e.block_size), 0.0, 0.0, details)

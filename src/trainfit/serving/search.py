@@ -56,6 +56,9 @@ def alternatives(est: ServingEstimate, overrides: dict | None = None, limit: int
             hit = _try(m, gpu, replace(s, max_model_len=n), overrides)
             if hit:
                 out.append(_alt(hit, {"max_model_len": n}))
+        fewer = _fewer_states(est, overrides)
+        if fewer:
+            out.append(fewer)
         kv = "int8" if s.engine == "lmdeploy" else "fp8"  # LMDeploy quantises KV to int8/int4, not fp8
         if s.kv_cache_dtype != kv and not (kv == "int8" and s.kv_cache_dtype == "int4"):
             hit = _try(m, gpu, replace(s, kv_cache_dtype=kv), overrides)
@@ -64,6 +67,21 @@ def alternatives(est: ServingEstimate, overrides: dict | None = None, limit: int
     out += _scale_out(est, overrides)
     big = _larger_gpu(est, overrides)
     return out[:limit - 1] + [big] if big else out[:limit]
+
+
+def _fewer_states(est: ServingEstimate, overrides) -> Alternative | None:
+    """A hybrid on TensorRT-LLM or LMDeploy keeps a state per request of its batch size before the KV (hybrid.py):
+    the largest power-of-two --max-num-seqs below it that leaves room for a max-length request."""
+    h, s = est.memory.hybrid, est.spec
+    if not h or est.engine.engine not in ("trtllm", "lmdeploy") or not h.get("state_slots"):
+        return None
+    n = 1 << max(0, (est.engine.max_num_seqs - 1).bit_length() - 1)
+    while n >= 1:
+        hit = _try(est.model, est.gpu, replace(s, max_num_seqs=n), overrides)
+        if hit:
+            return _alt(hit, {"max_num_seqs": n})
+        n //= 2
+    return None
 
 
 def _formats(s: ServingSpec, gpu: GpuSpec) -> list[str]:
