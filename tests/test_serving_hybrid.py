@@ -450,3 +450,18 @@ def test_trtllm_and_lmdeploy_keep_a_state_per_request_before_the_kv(nano30b, eng
     ok = serve(nano30b, gpu="h100-sxm", engine=engine, engine_version=version, max_num_seqs=64, **kw)
     assert ok.memory.kv_tokens > 0 and ok.memory.hybrid["state_slots"] == 64 + slots - est.engine.max_num_seqs
     assert any(n[0] == "sv_hybrid_pool" for n in ok.assumptions if isinstance(n, tuple))
+
+
+def test_the_memory_table_shows_the_state_pool_and_adds_up(run_cli):
+    """The rows under the engine's budget sum to it: SGLang's request states are a row of their own (en and zh)."""
+    import json
+
+    base = ("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang", "--engine-version", "0.5.11")
+    code, out, err = run_cli(*base, "--json")
+    m = json.loads(out)["memory"]
+    parts = m["weights_gib"] + m["weight_buffers_gib"] + m["non_torch_gib"] + m["hybrid"]["state_pool_gib"] + \
+        m["kv_cache_gib"] + m["activation_peak_gib"] + m["cuda_graphs_gib"]
+    assert parts == pytest.approx(m["total_gpu_gib"] * m["memory_fraction"], abs=0.01)
+    for lang, words in (("en", "request states"), ("zh", "请求状态")):
+        code, out, err = run_cli(*base, "--lang", lang)
+        assert code == 0 and words in out.replace("\n", ""), err

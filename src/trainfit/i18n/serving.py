@@ -10,6 +10,8 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_weights": {"en": "weights ({fmt})", "zh": "权重（{fmt}）"},
     "sv_buffers": {"en": "buffers loaded with the weights", "zh": "随权重加载的缓冲区"},
     "sv_activation": {"en": "profiling activation peak", "zh": "预分析激活峰值"},
+    "sv_state_pool": {"en": "request states of the linear-attention / Mamba layers ({n})",
+                      "zh": "线性注意力 / Mamba 层的请求状态（{n} 个）"},
     "sv_non_torch": {"en": "non-torch (cuBLAS, NCCL, context)", "zh": "非 PyTorch 内存（cuBLAS、NCCL、上下文）"},
     "sv_cuda_graph": {"en": "CUDA graphs", "zh": "CUDA 图"},
     "sv_kv_budget": {"en": "KV cache", "zh": "KV 缓存"},

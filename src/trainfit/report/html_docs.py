@@ -85,8 +85,11 @@ def serving_doc(doc: dict[str, Any], lang: str) -> Doc:
         m = doc["memory"]
         parts = (("sv_weights", m["weights_gib"]), ("sv_buffers", m["weight_buffers_gib"]),
                  ("sv_activation", m["activation_peak_gib"]), ("sv_non_torch", m["non_torch_gib"]),
-                 ("sv_cuda_graph", m["cuda_graphs_gib"]), ("sv_kv_budget", m["kv_cache_gib"]))
-        names = [tr(k, lang).replace("{fmt}", str(doc.get("weights_format"))) for k, _ in parts]
+                 ("sv_cuda_graph", m["cuda_graphs_gib"]),
+                 *((("sv_state_pool", m["hybrid"]["state_pool_gib"]),) if "state_pool_gib" in m.get("hybrid", {})
+                   else ()), ("sv_kv_budget", m["kv_cache_gib"]))
+        slots = str(m.get("hybrid", {}).get("state_slots", ""))
+        names = [tr(k, lang).replace("{fmt}", str(doc.get("weights_format"))).replace("{n}", slots) for k, _ in parts]
         budget = m["total_gpu_gib"] * m["memory_fraction"]
         d.chart(svg.stacked_bars(w("r_sv_mem", lang), [str(doc.get("gpu"))], [(n, [v]) for n, (_, v) in
                                                                                 zip(names, parts)], "GiB",
