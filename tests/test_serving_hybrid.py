@@ -387,7 +387,8 @@ def test_sglang_qwen3_5_397b_log():
     m = resolve_model("qwen3.5-397b-a17b")
     s = ServingSpec(engine="sglang", engine_version="0.5.9", tp=2, max_num_seqs=1)
     lay = layout(m, s)
-    assert (lay.full, lay.state, lay.state_bytes) == (15, 45, 32 * 128 * 128 * 4 + (16 * 128 * 2 + 64 * 128) // 2 * 3 * 2)
+    conv = (16 * 128 * 2 + 64 * 128) // 2 * 3 * 2
+    assert (lay.full, lay.state, lay.state_bytes) == (15, 45, 32 * 128 * 128 * 4 + conv)
     _sglang_check(m, s, 82, 580_364, 7.29, 0.13, 4.15)
 
 
@@ -433,7 +434,8 @@ def test_sglang_serving_reports_its_pools(run_cli):
     ("lmdeploy", "0.12.2", "turbomind", 1024, 2),  # H100's max_batch_size; the model dtype (its config unread)
     ("lmdeploy", "0.12.2", "pytorch", 1024 + 2, 2),
 ])
-def test_trtllm_and_lmdeploy_keep_a_state_per_request_before_the_kv(nano30b, engine, version, backend, slots, ssm_bytes):
+def test_trtllm_and_lmdeploy_keep_a_state_per_request_before_the_kv(nano30b, engine, version, backend, slots,
+                                                                     ssm_bytes):
     """Read from their code (hybrid.py; no published log of a hybrid was found): a state pool of one state per
     request of the batch size, then KV of the full-attention layers only; too many states leave no KV, and the
     answer names the batch size that fits."""
@@ -456,7 +458,8 @@ def test_the_memory_table_shows_the_state_pool_and_adds_up(run_cli):
     """The rows under the engine's budget sum to it: SGLang's request states are a row of their own (en and zh)."""
     import json
 
-    base = ("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang", "--engine-version", "0.5.11")
+    base = ("serving", "--model", "qwen3.5-27b", "--gpu", "h100-sxm", "--engine", "sglang",
+            "--engine-version", "0.5.11")
     code, out, err = run_cli(*base, "--json")
     m = json.loads(out)["memory"]
     parts = m["weights_gib"] + m["weight_buffers_gib"] + m["non_torch_gib"] + m["hybrid"]["state_pool_gib"] + \

@@ -105,7 +105,8 @@ def render_estimate(est, alts, lang: str):
     if mem.cuda_graphs:
         m.add_row("  " + t("sv_cuda_graph", lang), f"{mem.cuda_graphs / GiB:.2f}")
     if mem.hybrid and "state_pool_gib" in mem.hybrid:  # SGLang's, TensorRT-LLM's, LMDeploy's state pool
-        m.add_row("  " + t("sv_state_pool", lang).format(n=mem.hybrid["state_slots"]), f"{mem.hybrid['state_pool_gib']:.2f}")
+        m.add_row("  " + t("sv_state_pool", lang).format(n=mem.hybrid["state_slots"]),
+                  f"{mem.hybrid['state_pool_gib']:.2f}")
     m.add_row("  " + t("sv_kv_budget", lang), f"{mem.kv_budget / GiB:.2f}")
     m.add_row(t("sv_kv_per_token", lang), f"{mem.kv_per_token:,} B")
     m.add_row(t("sv_kv_tokens", lang), f"{mem.kv_tokens:,}")

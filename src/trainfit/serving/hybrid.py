@@ -41,7 +41,8 @@ Read from vLLM's code (github.com/vllm-project/vllm):
     inner = mamba_expand x hidden_size.
   The conv state is in the model dtype; the recurrent / temporal one in `--mamba-ssm-cache-dtype`. "auto" takes
   the config's own (`mamba_ssm_dtype`, float32 in Qwen3.5's; `mamba_ssm_cache_dtype` in Nemotron-H's, which vLLM
-  logs as "Updating mamba_ssm_cache_dtype to 'float32' for NemotronH model"), else the model dtype. NVIDIA-Nemotron-Nano-9B-v2's
+  logs as "Updating mamba_ssm_cache_dtype to 'float32' for NemotronH model"), else the model dtype.
+  NVIDIA-Nemotron-Nano-9B-v2's
   672-token block (vLLM issue #24280) is this arithmetic with bf16 states (tests/test_serving_hybrid.py).
 - Layers that hold neither attention nor a state (Nemotron-H's MLP and MoE layers) hold nothing.
 

@@ -19,7 +19,7 @@ ENGINE_ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm"}  # the val
 WEIGHT_FORMATS = ("bf16", "fp16", "fp8", "int8", "awq", "gptq")
 KV_DTYPES = ("auto", "fp8", "int8", "int4")  # int8/int4: lmdeploy only (--quant-policy 8/4)
 SAMPLERS = ("flashinfer", "pytorch")
-MAMBA_SSM_DTYPES = ("auto", "float32", "float16", "bfloat16")  # vLLM config/cache.py MambaDType (bfloat16 in later releases)
+MAMBA_SSM_DTYPES = ("auto", "float32", "float16", "bfloat16")  # vLLM config/cache.py MambaDType (bfloat16: later)
 WORKLOADS = ("fixed", "uniform", "sharegpt")  # and file:PATH
 # bits per weight of a quantised Linear, before scales and zeros (weights.py counts those)
 WEIGHT_BITS = {"bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "awq": 4, "gptq": 4}
