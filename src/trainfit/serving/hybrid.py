@@ -256,9 +256,9 @@ def _holds_attention(group) -> bool:
 
 
 def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout | None:
-    """The hybrid layout vLLM's manager gives this model (or SGLang's pools, hybrid_sglang.py: states and
-    full-attention KV, no sliding window), or None where it does not apply (another engine, an older release, a
-    hand-written family, or every layer full attention)."""
+    """The hybrid layout vLLM's manager gives this model, or the state pool beside full-attention KV that SGLang
+    (hybrid_sglang.py), TensorRT-LLM and LMDeploy keep (no sliding window there); None where it does not apply (an
+    older release, a hand-written family, or every layer full attention)."""
     from .hybrid_sglang import FIRST_VERSION as SGLANG_FIRST
 
     pools = (s.engine == "sglang" and s.version >= SGLANG_FIRST) or s.engine == "trtllm" or \
