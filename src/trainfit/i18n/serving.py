@@ -57,20 +57,20 @@ SERVING_MESSAGES: dict[str, dict[str, str]] = {
     "sv_default_len": {"en": "max_model_len {n} (trainfit's default; the engines default to the model's {max} "
                               "positions)",
                        "zh": "max_model_len {n}（trainfit 默认值；引擎默认使用模型的 {max} 个位置）"},
-    "sv_hybrid_state": {"en": "vLLM's hybrid KV cache: {full} full-attention and {state} linear-attention or Mamba layers in "
-                               "{groups} groups, {block}-token blocks (a page holds a layer's state); a request of {n} "
+    "sv_hybrid_state": {"en": "vLLM's hybrid KV cache: {full} full-attention and {state} linear-attention or Mamba "
+                               "layers in {groups} groups, {block}-token blocks (a page holds a layer's state); a request of {n} "
                                "tokens takes {need} blocks",
-                        "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {state} 层线性注意力或 Mamba，分为 {groups} 个层组，"
-                              "每块 {block} 个 token（一页容纳一层的状态）；一个 {n} token 的请求占 {need} 个块"},
+                        "zh": "vLLM 混合 KV 缓存：{full} 层全注意力与 {state} 层线性注意力或 Mamba，"
+                              "分为 {groups} 个层组，每块 {block} 个 token（一页容纳一层的状态）；一个 {n} token 的请求占 {need} 个块"},
     "sv_hybrid_sglang": {"en": "SGLang's hybrid pools: {slots} request states of {state} linear-attention or Mamba "
-                                "layers ({gib:.2f} GiB, the state share of --mamba-full-memory-ratio 0.9 with the radix "
+                                "layers ({gib:.2f} GiB, the state share of --mamba-full-memory-ratio {ratio} with the radix "
                                 "cache on) beside the KV of {full} full-attention layers; at most {running} requests "
                                 "run at once",
                          "zh": "SGLang 混合模型内存池：{slots} 个请求状态（{state} 层线性注意力或 Mamba，{gib:.2f} GiB，"
-                               "radix 缓存开启时按 --mamba-full-memory-ratio 0.9 划分），其余为 {full} 层全注意力的 KV；"
+                               "radix 缓存开启时按 --mamba-full-memory-ratio {ratio} 划分），其余为 {full} 层全注意力的 KV；"
                                "同时最多运行 {running} 个请求"},
-    "sv_hybrid_pool": {"en": "{engine} keeps a hybrid's request states in a pool of their own: {slots} states of {state} "
-                              "linear-attention or Mamba layers ({gib:.2f} GiB, one per request of its batch size) "
+    "sv_hybrid_pool": {"en": "{engine} keeps a hybrid's request states in a pool of their own: {slots} states of "
+                              "{state} linear-attention or Mamba layers ({gib:.2f} GiB, one per request of its batch size) "
                               "before the KV of {full} full-attention layers (read from its code; no published log "
                               "of a hybrid checks it)",
                        "zh": "{engine} 为混合模型单独保留请求状态池：{slots} 个状态（{state} 层线性注意力或 Mamba，"

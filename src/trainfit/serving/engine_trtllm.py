@@ -71,8 +71,8 @@ from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..units import GiB
 from .engines import EngineSettings
-from .memory import (MemoryBreakdown, forward_peak, kv_bytes_for_request, kv_bytes_per_token, layout, state_pool,
-                     state_pooled, weights_per_gpu)
+from .memory import (MemoryBreakdown, forward_peak, kv_bytes_for_request, kv_bytes_per_token, layout, state_pooled,
+                     state_slots, weights_per_gpu)
 from .spec import ServingSpec
 
 ENGINE = "trtllm"
@@ -164,10 +164,10 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
     free = total - w.total - act - runtime
     lay = layout(m, s)  # a hybrid's max_batch_size states come off the free memory first (hybrid.py)
     if lay:
-        free -= state_pool(lay, e)
+        free -= state_slots(e) * lay.state * lay.state_bytes
     budget = e.memory_fraction * free if free > 0 else free
     if lay:
-        return state_pooled(m, s, e, lay, total, w, act, runtime, budget, state_pool(lay, e))
+        return state_pooled(m, s, e, lay, total, w, act, runtime, budget)
     per_token = kv_bytes_per_token(m, s)
     blocks = max(0, int(budget // (per_token * e.block_size)))
     return MemoryBreakdown(total, e.memory_fraction, w, act, runtime, 0.0, budget, per_token, blocks, e.block_size,

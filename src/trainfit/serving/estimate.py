@@ -150,7 +150,8 @@ def estimate(m: ModelSpec, gpu: GpuSpec, s: ServingSpec, instance: InstanceSpec 
         h = mem.hybrid
         notes.append(("sv_hybrid_sglang", {"full": h["full_attention_layers"], "state": h["state_layers"],
                                            "slots": h["state_slots"], "gib": h["state_pool_gib"],
-                                           "running": h["max_running_requests"]}))
+                                           "running": h["max_running_requests"],
+                                           "ratio": h["mamba_full_memory_ratio"]}))
     elif mem.hybrid and e.engine in ("trtllm", "lmdeploy"):  # a state pool before the KV pool (hybrid.py)
         h = mem.hybrid
         notes.append(("sv_hybrid_pool", {"engine": e.engine, "full": h["full_attention_layers"],

@@ -74,6 +74,7 @@ ALIGN_MLA = 64  # MLA backends other than CUTLASS_MLA
 FIRST_VERSION = (0, 9, 0)
 ALIGN_MODE_VERSION = (0, 15, 0)  # two pages per mamba state ("align" mode with prefix caching), see above
 LMDEPLOY_FIRST_VERSION = (0, 12, 2)  # Qwen3.5 on LMDeploy's PyTorch engine and TurboMind (#4351, #4389)
+LMDEPLOY_PYTORCH_EXTRA_STATES = 2  # num_state_caches = max_batches + 2 (its latest code; + 8 and + 1 before)
 PREFIX_DEFAULT_VERSION = (0, 28, 0)  # prefix caching on by default for hybrids (PR #50991), see above
 CAPACITY_REPORT_VERSION = (0, 20, 1)  # "GPU KV cache size" = int(max concurrency x max_model_len), see above
 
@@ -268,7 +269,8 @@ def layout(m: ModelSpec, s: ServingSpec, token_bytes: int, mla: bool) -> Layout 
     full = sliding = state = 0
     windows = set()
     per_state = state_bytes(_text_config(m), s.tp, s.mamba_ssm_cache_dtype,
-                            auto_bytes=4 if s.engine == "sglang" else None, reads_config=s.engine != "lmdeploy")
+                            auto_bytes=SSM_DTYPE_BYTES["float32"] if s.engine == "sglang" else None,
+                            reads_config=s.engine != "lmdeploy")
     for g in m.structure.groups:
         if g.mixer == "sliding_attention" and g.window:
             sliding += g.count

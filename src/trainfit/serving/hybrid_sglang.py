@@ -18,7 +18,7 @@ Read from sgl-project/sglang `python/sglang/srt/model_executor/model_runner_kv_c
   layers, the same shapes as vLLM's (hybrid.py); the conv state in bf16, the temporal state in the config's
   `mamba_ssm_dtype`, else `--mamba-ssm-dtype`'s default, float32.
 
-Five published start-up logs agree with this to the printed digit (tests/test_serving_hybrid.py: Qwen3.5-397B-A17B
+Three published start-up logs agree with this to the printed digit (tests/test_serving_hybrid.py: Qwen3.5-397B-A17B
 on 0.5.9, Qwen3.6-27B on 0.5.11, Nemotron-3-Nano-30B-A3B at TP 4 without the radix cache). Hybrid models are served
 by SGLang from 0.5.2 (Qwen3-Next, PR #10233); the first releases forced the radix cache off for them (PR #11214,
 October 2025, added it), which trainfit does not separate: it models every release from 0.5.2 as above. Speculative

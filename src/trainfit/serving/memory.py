@@ -255,12 +255,12 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
         buffers, graphs, other = 0.0, 0.0, view("lmdeploy_pre_kv_gib")
         act = lmd.runtime_reserve(e.details["backend"], e.max_num_batched_tokens, e.max_num_seqs, m.vocab)
         lay = layout(m, s)  # a hybrid's states (hybrid.py): the PyTorch engine's off the free memory, TurboMind's
-        states = state_pool(lay, e) if lay else 0.0  # inside the fraction's share
+        states = state_slots(e) * lay.state * lay.state_bytes if lay else 0.0  # inside the fraction's share
         pytorch = e.details["backend"] == "pytorch"
         budget = lmd.kv_budget(total, w.total, other * GiB + (states if pytorch else 0.0), act, e.memory_fraction,
                                e.details["cache_fraction_of"] == "total") - (0.0 if pytorch else states)
         if lay:
-            return state_pooled(m, s, e, lay, total, w, act, other * GiB, budget, states)
+            return state_pooled(m, s, e, lay, total, w, act, other * GiB, budget)
     elif e.engine == "vllm":
         act = activation_peak(m, e, s.tp, view)
         other = non_torch(s, e, view)
@@ -297,33 +297,36 @@ def memory(m: ModelSpec, s: ServingSpec, e: EngineSettings, gpu: GpuSpec, view) 
 def _sglang_hybrid(m: ModelSpec, s: ServingSpec, e: EngineSettings, lay: hybrid.Layout, total: float, w: Weights,
                    act: float, other: float, graphs: float, rest: float, cell: int, buffers: float) -> MemoryBreakdown:
     """SGLang's pools for a hybrid (hybrid_sglang.py): the states first, the full-attention KV in what is left."""
-    from .hybrid_sglang import pools
+    from .hybrid_sglang import MAMBA_FULL_MEMORY_RATIO, pools
 
     radix = s.prefix_caching is not False
     got = pools(rest, lay.state * lay.state_bytes, cell, radix, s.max_num_seqs, s.version)
-    details = {"full_attention_layers": lay.full, "state_layers": lay.state, "state_bytes_per_request": lay.state_bytes,
-               "state_slots": got.states, "state_pool_gib": round(got.state_pool / GiB, 3),
-               "max_running_requests": got.max_running, "radix_cache": radix}
+    details = {**pool_details(lay, got.states), "max_running_requests": got.max_running, "radix_cache": radix,
+               "mamba_full_memory_ratio": MAMBA_FULL_MEMORY_RATIO}
     return MemoryBreakdown(total, e.memory_fraction, w, act, other * GiB, graphs, got.kv, cell, got.tokens, 1,
                            got.tokens, e.max_model_len, float(e.max_model_len * cell), buffers, 0.0, details,
                            max_running=got.max_running)
 
 
-def state_pool(lay: hybrid.Layout, e: EngineSettings) -> float:
-    """Bytes of the request states TensorRT-LLM or LMDeploy allocate beside the KV pool (hybrid.py): one per request
-    of max_batch_size (LMDeploy's PyTorch engine: two more)."""
-    slots = e.max_num_seqs + (2 if e.engine == "lmdeploy" and e.details.get("backend") == "pytorch" else 0)
-    return float(slots * lay.state * lay.state_bytes)
+def pool_details(lay: hybrid.Layout, slots: int) -> dict:
+    """What `--json` carries of an engine's state pool beside its full-attention KV (SGLang, TensorRT-LLM, LMDeploy)."""
+    return {"full_attention_layers": lay.full, "state_layers": lay.state, "state_bytes_per_request": lay.state_bytes,
+            "state_slots": slots, "state_pool_gib": round(slots * lay.state * lay.state_bytes / GiB, 3)}
+
+
+def state_slots(e: EngineSettings) -> int:
+    """The request states TensorRT-LLM or LMDeploy allocate beside the KV pool (hybrid.py): one per request of
+    max_batch_size, and LMDeploy's PyTorch engine a few more (hybrid.LMDEPLOY_PYTORCH_EXTRA_STATES)."""
+    pytorch = e.engine == "lmdeploy" and e.details.get("backend") == "pytorch"
+    return e.max_num_seqs + (hybrid.LMDEPLOY_PYTORCH_EXTRA_STATES if pytorch else 0)
 
 
 def state_pooled(m: ModelSpec, s: ServingSpec, e: EngineSettings, lay: hybrid.Layout, total: float, w: Weights,
-                  act: float, other: float, budget: float, states: float) -> MemoryBreakdown:
+                 act: float, other: float, budget: float) -> MemoryBreakdown:
     """TensorRT-LLM's or LMDeploy's memory for a hybrid: the states' pool, then the full-attention KV in `budget`."""
     per_token = kv_bytes_per_token(m, s)
     blocks = max(0, int(budget // (per_token * e.block_size))) if budget > 0 else 0
-    details = {"full_attention_layers": lay.full, "state_layers": lay.state, "state_bytes_per_request": lay.state_bytes,
-               "state_slots": int(round(states / (lay.state * lay.state_bytes))) if states else 0,
-               "state_pool_gib": round(states / GiB, 3)}
     return MemoryBreakdown(total, e.memory_fraction, w, act, other, 0.0, budget, per_token, blocks, e.block_size,
                            blocks * e.block_size, e.max_model_len,
-                           kv_bytes_for_request(m, s, e.max_model_len, e.block_size), 0.0, 0.0, details)
+                           kv_bytes_for_request(m, s, e.max_model_len, e.block_size), 0.0, 0.0,
+                           pool_details(lay, state_slots(e)))
