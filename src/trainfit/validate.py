@@ -373,8 +373,8 @@ def _training(case: dict, m: ModelSpec) -> TrainingSpec:
                                                                         defaults.get("lora_dropout", 0.0))),
                   triton_attention="triton_attention" in features, gptq_base=gptq,
                   fused_softmax=bool(defaults.get("fused_softmax", False)),
-                  selective_ac="2" if "selective_layer_ac" in features else str(defaults.get("selective_ac",
-                                                                                            "attention")))
+                  selective_ac=values.get("selective_ac") or ("2" if "selective_layer_ac" in features else str(
+                      defaults.get("selective_ac", "attention"))))
     if "forloop_optimizer" in features and t.get("optimizer_impl") is None:
         values["optimizer_impl"] = OptimizerImpl.FORLOOP
     elif "foreach_optimizer" in features and t.get("optimizer_impl") is None:

@@ -16,13 +16,15 @@ from ..i18n import say
 from ..spec.cluster import Cluster
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
-from ..spec.training import (Attention, Fsdp, Method, Offload, Optimizer, Precision, Strategy, Task,
+from ..spec.choices import is_module_list, recompute_modules
+from ..spec.training import (Attention, Fsdp, GradCkpt, Method, Offload, Optimizer, Precision, Strategy, Task,
                              TrainingSpec, stack_refuses)
 from ..units import GiB
 from .activations import SOFTCAP_SDPA_NOTE, attention_that_runs
 from .flops import StepFlops, step_flops
 from .memory import MemoryResult, host_offload_bytes
 from .memos import data_parallel_memory
+from .params import mla_latent_width
 from .perf import StepTime, comm_time, compute_time, offload_time, optimizer_time
 from .trainable import ParamSplit, split_params
 
@@ -137,6 +139,8 @@ def _compatibility(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec) -> 
         warnings.append(say("es_fp16_loss_scaling"))
     if s.engine == "fsdp" and t.precision == Precision.FP16:
         raise SpecError(say("pl_rule_fsdp_fp16"))
+    if t.grad_ckpt == GradCkpt.SELECTIVE and is_module_list(t.selective_ac):
+        _check_recompute_modules(m, t, s)
     if s.fsdp != Fsdp.NONE and t.method == Method.QLORA and s.offload != Offload.NONE:
         raise SpecError(say("pl_rule_qlora_fsdp_offload"))
     return tuple(warnings)
@@ -156,6 +160,15 @@ def adapt_to_gpu(t: TrainingSpec, gpu: GpuSpec) -> tuple[TrainingSpec, list[str]
         t = t.with_(attention=Attention.SDPA)
         changes.append(say("es_adapt_sdpa"))
     return t, changes
+
+
+def _check_recompute_modules(m: ModelSpec, t: TrainingSpec, s: Strategy) -> None:
+    """Megatron-Core's recompute modules run on its own layouts only (tp / pp / cp / ep without FSDP); mla_up_proj
+    needs multi-latent attention, as Megatron's TransformerConfig checks (transformer_config.py L1969-1972)."""
+    if s.engine != "megatron":
+        raise SpecError(say("pl_rule_recompute_modules", policy=t.selective_ac))
+    if "mla_up_proj" in recompute_modules(t.selective_ac) and not mla_latent_width(m):
+        raise SpecError(say("pl_rule_recompute_mla", model=m.name))
 
 
 def data_parallel_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,

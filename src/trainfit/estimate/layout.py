@@ -13,6 +13,7 @@ from ..catalog.efficiency import Efficiencies, recorded_cache
 from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
+from ..spec.choices import is_module_list, recompute_modules
 from ..spec.training import Attention, Fsdp, GradCkpt, Strategy, TrainingSpec
 from . import parallel3d as p3
 from .memory import MemoryResult, Phase
@@ -39,6 +40,25 @@ def layout_of(s: Strategy) -> p3.Layout:
 
 def recompute_of(t: TrainingSpec) -> str:
     return {GradCkpt.FULL: "full", GradCkpt.SELECTIVE: "selective"}.get(t.grad_ckpt, "none")
+
+
+def modules_of(t: TrainingSpec) -> frozenset:
+    """Megatron-Core's recompute modules beyond the attention core that the job's selective policy names."""
+    if t.grad_ckpt != GradCkpt.SELECTIVE or not is_module_list(t.selective_ac):
+        return frozenset()
+    return recompute_modules(t.selective_ac) - {"core_attn"}
+
+
+def stage_training(t: TrainingSpec) -> TrainingSpec:
+    """One micro-batch of the job as the stage's data-parallel estimate takes it: a policy of Megatron's recompute
+    modules becomes the attention core's selective checkpointing when it names core_attn, else none (the modules'
+    recomputation is parallel3d's and model_parallel's, not the data-parallel estimator's)."""
+    t1 = t.per_micro_batch
+    if not modules_of(t):
+        return t1
+    if "core_attn" in recompute_modules(t.selective_ac):
+        return t1.with_(selective_ac="attention")
+    return t1.with_(grad_ckpt=GradCkpt.NONE, selective_ac="attention")
 
 
 def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
@@ -80,7 +100,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
 
     layout = layout_of(s)
     eff = efficiencies.shared_view(gpu)
-    sm, t1 = stage_model(m, s), t.per_micro_batch
+    sm, t1 = stage_model(m, s), stage_training(t)
     stage = data_parallel_memory(sm, t1, Strategy(gpus_per_node=1, nodes=1), gpu,
                                  split_params(sm, t1, int(eff("freeze_trainable_layers"))), efficiencies)
     tt = t.for_memory
@@ -91,7 +111,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
     which, peak = p3.peak_memory_per_gpu(p3.arch_of(m), layout, seq_len=tt.seq_len,
                                          micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum,
                                          recompute=recompute_of(t), flash_attention=t.attention != Attention.EAGER,
-                                         logits_bytes=logits_bytes)
+                                         logits_bytes=logits_bytes, modules=modules_of(t))
     allocated = peak.total
     reserved = allocated * (1 + stage.allocator_fraction) + stage.allocator_constant
     device = reserved + (stage.device - stage.reserved)

@@ -25,8 +25,8 @@ from ..spec.cluster import Cluster
 from ..spec.model import ModelSpec
 from ..spec.training import Method, Strategy, TrainingSpec
 from . import parallel3d as p3
-from .layout import (TORCHTITAN_LOSS_PARALLEL_BYTES, _stage_of, layout_of, memory, recompute_of,  # noqa: F401
-                     stage_model)
+from .layout import (TORCHTITAN_LOSS_PARALLEL_BYTES, _stage_of, layout_of, memory, modules_of,  # noqa: F401
+                     recompute_of, stage_model, stage_training)
 from .perf import StepTime
 
 # Overlap of each collective with compute, the same for every layout (parallel3d.Overlap): TP collectives and
@@ -53,7 +53,7 @@ def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster
     from .estimator import check_compatibility, data_parallel_estimate
 
     one = Strategy(gpus_per_node=1, nodes=1)
-    sm, t1, c1 = stage_model(m, s), t.per_micro_batch, cluster_for(cluster.gpu, 1, 1)
+    sm, t1, c1 = stage_model(m, s), stage_training(t), cluster_for(cluster.gpu, 1, 1)
     return data_parallel_estimate(sm, t1, one, c1, eff, check_compatibility(sm, t1, one, c1))
 
 
@@ -76,6 +76,7 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
     share = s.tp * s.cp
     fwd, bwd = parts.get("compute/forward", 0.0) / share, parts.get("compute/backward", 0.0) / share
     fwd, bwd = _with_expert_bias(m, t, s, cluster, eff, fwd, bwd)
+    bwd += module_recompute_s(m, t, s, cluster, eff) / share
     fwd, bwd = _with_moe_launches(m, t, s, eff, fwd, bwd)
     states = s.tp * (s.dp * s.cp if layout.distributed_optimizer or layout.fsdp else 1)
     optimizer = sum(v for k, v in parts.items() if k.startswith("optimizer")) / states
@@ -87,7 +88,8 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
                          micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum, compute_fwd_s=fwd,
                          compute_bwd_s=bwd, recompute=recompute_of(t),
                          attention_share=stage.flops.attention / stage.flops.total if stage.flops.total else 0.0,
-                         optimizer_s=optimizer, overhead_s=overhead, overlap=overlap)
+                         optimizer_s=optimizer, overhead_s=overhead, overlap=overlap,
+                         moe_recompute="moe" in modules_of(t))
     st = StepTime()
     # what limits each term (the bottleneck): the bubble is the pipeline's idle time; the optimizer step streams the
     # states through memory, as in the data-parallel estimate
@@ -108,7 +110,7 @@ def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff
     from .perf import block_times
     from .trainable import split_params
 
-    sm, t1 = stage_model(m, s), t.per_micro_batch
+    sm, t1 = stage_model(m, s), stage_training(t)
     one = Strategy(gpus_per_node=1, nodes=1)
     times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
                         cluster_for(cluster.gpu, 1, 1), eff, one)
@@ -116,6 +118,49 @@ def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff
            if lin.count > 1 or lin.kind or any(w in lin.module for w in ("mlp", "expert", "moe", "router", "gate"))}
     total = sum(seconds for seconds, _ in times.values())
     return sum(times[k][0] for k in moe if k in times) / total if total else 0.0
+
+
+def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView) -> float:
+    """Seconds one micro-batch's backward on the stage spends running again what Megatron-Core's recompute modules
+    discarded (layout.modules_of; the attention core's recomputation is in the stage estimate), at full width (the
+    caller divides by tp x cp like the rest of the stage's compute): per block of the stage, the forward time of
+    the modules' own operators as perf.block_times prices them (the stage's Linears by role and kind: mla_up_proj
+    the q_b / kv_b up projections, mlp a dense MLP's Linears, moe and shared_experts the routed and the shared
+    experts' ones), and the two memory-bound ones by their traffic at the GPU's bandwidth: moe_act reads each
+    expert copy's fc1 output (2·f, gated) and writes f, layernorm reads and writes the hidden state once per
+    recomputed norm (pre-MLP of an MoE layer, input under MLA; parallel3d.recomputed_coefficients). A recomputed
+    MoE layer's extra all-to-alls are parallel3d's (ep_comm_per_layer_s moe_recompute)."""
+    modules = modules_of(t)
+    if not modules:
+        return 0.0
+    from ..spec.cluster import cluster_for
+    from .params import layer_linears
+    from .perf import block_times
+    from .trainable import split_params
+
+    sm, t1 = stage_model(m, s), stage_training(t)
+    one = Strategy(gpus_per_node=1, nodes=1)
+    times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
+                        cluster_for(cluster.gpu, 1, 1), eff, one)
+    per_block = 0.0
+    for lin in layer_linears(sm):
+        dense_mlp = not lin.kind and bool(set(lin.roles) & {"gate", "up", "down"}) and not sm.is_moe
+        if (("mla_up_proj" in modules and set(lin.roles) & {"q_b", "kv_b"})
+                or ("mlp" in modules and dense_mlp)
+                or ("moe" in modules and lin.kind in ("routed", "shared"))
+                or ("shared_experts" in modules and "moe" not in modules and lin.kind == "shared")):
+            seconds, _ = times.get(f"linear/{lin.module}", (0.0, ""))
+            per_block += seconds * (1.0 if f"linear/{lin.module}" in times else 0.0)
+    tokens, act = t1.tokens_per_micro_batch, 2.0
+    bw = cluster.gpu.memory_bandwidth * eff("memory_bandwidth_efficiency")
+    if "moe_act" in modules and "moe" not in modules and sm.is_moe:
+        width = sum(lin.in_features * lin.share for lin in layer_linears(sm)
+                    if lin.kind == "routed" and "down" in lin.roles)
+        per_block += tokens * max(1, sm.experts_per_tok) * width * (3.0 if sm.gated_mlp else 2.0) * act / bw
+    if "layernorm" in modules:
+        norms = float(sm.is_moe) + float(p3.arch_of(sm).mla_latent > 0)
+        per_block += norms * tokens * sm.hidden * 2 * act / bw
+    return per_block * sm.layers * eff("framework_time_factor")
 
 
 # Kernels one Megatron-Core MoE layer launches per micro-batch (a fixed part, a part per local expert), counted from
@@ -194,6 +239,8 @@ def _with_moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy, eff: Efficien
     layers = max(1, sm.layers)
     moe = sum(g.count for g in sm.structure.groups if g.moe) if sm.structure is not None else layers
     launch_f, launch_b = (n * eff("op_overhead_s") for n in moe_launches(m, t, s))
+    if "moe" in modules_of(t):  # the recomputed MoE layer launches its forward again inside the backward
+        launch_b += launch_f
     return (fwd + moe * max(0.0, launch_f - fwd / layers), bwd + moe * max(0.0, launch_b - bwd / layers))
 
 

@@ -77,6 +77,7 @@ class Arch:
     biases: bool = False  # a bias on every Linear
     layernorm: bool = True  # LayerNorm (weight and bias) rather than RMSNorm (weight only)
     dropout: bool = True  # dropout after attention and MLP (Korthikanti's masks)
+    mla_latent: int = 0  # multi-latent attention: the query and key/value latents' width per token (0: no MLA)
 
     @property
     def d(self) -> int:
@@ -96,7 +97,13 @@ def arch_of(m) -> Arch:
                 expert_groups=getattr(m, "expert_groups", 0), group_topk=getattr(m, "group_topk", 0),
                 position_table=m.max_positions if m.position == "learned" else 0,
                 biases=bool(m.qkv_bias or m.mlp_bias), layernorm=m.norm == "layernorm",
-                dropout=bool(m.hidden_dropout or m.attention_dropout))
+                dropout=bool(m.hidden_dropout or m.attention_dropout), mla_latent=_mla_latent(m))
+
+
+def _mla_latent(m) -> int:
+    from .params import mla_latent_width  # the model's own Linears (a read structure's q_b / kv_a roles)
+
+    return mla_latent_width(m)
 
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
@@ -374,10 +381,12 @@ def layer_activation_coefficients(arch: Arch, seq_len: int, *, flash_attention: 
 
 
 def layer_activation_bytes(arch: Arch, layout: Layout, seq_len: int, micro_batch: int, *,
-                           recompute: str = "none", flash_attention: bool = False) -> float:
+                           recompute: str = "none", flash_attention: bool = False,
+                           modules: frozenset = frozenset()) -> float:
     """Bytes one block keeps for backward, one micro-batch, one GPU (Korthikanti Table 2, divided by cp: context
     parallelism splits every sequence-long tensor). recompute: none | selective (drops the s² part) | full (the
-    block's input only, 2·s·b·h, /t with SP)."""
+    block's input only, 2·s·b·h, /t with SP). modules: Megatron-Core's selective recompute modules beyond the
+    attention core (`recomputed_coefficients`), with recompute selective."""
     if recompute not in RECOMPUTE:
         raise ValueError(f"recompute must be one of {', '.join(RECOMPUTE)}")
     t = layout
@@ -388,7 +397,42 @@ def layer_activation_bytes(arch: Arch, layout: Layout, seq_len: int, micro_batch
     whole, sharded, s2 = layer_activation_coefficients(arch, seq_len, flash_attention=flash_attention)
     if recompute == "selective":
         s2 = 0.0
+        if modules:
+            whole, sharded = recomputed_coefficients(arch, whole, sharded, modules)
     return sbh * (whole / sp + sharded / t.tp + s2 / t.tp)
+
+
+def recomputed_coefficients(arch: Arch, whole: float, sharded: float, modules: frozenset) -> tuple[float, float]:
+    """Korthikanti's per-layer coefficients (multiples of s·b·h) less what Megatron-Core's recompute modules do not
+    keep (TransformerConfig.recompute_modules, Megatron-LM d98e8a64 transformer_config.py L560-580; the layer spec
+    gpt_layer_specs.py with Transformer Engine; transformer_layer.py L470-530):
+      layernorm       the norms' outputs (2 each) are discarded and recomputed (output-discarding checkpoints), for
+                      the norms that are modules of their own: the pre-MLP norm of an MoE layer (a dense MLP's is
+                      fused into fc1, TELayerNormColumnParallelLinear), and the input norm under multi-latent
+                      attention (standard attention fuses it into linear_qkv);
+      moe_act         each expert copy's activation output, fc2's input (2·f/h per copy);
+      moe             the whole MoE layer is checkpointed: its input kept (counted as fc1's), every expert copy's
+                      tensors and the router's logits not;
+      mlp             a dense MLP checkpointed (its input kept): nothing of an MoE layer (DeepSeek-V3's three dense
+                      layers are not modelled apart);
+      mla_up_proj     MLA's up projections' outputs (Q, K and V before the core) discarded: their inputs, the
+                      latents, kept instead (replicated by TP: counted with the whole part);
+      shared_experts  not modelled (the coefficients hold no shared expert): no change."""
+    h = arch.hidden
+    mlp = (6.0 if arch.gated_mlp else 4.0) * arch.intermediate / h
+    k = max(1, arch.experts_per_tok)
+    if "layernorm" in modules:
+        whole -= 2.0 * (arch.is_moe + bool(arch.mla_latent))
+    if arch.is_moe and "moe" in modules:
+        sharded -= k * (mlp + 2.0) + 4.0 * arch.num_experts / h
+    elif arch.is_moe and "moe_act" in modules:
+        sharded -= k * 2.0 * arch.intermediate / h
+    if not arch.is_moe and "mlp" in modules:
+        sharded -= mlp
+    if arch.mla_latent and "mla_up_proj" in modules:
+        sharded -= 2.0 * arch.heads * arch.d / h + 4.0 * arch.kv_heads * arch.d / h
+        whole += 2.0 * arch.mla_latent / h
+    return whole, sharded
 
 
 def in_flight_layers(arch: Arch, layout: Layout, micro_batches: int, stage: str = "first") -> float:
@@ -417,7 +461,8 @@ def in_flight_micro_batches(layout: Layout, micro_batches: int, stage: str = "fi
 
 def activation_bytes(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: int, micro_batches: int,
                      recompute: str = "selective", flash_attention: bool = False, stage: str = "first",
-                     logits_bytes: float = 4.0, vocab_multiple: int = 128) -> dict[str, float]:
+                     logits_bytes: float = 4.0, vocab_multiple: int = 128,
+                     modules: frozenset = frozenset()) -> dict[str, float]:
     """Activations of one stage at its peak, by item. Embedding-stage items as Megatron counts them: token ids
     (8·s·b) and the embedding dropout mask (s·b·h), per micro-batch in flight, /t like the rest. The loss stage
     adds the LM head's input and the logits, 4·s·b·h/t + logits_bytes·s·b·V/t with V padded as Megatron pads it
@@ -426,7 +471,7 @@ def activation_bytes(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: i
     t = layout
     tokens = seq_len * micro_batch / t.cp
     per_layer = layer_activation_bytes(arch, t, seq_len, micro_batch, recompute=recompute,
-                                       flash_attention=flash_attention)
+                                       flash_attention=flash_attention, modules=modules)
     out = {"activations/layers": per_layer * in_flight_layers(arch, t, micro_batches, stage)}
     if recompute == "full":
         out["activations/recompute_working_set"] = layer_activation_bytes(arch, t, seq_len, micro_batch,
@@ -447,14 +492,15 @@ def activation_bytes(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: i
 def memory_per_gpu(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: int, micro_batches: int,
                    recompute: str = "selective", flash_attention: bool = False, stage: str = "first",
                    weight_bytes: float = 2, grad_bytes: float = 4, state_bytes: float = 12,
-                   logits_bytes: float = 4.0, vocab_multiple: int = 128) -> Memory:
+                   logits_bytes: float = 4.0, vocab_multiple: int = 128, modules: frozenset = frozenset()) -> Memory:
     """Allocated bytes per GPU of one pipeline stage (default: the first, the most loaded one: all the in-flight
     micro-batches and the embedding). No allocator cache, CUDA context or NCCL buffers: the caller adds those."""
     parts = model_state_bytes(arch, layout, stage, weight_bytes=weight_bytes, grad_bytes=grad_bytes,
                               state_bytes=state_bytes, vocab_multiple=vocab_multiple)
     parts.update(activation_bytes(arch, layout, seq_len=seq_len, micro_batch=micro_batch,
                                   micro_batches=micro_batches, recompute=recompute, flash_attention=flash_attention,
-                                  stage=stage, logits_bytes=logits_bytes, vocab_multiple=vocab_multiple))
+                                  stage=stage, logits_bytes=logits_bytes, vocab_multiple=vocab_multiple,
+                                  modules=modules))
     return Memory(parts)
 
 
@@ -576,13 +622,14 @@ def cp_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, 
 
 
 def ep_comm_per_layer_s(arch: Arch, layout: Layout, links: Links, seq_len: int, micro_batch: int, *,
-                        recompute: str = "none", act_bytes: float = 2.0) -> float:
+                        recompute: str = "none", act_bytes: float = 2.0, moe_recompute: bool = False) -> float:
     """One MoE block's all-to-alls for one micro-batch: dispatch and combine forward, their two backward (+ the
-    recomputed forward's two), `expert_a2a_s` each. EP's group has stride etp (Megatron-Core's expert grid
-    tp-ep-dp-pp)."""
+    recomputed forward's two: full recomputation, or Megatron-Core's `moe` recompute module), `expert_a2a_s` each.
+    EP's group has stride etp (Megatron-Core's expert grid tp-ep-dp-pp)."""
     if layout.ep == 1 or not arch.is_moe:
         return 0.0
-    return expert_a2a_s(arch, layout, links, seq_len, micro_batch, act_bytes) * (4 + (2 if recompute == "full" else 0))
+    again = recompute == "full" or moe_recompute
+    return expert_a2a_s(arch, layout, links, seq_len, micro_batch, act_bytes) * (4 + (2 if again else 0))
 
 
 def remote_nodes_per_token(experts: int, top_k: int, nodes: int, groups: int = 0, group_topk: int = 0) -> float:
@@ -729,7 +776,8 @@ def bubble_micro_batches(layout: Layout, micro_batches: int, *, wgrad_share: flo
 def step_time(arch: Arch, layout: Layout, links: Links, *, seq_len: int, micro_batch: int, micro_batches: int,
               compute_fwd_s: float, compute_bwd_s: float, recompute: str = "none", attention_share: float = 0.0,
               optimizer_s: float = 0.0, overhead_s: float = 0.0, overlap: Overlap = Overlap(),
-              act_bytes: float = 2.0, grad_bytes: float = 4.0, wgrad_share: float = 0.5) -> StepParts:
+              act_bytes: float = 2.0, grad_bytes: float = 4.0, wgrad_share: float = 0.5,
+              moe_recompute: bool = False) -> StepParts:
     """Seconds of one optimizer step on the slowest stage. compute_fwd_s / compute_bwd_s: one micro-batch of the
     stage on one GPU (its L/pp blocks, sharded by tp and cp; recomputation inside the backward). Per micro-batch the
     stage takes compute + exposed TP, CP and EP collectives + exposed pipeline sends; the step runs m of them plus
@@ -741,7 +789,8 @@ def step_time(arch: Arch, layout: Layout, links: Links, *, seq_len: int, micro_b
     tp = n * tp_comm_per_layer_s(arch, t, links, seq_len, micro_batch, **kw) * (1.0 - overlap.tp)
     window = overlap.cp * attention_share * per_mb / max(1, n)
     cp = n * max(0.0, cp_comm_per_layer_s(arch, t, links, seq_len, micro_batch, **kw) - window)
-    ep = n * ep_comm_per_layer_s(arch, t, links, seq_len, micro_batch, **kw) * (1.0 - overlap.ep)
+    ep = n * ep_comm_per_layer_s(arch, t, links, seq_len, micro_batch, moe_recompute=moe_recompute,
+                                 **kw) * (1.0 - overlap.ep)
     p2p = p2p_per_micro_batch_s(arch, t, links, seq_len, micro_batch, act_bytes=act_bytes) * (1.0 - overlap.p2p)
     fwd_share = compute_fwd_s / per_mb if per_mb else 1.0 / 3.0
     slots = micro_batches + bubble_micro_batches(t, micro_batches, wgrad_share=wgrad_share, fwd_share=fwd_share)

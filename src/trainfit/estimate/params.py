@@ -45,6 +45,18 @@ def layer_linears(m: ModelSpec) -> tuple[Linear, ...]:
     return tuple(out)
 
 
+def mla_latent_width(m: ModelSpec) -> int:
+    """Multi-latent attention's compressed widths one token carries into the up projections: the query latent
+    (q_b_proj's input; 0 without a query LoRA) and the key/value latent with its RoPE part (kv_a_proj_with_mqa's
+    output: kv_lora_rank + qk_rope_head_dim, 512 + 64 for DeepSeek-V3). 0 for a model without MLA."""
+    linears = layer_linears(m)
+    if not any("kv_b" in lin.roles for lin in linears):
+        return 0
+    q = max((lin.in_features for lin in linears if "q_b" in lin.roles), default=0)
+    kv = max((lin.out_features for lin in linears if "kv_a" in lin.roles), default=0)
+    return q + kv
+
+
 def op_policy_split(m: ModelSpec) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
     """torchtitan's per-op selective checkpointing (parallelize_llama.py `_custom_policy`: matmul outputs saved
     "except every second mm", counted per block in execution order): (the Linears whose outputs are kept — the 1st,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import GenerateError
+from ..spec.choices import MEGATRON_RECOMPUTE_MODULES, is_module_list, recompute_modules
 from .common import Setup, one_line
 from .configs import LEARNING_RATE, save_steps_for, steps_for
 
@@ -112,7 +113,9 @@ def _vpp_args(setup: Setup) -> list[str]:
     return ["--num-layers-per-virtual-pipeline-stage", str(int(_cfg(setup)["num_hidden_layers"]) // (pp * vpp))]
 
 
-def _recompute_args(grad_ckpt: str) -> list[str]:
+def _recompute_args(grad_ckpt: str, policy: str | None = None) -> list[str]:
+    if grad_ckpt == "selective" and is_module_list(policy):  # Megatron-Core's recompute modules, as named
+        return ["--recompute-granularity", "selective", "--recompute-modules", *sorted(recompute_modules(policy))]
     if grad_ckpt == "selective":  # the attention core (Megatron's default recompute module, core_attn)
         return ["--recompute-activations", "--recompute-granularity", "selective"]
     if grad_ckpt == "full":  # every layer's input kept, the whole layer run again
@@ -133,7 +136,7 @@ def _training_args(setup: Setup) -> list[str]:
     precision = st["precision"]
     if precision in ("bf16", "fp16"):
         args.append(f"--{precision}")
-    return args + _recompute_args(str(st.get("grad_ckpt") or "none"))
+    return args + _recompute_args(str(st.get("grad_ckpt") or "none"), st.get("selective_ac"))
 
 
 def _io_args(setup: Setup) -> list[str]:
@@ -227,8 +230,9 @@ def check(setup: Setup) -> None:
     if problem:
         raise GenerateError("gen_e_3d_model", engine="Megatron-LM", model=setup.model["name"], why=problem)
     sel = st.get("selective_ac")
-    if st.get("grad_ckpt") == "selective" and sel not in (None, "attention"):
-        raise GenerateError("gen_e_3d_selective", engine="Megatron-LM", policy=sel, supported="attention")
+    if st.get("grad_ckpt") == "selective" and sel not in (None, "attention") and not is_module_list(sel):
+        raise GenerateError("gen_e_3d_selective", engine="Megatron-LM", policy=sel,
+                            supported="attention, " + " / ".join(MEGATRON_RECOMPUTE_MODULES))
     if st["precision"] not in ("bf16", "fp16", "fp32"):
         raise GenerateError("gen_e_3d_precision", engine="Megatron-LM", precision=st["precision"],
                             supported="bf16, fp16, fp32")

@@ -223,12 +223,20 @@ MESSAGES: dict[str, dict[str, str]] = {
     "ei_calibrate_nothing": {"en": "calibrate: no training case to fit in {paths} ({n} cases read)",
                              "zh": "calibrate：{paths} 中没有可拟合的训练案例（读到 {n} 个案例）"},
     "ei_dym_one": {"en": " (did you mean {close!r}?)", "zh": "（是否想输入 {close!r}？）"},
-    "ei_selective_ac": {"en": "selective-ac must be attention, op or a block interval such as 2, got {value!r}{hint}",
-                        "zh": "selective-ac 必须是 attention、op 或块间隔（如 2），实际为 {value!r}{hint}"},
+    "ei_selective_ac": {"en": "selective-ac must be attention, op, a block interval such as 2 or Megatron-Core's "
+                              "recompute modules such as moe_act,layernorm, got {value!r}{hint}",
+                        "zh": "selective-ac 必须是 attention、op、块间隔（如 2）或 Megatron-Core 的重算模块（如 "
+                              "moe_act,layernorm），实际为 {value!r}{hint}"},
+    "ei_recompute_module": {"en": "selective-ac {value!r}: {item!r} is not one of Megatron-Core's recompute modules "
+                                  "that trainfit models ({modules}){hint}",
+                            "zh": "selective-ac {value!r}：{item!r} 不是 trainfit 建模的 Megatron-Core 重算模块之一"
+                                  "（{modules}）{hint}"},
     "ei_selective_ac_interval": {"en": "selective-ac block interval must be 1 to 1024, got {value!r}",
                                  "zh": "selective-ac 的块间隔必须在 1 到 1024 之间，实际为 {value!r}"},
-    "ei_selective_ac_given": {"en": "selective-ac {value!r}: give attention, op or a block interval such as '2'",
-                              "zh": "selective-ac {value!r}：请给出 attention、op 或块间隔（如 '2'）"},
+    "ei_selective_ac_given": {"en": "selective-ac {value!r}: give attention, op, a block interval such as '2' or "
+                                    "Megatron-Core's recompute modules such as 'layernorm,moe_act'",
+                              "zh": "selective-ac {value!r}：请给出 attention、op、块间隔（如 '2'）或 Megatron-Core "
+                                    "的重算模块（如 'layernorm,moe_act'）"},
     "ei_tokens": {"en": "{what} must be a number of tokens, got {value!r} (examples: {examples})",
                   "zh": "{what} 必须是 token 数，实际为 {value!r}（例如 {examples}）"},
 }

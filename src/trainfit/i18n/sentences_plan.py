@@ -47,6 +47,14 @@ SENTENCES: dict[str, dict[str, str]] = {
                                   "zh": "8 位 AdamW（bitsandbytes）在 GPU 上运行，无法卸载；要卸载请用 --optimizer adamw"},
     "pl_rule_fsdp_offload": {"en": "FSDP offloads parameters and gradients together: use --offload all",
                              "zh": "FSDP 会同时卸载参数和梯度：请用 --offload all"},
+    "pl_rule_recompute_modules": {"en": "Megatron-Core's recompute modules ({policy}) run on its own layouts: give "
+                                        "tp, pp, cp or ep above 1 without --fsdp, or use --selective-ac attention",
+                                  "zh": "Megatron-Core 的重算模块（{policy}）只在其自身的并行布局上运行：请给出大于 1 的 "
+                                        "tp、pp、cp 或 ep（不用 --fsdp），或改用 --selective-ac attention"},
+    "pl_rule_recompute_mla": {"en": "mla_up_proj recomputes multi-latent attention's up projections, which {model} "
+                                    "does not have (Megatron-Core refuses it too)",
+                              "zh": "mla_up_proj 重算多头潜在注意力（MLA）的上投影，而 {model} 没有 MLA（Megatron-Core "
+                                    "同样会拒绝）"},
     "pl_rule_fsdp_fp16": {"en": "trainfit's FSDP setups train in bf16 or fp32; on GPUs without bf16 (V100, T4) use "
                                 "DeepSpeed ZeRO (--zero 1/2/3), which scales fp16 losses",
                           "zh": "trainfit 的 FSDP 配置只用 bf16 或 fp32 训练；在不支持 bf16 的 GPU（V100、T4）上请用 "

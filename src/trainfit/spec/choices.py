@@ -135,12 +135,20 @@ def parse_saved_modules(names: "str | tuple[str, ...] | list[str] | None") -> tu
 
 SELECTIVE_AC_POLICIES = ("attention", "op")
 
+# Megatron-Core's selective recompute modules (TransformerConfig.recompute_modules, read at Megatron-LM d98e8a64
+# megatron/core/transformer/transformer_config.py L560-580 and L1940-1972) that trainfit models: a comma-separated
+# list of them is a policy of its own (--recompute-granularity selective --recompute-modules ...). Megatron's default
+# list is core_attn alone, which is the 'attention' policy.
+MEGATRON_RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe", "moe_act", "shared_experts")
+
 
 def parse_selective_ac(value: "str | int | None") -> str:
     """What selective checkpointing recomputes: 'attention' (the attention core: Megatron-LM's recompute-granularity
     selective, train.py's), 'op' (torchtitan's per-op policy: every matmul's output kept except every second one's,
-    all other ops recomputed) or a number N (every N-th block checkpointed in full, the others kept: torchtitan's
-    and torchtune's selective layer option). None -> 'attention'."""
+    all other ops recomputed), a number N (every N-th block checkpointed in full, the others kept: torchtitan's
+    and torchtune's selective layer option) or Megatron-Core's recompute modules, comma-separated ('moe_act,
+    layernorm': MEGATRON_RECOMPUTE_MODULES; canonical form sorted, 'core_attn' alone is 'attention'). None ->
+    'attention'."""
     if value is None:
         return "attention"
     if isinstance(value, bool):
@@ -148,18 +156,55 @@ def parse_selective_ac(value: "str | int | None") -> str:
     text = str(value).strip().lower()
     if text in SELECTIVE_AC_POLICIES:
         return text
+    if "," in text or text in MEGATRON_RECOMPUTE_MODULES:
+        return _megatron_modules(value, text)
     try:
         every = int(text)
     except ValueError:
         from difflib import get_close_matches
 
-        close = get_close_matches(text, SELECTIVE_AC_POLICIES, n=1)
+        close = get_close_matches(text, SELECTIVE_AC_POLICIES + MEGATRON_RECOMPUTE_MODULES, n=1)
         hint = say("ei_dym_one", close=close[0]) if close else ""
         raise SpecError(say("ei_selective_ac", value=value, hint=hint)) \
             from None
     if not 1 <= every <= 1024:
         raise SpecError(say("ei_selective_ac_interval", value=value))
     return str(every)
+
+
+def _megatron_modules(value, text: str) -> str:
+    from difflib import get_close_matches
+
+    names = set()
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        if item not in MEGATRON_RECOMPUTE_MODULES:
+            close = get_close_matches(item, MEGATRON_RECOMPUTE_MODULES, n=1)
+            hint = say("ei_dym_one", close=close[0]) if close else ""
+            raise SpecError(say("ei_recompute_module", item=item, value=value,
+                                modules=", ".join(MEGATRON_RECOMPUTE_MODULES), hint=hint))
+        names.add(item)
+    if not names:
+        raise SpecError(say("ei_selective_ac", value=value, hint=""))
+    if names == {"core_attn"}:
+        return "attention"
+    return ",".join(sorted(names))
+
+
+def recompute_modules(policy: "str | None") -> frozenset[str]:
+    """Megatron-Core's recompute modules a selective policy names (empty for 'op' and block intervals; 'attention'
+    is core_attn)."""
+    if policy == "attention" or policy is None:
+        return frozenset({"core_attn"})
+    if policy == "op" or policy.isdigit():
+        return frozenset()
+    return frozenset(policy.split(","))
+
+
+def is_module_list(policy: "str | None") -> bool:
+    """A policy of Megatron-Core's recompute modules beyond the attention core alone (it needs Megatron's layout)."""
+    return bool(policy) and policy not in SELECTIVE_AC_POLICIES and not policy.isdigit()
 
 
 def selective_every(policy: str) -> int | None:

@@ -291,12 +291,16 @@ FIELDS: tuple[JobField, ...] = (
     JobField("selective_ac", _T, str, "attention", "what --grad-ckpt selective recomputes: attention (the attention "
              "core: Megatron-LM's recompute-granularity selective, train.py), op (torchtitan's per-op policy: matmul "
              "and attention outputs kept except every second matmul's, everything else recomputed; torchtitan's "
-             "default) or N (every N-th block checkpointed in full, the others kept: torchtitan's and torchtune's "
-             "selective layer option, e.g. 2)", "--grad-ckpt selective 重算的部分：attention（注意力核心：Megatron-LM "
+             "default), N (every N-th block checkpointed in full, the others kept: torchtitan's and torchtune's "
+             "selective layer option, e.g. 2) or Megatron-Core's recompute modules on a tp / pp / cp / ep layout, "
+             "comma-separated (core_attn, layernorm, mla_up_proj, mlp, moe, moe_act, shared_experts: "
+             "--recompute-modules)", "--grad-ckpt selective 重算的部分：attention（注意力核心：Megatron-LM "
              "的 recompute-granularity selective、train.py）、op（torchtitan 的按算子策略：保留矩阵乘与注意力的输出，"
-             "但每隔一个矩阵乘重算，其余算子全部重算；torchtitan 的默认）或 N（每 N 个块中一个整块检查点，其余保留：torchtitan "
-             "与 torchtune 的按层选择，如 2）", parse=parse_selective_ac, relevant=lambda t: t.grad_ckpt ==
-             GradCkpt.SELECTIVE, metavar="POLICY", doors=frozenset({CLI, API, REQUEST, PLAN})),
+             "但每隔一个矩阵乘重算，其余算子全部重算；torchtitan 的默认）、N（每 N 个块中一个整块检查点，其余保留：torchtitan "
+             "与 torchtune 的按层选择，如 2）或 tp / pp / cp / ep 布局上 Megatron-Core 的重算模块，用逗号分隔（core_attn、"
+             "layernorm、mla_up_proj、mlp、moe、moe_act、shared_experts：即 --recompute-modules）",
+             parse=parse_selective_ac, relevant=lambda t: t.grad_ckpt == GradCkpt.SELECTIVE, metavar="POLICY",
+             doors=frozenset({CLI, API, REQUEST, PLAN, CASE})),
     JobField("attention", _T, Attention, Attention.SDPA, "attention kernel", "注意力实现"),
     JobField("lora_rank", _T, int, 16, "LoRA rank", "LoRA 秩", low=1, high=65_536, relevant=_peft,
              config="lora.rank"),
