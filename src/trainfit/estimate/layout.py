@@ -42,6 +42,20 @@ def recompute_of(t: TrainingSpec) -> str:
     return {GradCkpt.FULL: "full", GradCkpt.SELECTIVE: "selective"}.get(t.grad_ckpt, "none")
 
 
+def optimizer_bytes(t: TrainingSpec, s: Strategy) -> dict[str, float]:
+    """Bytes per parameter of the gradients and the optimizer states where they differ from Megatron-LM's 4 and 12:
+    its precision-aware optimizer as NVIDIA's DeepSeek-V3 recipes set it (Megatron-Bridge v0.1.0rc3
+    recipes/deepseek/deepseek_v3.py L240-244: main grads, exp_avg and exp_avg_sq in bf16, main params fp32) keeps
+    2-byte gradients and 2 + 2 bytes of moments; the fp32 master weights are Megatron's own 4 bytes under an fp8
+    recipe other than delayed scaling (trainfit's fp8 is current scaling), else Transformer Engine's FusedAdam keeps
+    only the 16 bits the bf16 weight does not already hold (store_param_remainders, on by default from TE 2.1:
+    2 bytes). Megatron-LM core_v0.16.1 optimizer_config.py L187-199 and L355-385, optimizer/__init__.py L372-387."""
+    if not s.precision_aware_optimizer:
+        return {}
+    master = 4.0 if t.precision.value == "fp8" else 2.0
+    return {"grad_bytes": 2.0, "state_bytes": master + 2.0 + 2.0}
+
+
 def modules_of(t: TrainingSpec) -> frozenset:
     """Megatron-Core's recompute modules beyond the attention core that the job's selective policy names."""
     if t.grad_ckpt != GradCkpt.SELECTIVE or not is_module_list(t.selective_ac):
@@ -111,7 +125,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
     which, peak = p3.peak_memory_per_gpu(p3.arch_of(m), layout, seq_len=tt.seq_len,
                                          micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum,
                                          recompute=recompute_of(t), flash_attention=t.attention != Attention.EAGER,
-                                         logits_bytes=logits_bytes, modules=modules_of(t))
+                                         logits_bytes=logits_bytes, modules=modules_of(t), **optimizer_bytes(t, s))
     allocated = peak.total
     reserved = allocated * (1 + stage.allocator_fraction) + stage.allocator_constant
     device = reserved + (stage.device - stage.reserved)

@@ -26,7 +26,7 @@ from ..spec.model import ModelSpec
 from ..spec.training import Method, Strategy, TrainingSpec
 from . import parallel3d as p3
 from .layout import (TORCHTITAN_LOSS_PARALLEL_BYTES, _stage_of, layout_of, memory, modules_of,  # noqa: F401
-                     recompute_of, stage_model, stage_training)
+                     optimizer_bytes, recompute_of, stage_model, stage_training)
 from .perf import StepTime
 
 # Overlap of each collective with compute, the same for every layout (parallel3d.Overlap): TP collectives and
@@ -89,7 +89,8 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
                          compute_bwd_s=bwd, recompute=recompute_of(t),
                          attention_share=stage.flops.attention / stage.flops.total if stage.flops.total else 0.0,
                          optimizer_s=optimizer, overhead_s=overhead, overlap=overlap,
-                         moe_recompute="moe" in modules_of(t))
+                         moe_recompute="moe" in modules_of(t),
+                         grad_bytes=optimizer_bytes(t, s).get("grad_bytes", 4.0))
     st = StepTime()
     # what limits each term (the bottleneck): the bubble is the pipeline's idle time; the optimizer step streams the
     # states through memory, as in the data-parallel estimate
@@ -267,7 +268,8 @@ def overlap_of(m: ModelSpec, t: TrainingSpec, s: Strategy, layout: p3.Layout, li
         tp_hidden = min(tp, per_mb) / tp
     dp_hidden = eff("comm_overlap")
     if stack.get("overlap_grad_reduce"):
-        dp = p3.dp_comm_s(arch, layout, links, micro_batches=t.grad_accum)
+        dp = p3.dp_comm_s(arch, layout, links, micro_batches=t.grad_accum,
+                          grad_bytes=optimizer_bytes(t, s).get("grad_bytes", 4.0))
         dp_hidden = min(dp, per_mb) / dp if dp > 0 else 1.0
     p2p = 1.0 if stack.get("overlap_p2p_comm") and s.vpp > 1 else P2P_OVERLAP
     ep_hidden = EP_OVERLAP

@@ -102,6 +102,9 @@ def _parallel_args(st: dict) -> list[str]:
         args.append("--use-distributed-optimizer")
     if st.get("ep_overlap") and ep > 1:  # the combined 1F1B schedule; delayed weight gradients give it more to hide
         args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+    if st.get("precision_aware_optimizer"):  # bf16 main gradients and Adam moments, fp32 master weights
+        args += ["--use-precision-aware-optimizer", "--main-grads-dtype", "bf16", "--exp-avg-dtype", "bf16",
+                 "--exp-avg-sq-dtype", "bf16"]
     return args
 
 

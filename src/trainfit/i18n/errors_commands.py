@@ -102,6 +102,10 @@ MESSAGES: dict[str, dict[str, str]] = {
                            "zh": "vpp {vpp} 配调度 {schedule}：interleaved 调度与 vpp > 1 必须同时使用，且 pp > 1"},
     "ec_mp_ep_overlap": {"en": "--ep-overlap overlaps the MoE all-to-all of expert parallelism: it needs --ep above 1",
                          "zh": "--ep-overlap 让专家并行的 MoE all-to-all 与计算重叠：需要 --ep 大于 1"},
+    "ec_mp_precision_aware": {"en": "--precision-aware-optimizer is Megatron-Core's distributed optimizer in lower "
+                                    "precision: it needs tp, pp, cp or ep above 1 with --zero 1 (not --fsdp)",
+                              "zh": "--precision-aware-optimizer 是 Megatron-Core 低精度的分布式优化器：需要大于 1 的 "
+                                    "tp、pp、cp 或 ep，并使用 --zero 1（不能用 --fsdp）"},
     "ec_mp_sharding": {"en": "with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer "
                              "(--zero 1) or FSDP (--fsdp full_shard); ZeRO-2/3 and offload are not modelled there",
                        "zh": "使用 tp / pp / cp / ep 时，优化器状态由分布式优化器（--zero 1）或 FSDP（--fsdp full_shard）"

@@ -596,6 +596,9 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
     """The chosen micro-batch of a layout, timed and priced, kept unless the host's RAM cannot hold it."""
     gpu, view = cluster.gpu, est.view(cluster.gpu)
     e = est(t, s, cluster)
+    if isinstance(e, SpecError):  # a rule the time path checks beyond the memory's (the EP overlap's schedule, ...)
+        res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(e))] += 1
+        return
     ram = offer.instance.ram_gib
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
         res.rejected[Rejection.of(Reason.OFFLOAD_HOST_RAM)] += 1
@@ -624,12 +627,16 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
 # parallelism holds the states and needs no TP / PP), or for sequences this long (context parallelism).
 MODEL_PARALLEL_MIN_PARAMS = 20e9
 CONTEXT_PARALLEL_MIN_SEQ = 32768
-_MP_AXES = ("tp", "pp", "cp", "ep", "vpp", "pp_schedule", "sequence_parallel")
+_MP_AXES = ("tp", "pp", "cp", "ep", "vpp", "pp_schedule", "sequence_parallel", "etp", "moe_dispatcher", "ep_overlap",
+            "precision_aware_optimizer")
+# switches only Megatron's model-parallel layouts run: pinned on, data parallelism alone is not searched
+_MEGATRON_ONLY = ("ep_overlap", "precision_aware_optimizer")
 
 
 def _pinned_model_parallel(pins: dict) -> bool:
-    """The request pins a model-parallel layout (tp, pp, cp or ep above 1): data parallelism alone is not searched."""
-    return any((pins.get(k) or 1) > 1 for k in ("tp", "pp", "cp", "ep"))
+    """The request pins a model-parallel layout (tp, pp, cp or ep above 1, or a switch only such a layout runs):
+    data parallelism alone is not searched."""
+    return any((pins.get(k) or 1) > 1 for k in ("tp", "pp", "cp", "ep")) or any(pins.get(k) for k in _MEGATRON_ONLY)
 
 
 def model_parallel_strategies(params: int, layers: int, gpus: int, nodes: int, per_instance: int, method: Method,

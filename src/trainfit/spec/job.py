@@ -469,6 +469,14 @@ FIELDS: tuple[JobField, ...] = (
              "MoE 的 all-to-all 与计算重叠：Megatron-Core 的合并 1F1B 调度（--overlap-moe-expert-parallel-comm "
              "--delay-wgrad-compute）；需要 ep > 1、pp > 1 时需虚拟阶段，且不能完全重计算",
              doors=_PINNABLE_SPREAD, relevant=lambda s: s.ep > 1),
+    JobField("precision_aware_optimizer", _S, bool, False, "Megatron-Core's precision-aware optimizer as NVIDIA's "
+             "DeepSeek-V3 recipes set it: gradients accumulated and reduced in bf16, Adam's moments in bf16, fp32 "
+             "master weights (--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "
+             "--exp-avg-sq-dtype bf16); needs a tp / pp / cp / ep layout with the distributed optimizer (--zero 1)",
+             "Megatron-Core 的精度感知优化器（与 NVIDIA 的 DeepSeek-V3 配方相同）：梯度以 bf16 累加与归约、Adam 的两个动量"
+             "为 bf16、主权重为 fp32（--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "
+             "--exp-avg-sq-dtype bf16）；需要 tp / pp / cp / ep 布局并使用分布式优化器（--zero 1）",
+             doors=_PINNABLE_SPREAD, relevant=lambda s: s.is_3d),
     JobField("sequence_parallel", _S, bool, True, "with tensor parallelism: LayerNorm and dropout activations split "
              "across the TP group too (Megatron-LM --sequence-parallel; torchtitan's default with TP)",
              "张量并行时：LayerNorm 与 dropout 的激活也在 TP 组内切分（Megatron-LM --sequence-parallel；torchtitan "

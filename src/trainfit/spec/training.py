@@ -184,6 +184,8 @@ class _Strategy(_Spec):
             raise SpecError(say("ec_mp_ep_overlap"))
         if self.is_3d and (self.offload != Offload.NONE or self.zero_stage > 1):
             raise SpecError(say("ec_mp_sharding"))
+        if self.precision_aware_optimizer and not (self.is_3d and self.fsdp == Fsdp.NONE and self.zero_stage == 1):
+            raise SpecError(say("ec_mp_precision_aware"))
 
     @cached_property
     def gpus(self) -> int:

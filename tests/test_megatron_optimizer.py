@@ -1,0 +1,86 @@
+"""Megatron-Core's precision-aware optimizer (issue 34; --precision-aware-optimizer): bf16 main gradients and Adam
+moments beside fp32 master weights, as NVIDIA's DeepSeek-V3 recipes run it. Priced per parameter by
+layout.optimizer_bytes (from Megatron-LM core_v0.16.1's optimizer code), refused where Megatron cannot run it
+(en / zh), written as Megatron-LM's own flags and parsed by its parser."""
+
+import json
+import os
+
+import pytest
+
+import trainfit
+from trainfit.errors import SpecError, sentence_of
+from trainfit.i18n.errors import localize_error
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+JOB = dict(method="full", seq_len=4096, micro_batch=1, grad_accum=8, zero=1, gpus=8, nodes=2, pp=2, ep=8)
+
+
+def _parts(e):
+    return e.memory.phases[0].components[0]
+
+
+@pytest.mark.parametrize("precision, master", [("bf16", 2.0), ("fp8", 4.0)])
+def test_gradients_and_states_take_the_bytes_megatron_keeps(precision, master):
+    """Gradients 2 bytes instead of 4; states master + 2 + 2 instead of 12, the master 2 bytes (Transformer
+    Engine's remainders of the bf16 weight) in bf16 and 4 under fp8 current scaling (Megatron's own fp32 copy)."""
+    plain = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", precision=precision, **JOB)
+    aware = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", precision=precision, precision_aware_optimizer=True, **JOB)
+    assert _parts(aware)["gradients/main_grads"] == pytest.approx(_parts(plain)["gradients/main_grads"] / 2)
+    assert _parts(aware)["optimizer/states"] == pytest.approx(_parts(plain)["optimizer/states"] * (master + 4) / 12)
+    assert _parts(aware)["weights/params"] == _parts(plain)["weights/params"]
+    assert aware.time.parts["communication/dp"] < plain.time.parts["communication/dp"]  # bf16 reduce-scatter
+
+
+@pytest.mark.parametrize("layout", [dict(gpus=8, zero=1), dict(gpus=8, nodes=2, pp=2, ep=8, zero=0),
+                                    dict(gpus=8, nodes=2, ep=8, fsdp="full_shard")])
+def test_it_needs_megatrons_distributed_optimizer_on_a_model_parallel_layout(layout):
+    with pytest.raises(SpecError, match="--precision-aware-optimizer") as err:
+        trainfit.estimate("qwen3-30b-a3b", "h100-sxm", method="full", seq_len=4096, grad_accum=8,
+                          precision_aware_optimizer=True, **layout)
+    assert "分布式优化器" in localize_error(sentence_of(err.value), "zh")
+
+
+def test_the_deepseek_v3_recipe_fits_the_h100s_it_ran_on():
+    """Megatron-Bridge's DeepSeek-V3 run on 1024 H100 (80 GB): its recipe's recompute modules (mla_up_proj, mlp) and
+    this optimizer put the first stage under the GPU's memory; without the optimizer it would not fit."""
+    from trainfit.catalog.efficiency import Efficiencies
+    from trainfit.validate import load_cases, predict_case
+
+    case = next(c for c in load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
+                if c["id"] == "mbridge-2509-h100-deepseek-v3-g1024-dropless")
+    assert case["parallel"]["precision_aware_optimizer"] is True
+    assert predict_case(case, Efficiencies.default()).fits
+    without = {**case, "parallel": {**case["parallel"], "precision_aware_optimizer": False}}
+    assert not predict_case(without, Efficiencies.default()).fits
+
+
+def test_the_flag_reaches_megatrons_parser_and_the_cli(run_cli):
+    from test_generate_3d import _setup, megatron_argv, megatron_parser
+
+    setup = _setup("qwen3-30b-a3b", 8, 2, "megatron", pp=2, ep=8, ga=4, zero=1, ckpt="none")
+    setup.choice["strategy"]["precision_aware_optimizer"] = True
+    args = megatron_parser().parse_args(megatron_argv(setup) + ["--data-path", "/d", "--save", "/o"])
+    assert args.use_precision_aware_optimizer and args.use_distributed_optimizer
+    assert (args.main_grads_dtype, args.exp_avg_dtype, args.exp_avg_sq_dtype) == ("bf16", "bf16", "bf16")
+    code, out, err = run_cli("estimate", "--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "8", "--nodes",
+                             "2", "--pp", "2", "--ep", "8", "--zero", "1", "--grad-accum", "8",
+                             "--precision-aware-optimizer", "--json")
+    assert code == 0, err
+    assert json.loads(out)["config"]["precision_aware_optimizer"] is True
+
+
+@pytest.mark.parametrize("flags, key", [(["--precision-aware-optimizer"], "precision_aware_optimizer"),
+                                        (["--ep-overlap", "--vpp", "2", "--pp-schedule", "interleaved"],
+                                         "ep_overlap")])
+def test_plan_keeps_the_megatron_switches_it_is_given(run_cli, flags, key):
+    """Found 2026-12-07: plan dropped a pinned --ep-overlap (and would have dropped --precision-aware-optimizer):
+    its layouts came back without it; with it kept, a micro-batch whose estimate the EP overlap's rules refuse
+    (full recomputation) crashed the search (exit 70) where it is now a counted reason."""
+    code, out, err = run_cli("plan", "--model", "qwen3-30b-a3b", "--method", "full", "--dataset-tokens", "2B",
+                             "--gpu", "h100-sxm", "--ep", "8", "--pp", "2", "--zero", "1", "--provider", "aws",
+                             *flags, "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["recommendations"] and all(r["strategy"][key] is True for r in plan["recommendations"])
+    assert all(r["strategy"]["engine"] == "megatron" for r in plan["recommendations"])
