@@ -84,3 +84,36 @@ def test_transformers_log_lines_stay_out_of_the_one_error_line(tmp_path):
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("trainfit: error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "error" in json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("model_type", ["mamba2", "qwen3_next", "falcon_h1"])
+def test_a_depthwise_convolution_is_not_a_fused_expert(model_type, monkeypatch, tmp_path):
+    """A Mamba mixer's or a gated DeltaNet's depthwise nn.Conv1d (weight channels x 1 x kernel) is a 3-D weight
+    like a fused expert set's: until 2026-12-07 it was read as one (a Linear of 1 x kernel, one "expert" per
+    channel), so a dense hybrid's blocks read as MoE. Now a tensor of its own, counted, and no Linear."""
+    import transformers
+
+    cfg = transformers.AutoConfig.for_model(model_type).to_dict()
+    for key in ("num_hidden_layers", "n_layer", "num_layers"):
+        if key in cfg:
+            cfg[key] = 4
+    cfg.pop("layer_types", None)
+    m = _read_fresh(cfg, monkeypatch, tmp_path)
+    convs = [t for g in m.structure.groups for t in g.tensors if "conv" in t.name and t.name.endswith("weight")]
+    assert convs and all(t.role == "other" and t.count == 1 for t in convs)
+    assert not any("conv" in lin.module for lin in layer_linears(m))
+    if not m.num_experts:
+        assert not any(g.moe for g in m.structure.groups)
+
+
+def test_qwen3_5_27b_ships_a_dense_structure():
+    """The shipped Qwen3.5 / Qwen3-Next presets were read again: the dense 27B has no MoE group, and every preset's
+    parameter count is unchanged (tests/test_any_architecture.py compares them with a fresh read)."""
+    from trainfit.catalog import all_models
+
+    spec = all_models()["qwen3.5-27b"].spec()
+    assert not any(g.moe for g in spec.structure.groups)
+    assert not any(lin.count > 1 for lin in layer_linears(spec))
+    nxt = all_models()["qwen3-next-80b-a3b"].spec()
+    assert {lin.module for lin in layer_linears(nxt) if lin.kind == "routed"} == \
+        {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}  # in both block kinds (linear / full attention)

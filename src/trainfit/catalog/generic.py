@@ -434,6 +434,9 @@ def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor,
         block = torch.nn.ModuleDict({"linear": block})
     linear_types = (torch.nn.Linear, *_conv1d())
     linear_of: dict[str, Any] = {n: m for n, m in block.named_modules() if isinstance(m, linear_types)}
+    # convolutions (a Mamba mixer's or a gated DeltaNet's depthwise conv1d, weight channels x 1 x kernel): 3-D
+    # weights that are not fused experts
+    conv_of = {n for n, m in block.named_modules() if isinstance(m, torch.nn.modules.conv._ConvNd)}
     tensors: dict[str, Tensor] = {}
     linears: dict[str, Linear] = {}
     for pname, p in block.named_parameters():
@@ -455,7 +458,7 @@ def _read_block(block, conf, hidden: int, seen: set[int]) -> tuple[tuple[Tensor,
                                             lin.bias is not None, (prev.count + 1) if prev else 1, kind=kind)
             role = "router" if roles == ("router",) else ("expert" if routed else "linear")
             _add(tensors, collapsed, shape, role, mod_collapsed)
-        elif p.dim() == 3:  # fused experts: (E, out, in) or (E, in, out)
+        elif p.dim() == 3 and mod_name not in conv_of:  # fused experts: (E, out, in) or (E, in, out)
             e, a, b = shape
             base = pname.rsplit(".", 1)[-1]
             in_f, out_f = _orient(base, a, b, hidden)
