@@ -370,3 +370,21 @@ def test_a_state_space_model_is_refused_in_one_line(run_cli, tmp_path, model_typ
     (hybrid / "config.json").write_text(json.dumps({"model_type": "falcon_h1"}))
     assert run_cli("serving", "--model", str(hybrid), "--gpu", "a10", "--json")[0] == 0
     assert run_cli("serving", "--model", "qwen3-next-80b-a3b", "--gpu", "h200", "--gpus", "2", "--json")[0] == 0
+
+
+def test_bf16_weights_are_two_bytes_of_every_parameter():
+    """At TP 1 in bf16 the weights a GPU holds are the model's parameters at 2 bytes each, for every decoder preset:
+    before 2026-12-07 a block's conv1d / A_log / dt_bias (Mamba mixers, gated DeltaNet) were left out once the
+    reader stopped taking conv1d for an expert set, and a router that is an nn.Linear (Llama 4) was counted twice."""
+    from trainfit.catalog import all_models
+    from trainfit.estimate.params import count_params
+    from trainfit.serving.memory import weights_per_gpu
+
+    checked = 0
+    for name, preset in sorted(all_models().items()):
+        m = preset.spec()
+        if m.is_encoder:
+            continue
+        assert weights_per_gpu(m, "bf16", 1).total == pytest.approx(2 * count_params(m), rel=1e-9), name
+        checked += 1
+    assert checked >= 70

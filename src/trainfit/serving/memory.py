@@ -54,7 +54,7 @@ def _linear_bytes(fmt: str, rows: int, cols: int) -> tuple[float, float]:
 class Weights:
     linears: float  # quantised (or 16-bit) Linear weights of the blocks
     scales: float  # their scales, zeros, group indices
-    unquantised: float  # embeddings, LM head, norms, biases, routers: 16-bit in every format
+    unquantised: float  # embeddings, LM head, norms, biases, routers, other block tensors: 16-bit in every format
 
     @property
     def total(self) -> float:
@@ -72,7 +72,12 @@ def weights_per_gpu(m: ModelSpec, fmt: str, tp: int) -> Weights:
         w, sc = _linear_bytes(fmt, rows, layer_lin.in_features)
         lin += w * layer_lin.count * layer_lin.share  # share: the blocks that hold it (a hybrid's groups)
         scales += sc * layer_lin.count * layer_lin.share
-    rest_layer = sum(t.numel for t in layer_tensors(m) if t.role in ("norm", "bias", "router"))
+    # the rest of a block in 16 bit: norms, biases, routers and what is no Linear (a Mamba mixer's or a gated
+    # DeltaNet's conv1d, A_log, dt_bias, D), split over TP like the channels they belong to
+    # (a router that is an nn.Linear is one of the Linears above: not counted twice)
+    linear_modules = {x.module for x in layer_linears(m)}
+    rest_layer = sum(t.numel for t in layer_tensors(m) if t.role in ("norm", "bias", "router", "other")
+                     and not (t.role == "router" and t.module in linear_modules))
     norms = sum(t.numel for t in layer_tensors(m) if t.role == "norm") * m.layers
     glob = sum(t.numel for t in global_tensors(m))
     glob_norms = sum(t.numel for t in global_tensors(m) if t.role == "norm")
