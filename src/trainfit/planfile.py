@@ -78,7 +78,8 @@ def read_plan(path: str) -> dict:
 # Job fields added after plan.json version 1 was first written, each with a default that means what a plan.json
 # without it meant: the data layout train.py then took for the task (None), and data parallelism alone.
 ADDED_FIELDS = ("data_layout", "tp", "pp", "vpp", "pp_schedule", "cp", "ep", "etp", "sequence_parallel",
-                "moe_dispatcher", "ep_overlap", "precision_aware_optimizer")
+                "moe_dispatcher", "ep_overlap", "precision_aware_optimizer",
+                "pp_split_embedding", "pp_split_loss")
 
 
 def _check_values(choice: dict, path: str) -> None:

@@ -429,8 +429,9 @@ def _strategy(case: dict) -> Strategy:
         layout["etp"] = int(par["etp"])
     if isinstance(par.get("ep_overlap"), bool):
         layout["ep_overlap"] = par["ep_overlap"]
-    if isinstance(par.get("precision_aware_optimizer"), bool):
-        layout["precision_aware_optimizer"] = par["precision_aware_optimizer"]
+    for key in ("precision_aware_optimizer", "pp_split_embedding", "pp_split_loss"):
+        if isinstance(par.get(key), bool):
+            layout[key] = par[key]
     if par.get("moe_dispatcher") in ("alltoall", "deepep", "hybridep"):
         layout["moe_dispatcher"] = par["moe_dispatcher"]
     return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,

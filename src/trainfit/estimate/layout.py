@@ -35,7 +35,8 @@ def layout_of(s: Strategy) -> p3.Layout:
     return p3.Layout(tp=s.tp, pp=s.pp, vpp=s.vpp, cp=s.cp, ep=s.ep, etp=etp, dp=s.dp,
                      sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
                      distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE,
-                     ep_overlap=bool(s.ep_overlap), dispatcher=s.moe_dispatcher)
+                     ep_overlap=bool(s.ep_overlap), dispatcher=s.moe_dispatcher,
+                     split_embedding=bool(s.pp_split_embedding), split_loss=bool(s.pp_split_loss))
 
 
 def recompute_of(t: TrainingSpec) -> str:
@@ -75,7 +76,7 @@ def stage_training(t: TrainingSpec) -> TrainingSpec:
     return t1.with_(grad_ckpt=GradCkpt.NONE, selective_ac="attention")
 
 
-def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
+def stage_model(m: ModelSpec, s: Strategy, layers: int | None = None) -> ModelSpec:
     """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
     read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
     dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own.
@@ -88,9 +89,11 @@ def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
     if m.is_moe and s.ep > 1:
         etp = layout_of(s).expert_tp
         shards = s.ep * etp / s.tp
-    if s.pp == 1 and shards == 1.0:
+    if s.pp == 1 and shards == 1.0 and layers is None:
         return m
-    return _stage_of(m, math.ceil(m.layers / s.pp), shards)
+    if layers is None:  # a middle stage's blocks (parallel3d.stage_layers: with the embedding or the loss counted
+        layers = p3.stage_layers(p3.arch_of(m), layout_of(s)) if s.pp > 1 else m.layers  # in the split, more)
+    return _stage_of(m, layers, shards)
 
 
 @lru_cache(maxsize=4096)

@@ -93,19 +93,15 @@ class Arch:
 @lru_cache(maxsize=1024)
 def arch_of(m) -> Arch:
     """An Arch from a trainfit ModelSpec (duck-typed: no import of the spec package; memoised: a search asks often)."""
+    from .params import mla_latent_width  # the model's own Linears (a read structure's q_b / kv_a roles)
+
     return Arch(hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads, intermediate=m.intermediate,
                 vocab=m.vocab, head_dim=m.head_dim, gated_mlp=m.gated_mlp, tie_embeddings=m.tie_embeddings,
                 num_experts=m.num_experts, experts_per_tok=m.experts_per_tok,
                 expert_groups=getattr(m, "expert_groups", 0), group_topk=getattr(m, "group_topk", 0),
                 position_table=m.max_positions if m.position == "learned" else 0,
                 biases=bool(m.qkv_bias or m.mlp_bias), layernorm=m.norm == "layernorm",
-                dropout=bool(m.hidden_dropout or m.attention_dropout), mla_latent=_mla_latent(m))
-
-
-def _mla_latent(m) -> int:
-    from .params import mla_latent_width  # the model's own Linears (a read structure's q_b / kv_a roles)
-
-    return mla_latent_width(m)
+                dropout=bool(m.hidden_dropout or m.attention_dropout), mla_latent=mla_latent_width(m))
 
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
@@ -130,6 +126,10 @@ class Layout:
     fsdp: bool = False
     ep_overlap: bool = False  # Megatron-Core's --overlap-moe-expert-parallel-comm (+ --delay-wgrad-compute)
     dispatcher: str = "alltoall"  # the MoE token dispatcher: NCCL all-to-all, or the flex one over DeepEP / HybridEP
+    # Megatron-Core's account_for_embedding / loss_in_pipeline_split: the embedding (the loss) counts as one layer
+    # in the pipeline split, so the first (last) stage holds one decoder layer less (`stage_layers`)
+    split_embedding: bool = False
+    split_loss: bool = False
 
     def __post_init__(self):
         for name in ("tp", "pp", "vpp", "cp", "ep", "dp"):
@@ -179,6 +179,7 @@ class Reason(str, Enum):
     EP_OVERLAP_NEEDS_VPP = "ep_overlap_needs_vpp"
     EP_OVERLAP_FULL_RECOMPUTE = "ep_overlap_full_recompute"
     EP_OVERLAP_MEGATRON = "ep_overlap_megatron"
+    SPLIT_ACCOUNTED = "split_accounted"
 
     def text(self, lang: str = "en") -> str:
         return self.msg().render(lang)
@@ -230,6 +231,10 @@ def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int
         out.append(Reason.VPP_SCHEDULE)
     if t.ep > 1 and t.tp > 1 and not t.sequence_parallel:
         out.append(Reason.MOE_TP_NEEDS_SP)
+    if t.split_embedding or t.split_loss:
+        total = arch.layers + t.split_embedding + t.split_loss
+        if t.fsdp or t.pp == 1 or total % t.pp or (total // t.pp) % t.vpp:
+            out.append(Reason.SPLIT_ACCOUNTED)
     if t.ep_overlap:
         if t.ep == 1:
             out.append(Reason.EP_OVERLAP_NEEDS_EP)
@@ -282,9 +287,16 @@ def layer_params(arch: Arch) -> dict[str, float]:
     return {"attention": attention, "dense_mlp": mlp, "experts": 0.0, "replicated": norms}
 
 
-def stage_layers(arch: Arch, layout: Layout) -> int:
-    """Blocks on the busiest stage: ceil(L / pp) (an uneven split puts the remainder on some stages)."""
-    return math.ceil(arch.layers / layout.pp)
+def stage_layers(arch: Arch, layout: Layout, stage: str = "middle") -> int:
+    """Blocks on a stage: ceil(L / pp) (an uneven split puts the remainder on some stages). With the embedding or
+    the loss counted as a layer in the split (Megatron-Core's account_for_*_in_pipeline_split, TransformerConfig
+    core_v0.16.1 L1436-1475: (L + 1 + 1) must divide by pp, and each rank's share by vpp), a middle stage holds
+    n = (L + e + l) / pp blocks, the first n - e and the last n - l."""
+    t = layout
+    if not (t.split_embedding or t.split_loss) or t.pp == 1:
+        return math.ceil(arch.layers / t.pp)
+    n = math.ceil((arch.layers + t.split_embedding + t.split_loss) / t.pp)
+    return n - (t.split_embedding if stage == "first" else t.split_loss if stage == "last" else 0)
 
 
 def stage_params(arch: Arch, layout: Layout, stage: str = "first", vocab_multiple: int = 128) -> StageParams:
@@ -295,7 +307,7 @@ def stage_params(arch: Arch, layout: Layout, stage: str = "first", vocab_multipl
     if stage not in ("first", "last"):
         raise ValueError("stage must be 'first' or 'last'")
     lp = layer_params(arch)
-    n = stage_layers(arch, layout)
+    n = stage_layers(arch, layout, stage)
     vocab = padded_vocab(arch.vocab, layout.tp, vocab_multiple) * arch.hidden / layout.tp
     tp_sharded = n * (lp["attention"] + lp["dense_mlp"]) / layout.tp
     replicated = n * lp["replicated"]
@@ -412,8 +424,12 @@ def in_flight_layers(arch: Arch, layout: Layout, micro_batches: int, stage: str 
     if t.pp == 1:
         return float(arch.layers)
     if stage == "last":
-        return float(n)
-    if t.schedule == "interleaved":
+        return float(stage_layers(arch, t, "last"))
+    if t.split_embedding or t.split_loss:  # the first stage's own blocks, one fewer with the embedding counted
+        n = stage_layers(arch, t, "first")
+        if t.schedule == "interleaved":
+            return n * t.pp * (1.0 + (t.pp - 1) / (t.pp * t.vpp))
+    elif t.schedule == "interleaved":
         return arch.layers * (1.0 + (t.pp - 1) / (t.pp * t.vpp))
     return n * min(t.pp, max(1, micro_batches))
 

@@ -102,6 +102,10 @@ def _parallel_args(st: dict) -> list[str]:
         args.append("--use-distributed-optimizer")
     if st.get("ep_overlap") and ep > 1:  # the combined 1F1B schedule; delayed weight gradients give it more to hide
         args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+    if st.get("pp_split_embedding"):  # the embedding counted as a layer in the pipeline split
+        args.append("--account-for-embedding-in-pipeline-split")
+    if st.get("pp_split_loss"):
+        args.append("--account-for-loss-in-pipeline-split")
     if st.get("precision_aware_optimizer"):  # bf16 main gradients and Adam moments, fp32 master weights
         args += ["--use-precision-aware-optimizer", "--main-grads-dtype", "bf16", "--exp-avg-dtype", "bf16",
                  "--exp-avg-sq-dtype", "bf16"]
@@ -113,7 +117,9 @@ def _vpp_args(setup: Setup) -> list[str]:
     pp, vpp = int(st.get("pp") or 1), int(st.get("vpp") or 1)
     if vpp == 1:
         return []
-    return ["--num-layers-per-virtual-pipeline-stage", str(int(_cfg(setup)["num_hidden_layers"]) // (pp * vpp))]
+    # the embedding and the loss count as layers here when the split accounts for them (Megatron-LM arguments.py)
+    layers = int(_cfg(setup)["num_hidden_layers"]) + bool(st.get("pp_split_embedding")) + bool(st.get("pp_split_loss"))
+    return ["--num-layers-per-virtual-pipeline-stage", str(layers // (pp * vpp))]
 
 
 def _recompute_args(grad_ckpt: str, policy: str | None = None) -> list[str]:
@@ -255,6 +261,7 @@ def _check_sizes(setup: Setup, cfg: dict, st: dict[str, Any]) -> None:
     experts = num_experts(cfg)
     if ep > 1 and (not experts or experts % ep):
         raise GenerateError("gen_e_3d_split", what=f"{experts} experts", by=f"ep {ep}")
-    group = ep * tp * int(st.get("pp") or 1)  # expert tensor parallelism is tp by default
+    etp = int(st.get("etp") or tp)  # expert tensor parallelism is tp by default
+    group = ep * etp * int(st.get("pp") or 1)  # Megatron-Core: world size divisible by etp x ep x pp
     if setup.world_size % group:
-        raise GenerateError("gen_e_3d_split", what=f"{setup.world_size} GPUs", by=f"ep {ep} x tp {tp} x pp")
+        raise GenerateError("gen_e_3d_split", what=f"{setup.world_size} GPUs", by=f"ep {ep} x etp {etp} x pp")

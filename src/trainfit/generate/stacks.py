@@ -64,6 +64,7 @@ def check_3d(setup: Setup) -> None:
     if pp > 1 and st.get("pp_schedule") == "zb":
         raise GenerateError("gen_e_3d_zb", engine=name)
     layers = int(setup.model["hf_config"].get("num_hidden_layers") or 0)
+    layers += bool(st.get("pp_split_embedding")) + bool(st.get("pp_split_loss"))  # counted in Megatron's split
     if layers % (pp * vpp):
         raise GenerateError("gen_e_3d_split", what=f"{layers} layers", by=f"pp {pp} x vpp {vpp}")
     THREE_D[engine].check(setup)

@@ -183,6 +183,12 @@ MESSAGES: dict[str, dict[str, str]] = {
         "en": "overlapping the expert all-to-all does not run with full recomputation (Megatron-Core asserts it): "
               "use selective or no checkpointing",
         "zh": '专家 all-to-all 与计算重叠不能与完全重计算同用（Megatron-Core 的断言）：请用选择性检查点或不用检查点'},
+    "ec_layout_split_accounted": {
+        "en": "counting the embedding or the loss as a layer in the pipeline split (Megatron-Core's "
+              "account_for_*_in_pipeline_split) needs Megatron's pipeline (pp above 1, no FSDP) and the layers plus "
+              "those counted to divide by the pipeline stages, and each stage's share by the virtual stages",
+        "zh": "把嵌入层或损失计作流水线切分中的一层（Megatron-Core 的 account_for_*_in_pipeline_split）需要 Megatron 的"
+              "流水线（pp 大于 1，不用 FSDP），且层数加上计入的层能被流水线阶段数整除，每个阶段的层数能被虚拟阶段数整除"},
     "ec_layout_ep_overlap_megatron": {
         "en": "overlapping the expert all-to-all is Megatron-Core's option; torchtitan's FSDP layouts do not have it",
         "zh": '专家 all-to-all 与计算重叠是 Megatron-Core 的选项，torchtitan 的 FSDP 布局没有'},

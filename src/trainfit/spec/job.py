@@ -469,6 +469,16 @@ FIELDS: tuple[JobField, ...] = (
              "MoE 的 all-to-all 与计算重叠：Megatron-Core 的合并 1F1B 调度（--overlap-moe-expert-parallel-comm "
              "--delay-wgrad-compute）；需要 ep > 1、pp > 1 时需虚拟阶段，且不能完全重计算",
              doors=_PINNABLE_SPREAD, relevant=lambda s: s.ep > 1),
+    JobField("pp_split_embedding", _S, bool, False, "count the embedding as one layer in the pipeline split: the "
+             "first stage holds one decoder layer less (Megatron-Core --account-for-embedding-in-pipeline-split, as "
+             "NVIDIA's Llama 3.1 405B and Qwen3-235B recipes set it)",
+             "在流水线切分中把嵌入层计为一层：第一个阶段少放一个解码层（Megatron-Core "
+             "--account-for-embedding-in-pipeline-split，NVIDIA 的 Llama 3.1 405B 与 Qwen3-235B 配方如此设置）",
+             doors=_PINNABLE_SPREAD, relevant=lambda s: s.pp > 1),
+    JobField("pp_split_loss", _S, bool, False, "count the loss (LM head) as one layer in the pipeline split: the last "
+             "stage holds one decoder layer less (Megatron-Core --account-for-loss-in-pipeline-split)",
+             "在流水线切分中把损失（LM head）计为一层：最后一个阶段少放一个解码层（Megatron-Core "
+             "--account-for-loss-in-pipeline-split）", doors=_PINNABLE_SPREAD, relevant=lambda s: s.pp > 1),
     JobField("precision_aware_optimizer", _S, bool, False, "Megatron-Core's precision-aware optimizer as NVIDIA's "
              "DeepSeek-V3 recipes set it: gradients accumulated and reduced in bf16, Adam's moments in bf16, fp32 "
              "master weights (--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "
