@@ -84,3 +84,34 @@ def test_plan_keeps_the_megatron_switches_it_is_given(run_cli, flags, key):
     plan = json.loads(out)
     assert plan["recommendations"] and all(r["strategy"][key] is True for r in plan["recommendations"])
     assert all(r["strategy"]["engine"] == "megatron" for r in plan["recommendations"])
+
+
+def test_a_bf16_gradient_buffer_halves_the_gradients_and_their_sync():
+    """--grad-reduce-bf16 (Megatron-Core's grad_reduce_in_fp32 off, as Megatron-Bridge's performance configs run):
+    the gradient buffer in the parameters' 2 bytes (distributed_data_parallel.py L147), the states untouched, the
+    data-parallel reduce on half the bytes; written as Megatron-LM's --grad-reduce-in-bf16."""
+    from test_generate_3d import _setup, megatron_argv, megatron_parser
+
+    plain = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", **JOB)
+    bf16 = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", grad_reduce_bf16=True, **JOB)
+    assert _parts(bf16)["gradients/main_grads"] == pytest.approx(_parts(plain)["gradients/main_grads"] / 2)
+    assert _parts(bf16)["optimizer/states"] == _parts(plain)["optimizer/states"]
+    assert bf16.time.parts["communication/dp"] < plain.time.parts["communication/dp"]
+    with pytest.raises(SpecError, match="--grad-reduce-bf16"):
+        trainfit.estimate("qwen3-30b-a3b", "h100-sxm", method="full", gpus=8, zero=1, grad_reduce_bf16=True)
+    setup = _setup("qwen3-30b-a3b", 8, 2, "megatron", pp=2, ep=8, ga=4, zero=1, ckpt="none")
+    setup.choice["strategy"]["grad_reduce_bf16"] = True
+    args = megatron_parser().parse_args(megatron_argv(setup) + ["--data-path", "/d"])
+    assert args.grad_reduce_in_bf16
+
+
+def test_megatron_bridge_model_parallel_runs_reduce_in_bf16_from_their_source():
+    """source_setups.yaml megatron_bridge_grad_reduce_bf16 applies to the source's model-parallel runs (not its FSDP
+    one, not where a case states the field)."""
+    from trainfit.validate import load_cases, source_setups
+
+    cases = {c["id"]: c for c in load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])}
+    names = lambda cid: [e["name"] for e in source_setups(cases[cid])]  # noqa: E731
+    assert "megatron_bridge_grad_reduce_bf16" in names("mbridge-2511-h100-llama31-405b-g1024-gbs512")
+    assert "megatron_bridge_grad_reduce_bf16" not in names("mbridge-2511-h100-llama3-8b-g8-fsdp")
+    assert "megatron_bridge_grad_reduce_bf16" not in names("mbridge-2509-h100-deepseek-v3-g1024-dropless")

@@ -227,7 +227,7 @@ def power_limited(case: dict, est: Estimate) -> str | None:
 # What a source_setups.yaml entry may set: the case's "parallel" fields `_strategy` reads, and the training settings
 # `_training` takes from it (the schema has no field for them)
 SOURCE_SETUP_KEYS = {"parallel": {"zero_stage", "fsdp", "offload", "sequence_parallel", "etp", "pp_microbatches",
-                                   "ds_reduce_bucket"},
+                                   "ds_reduce_bucket", "grad_reduce_bf16"},
                      "training": {"lora_dropout"}}
 
 
@@ -263,6 +263,8 @@ def source_setups(case: dict) -> list[dict]:
             continue
         if "model_type" in when and ((case.get("model") or {}).get("hf_config") or {}).get("model_type") \
                 not in when["model_type"]:
+            continue
+        if "model_parallel" in when and is_model_parallel_case(case) != bool(when["model_parallel"]):
             continue
         sets = [(section, key) for section in ("training", "parallel") for key in entry.get(section) or {}]
         if any((case.get(section) or {}).get(key) is None for section, key in sets):  # else it changes nothing
@@ -429,7 +431,7 @@ def _strategy(case: dict) -> Strategy:
         layout["etp"] = int(par["etp"])
     if isinstance(par.get("ep_overlap"), bool):
         layout["ep_overlap"] = par["ep_overlap"]
-    for key in ("precision_aware_optimizer", "pp_split_embedding", "pp_split_loss"):
+    for key in ("precision_aware_optimizer", "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16"):
         if isinstance(par.get(key), bool):
             layout[key] = par[key]
     if par.get("moe_dispatcher") in ("alltoall", "deepep", "hybridep"):

@@ -52,7 +52,9 @@ def optimizer_bytes(t: TrainingSpec, s: Strategy) -> dict[str, float]:
     only the 16 bits the bf16 weight does not already hold (store_param_remainders, on by default from TE 2.1:
     2 bytes). Megatron-LM core_v0.16.1 optimizer_config.py L187-199 and L355-385, optimizer/__init__.py L372-387."""
     if not s.precision_aware_optimizer:
-        return {}
+        # Megatron-Core's DDP keeps its gradient buffer in the parameters' dtype without grad_reduce_in_fp32
+        # (distributed_data_parallel.py core_v0.16.1 L147: grad_dtype = float if grad_reduce_in_fp32 else param.dtype)
+        return {"grad_bytes": 2.0} if s.grad_reduce_bf16 else {}
     master = 4.0 if t.precision.value == "fp8" else 2.0
     return {"grad_bytes": 2.0, "state_bytes": master + 2.0 + 2.0}
 

@@ -106,6 +106,8 @@ def _parallel_args(st: dict) -> list[str]:
         args.append("--account-for-embedding-in-pipeline-split")
     if st.get("pp_split_loss"):
         args.append("--account-for-loss-in-pipeline-split")
+    if st.get("grad_reduce_bf16") and not st.get("precision_aware_optimizer"):  # a bf16 gradient buffer
+        args.append("--grad-reduce-in-bf16")
     if st.get("precision_aware_optimizer"):  # bf16 main gradients and Adam moments, fp32 master weights
         args += ["--use-precision-aware-optimizer", "--main-grads-dtype", "bf16", "--exp-avg-dtype", "bf16",
                  "--exp-avg-sq-dtype", "bf16"]

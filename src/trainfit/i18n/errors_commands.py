@@ -106,6 +106,10 @@ MESSAGES: dict[str, dict[str, str]] = {
                                     "precision: it needs tp, pp, cp or ep above 1 with --zero 1 (not --fsdp)",
                               "zh": "--precision-aware-optimizer 是 Megatron-Core 低精度的分布式优化器：需要大于 1 的 "
                                     "tp、pp、cp 或 ep，并使用 --zero 1（不能用 --fsdp）"},
+    "ec_mp_grad_reduce_bf16": {"en": "--grad-reduce-bf16 is Megatron-Core's gradient buffer in bf16: it needs tp, pp, cp "
+                                     "or ep above 1 without --fsdp",
+                               "zh": "--grad-reduce-bf16 是 Megatron-Core 的 bf16 梯度缓冲区：需要大于 1 的 tp、pp、cp 或 ep，"
+                                     "且不用 --fsdp"},
     "ec_mp_sharding": {"en": "with tp / pp / cp / ep the optimizer states are sharded by the distributed optimizer "
                              "(--zero 1) or FSDP (--fsdp full_shard); ZeRO-2/3 and offload are not modelled there",
                        "zh": "使用 tp / pp / cp / ep 时，优化器状态由分布式优化器（--zero 1）或 FSDP（--fsdp full_shard）"

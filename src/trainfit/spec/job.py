@@ -479,6 +479,12 @@ FIELDS: tuple[JobField, ...] = (
              "stage holds one decoder layer less (Megatron-Core --account-for-loss-in-pipeline-split)",
              "在流水线切分中把损失（LM head）计为一层：最后一个阶段少放一个解码层（Megatron-Core "
              "--account-for-loss-in-pipeline-split）", doors=_PINNABLE_SPREAD, relevant=lambda s: s.pp > 1),
+    JobField("grad_reduce_bf16", _S, bool, False, "Megatron-Core accumulates and reduces the gradients in bf16 (its "
+             "DDP's grad_reduce_in_fp32 off: Megatron-LM --grad-reduce-in-bf16, Megatron-Bridge's performance "
+             "recipes): a 2-byte gradient buffer instead of fp32's 4; needs a tp / pp / cp / ep layout without FSDP",
+             "Megatron-Core 以 bf16 累加并归约梯度（其 DDP 的 grad_reduce_in_fp32 关闭：Megatron-LM "
+             "--grad-reduce-in-bf16，Megatron-Bridge 的性能配方）：梯度缓冲区每参数 2 字节而非 fp32 的 4 字节；需要 "
+             "tp / pp / cp / ep 布局且不用 FSDP", doors=_PINNABLE_SPREAD, relevant=lambda s: s.is_3d),
     JobField("precision_aware_optimizer", _S, bool, False, "Megatron-Core's precision-aware optimizer as NVIDIA's "
              "DeepSeek-V3 recipes set it: gradients accumulated and reduced in bf16, Adam's moments in bf16, fp32 "
              "master weights (--use-precision-aware-optimizer --main-grads-dtype bf16 --exp-avg-dtype bf16 "

@@ -186,6 +186,8 @@ class _Strategy(_Spec):
             raise SpecError(say("ec_mp_sharding"))
         if self.precision_aware_optimizer and not (self.is_3d and self.fsdp == Fsdp.NONE and self.zero_stage == 1):
             raise SpecError(say("ec_mp_precision_aware"))
+        if self.grad_reduce_bf16 and not (self.is_3d and self.fsdp == Fsdp.NONE):
+            raise SpecError(say("ec_mp_grad_reduce_bf16"))
 
     @cached_property
     def gpus(self) -> int:
