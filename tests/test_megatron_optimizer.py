@@ -115,3 +115,16 @@ def test_megatron_bridge_model_parallel_runs_reduce_in_bf16_from_their_source():
     assert "megatron_bridge_grad_reduce_bf16" in names("mbridge-2511-h100-llama31-405b-g1024-gbs512")
     assert "megatron_bridge_grad_reduce_bf16" not in names("mbridge-2511-h100-llama3-8b-g8-fsdp")
     assert "megatron_bridge_grad_reduce_bf16" not in names("mbridge-2509-h100-deepseek-v3-g1024-dropless")
+
+
+def test_every_megatron_bridge_model_parallel_run_is_predicted_to_fit():
+    """Each ran on 80 GB H100s: with its recipe's recompute modules, precision-aware optimizer, pipeline split and
+    bf16 gradient buffer, none is predicted out of memory (validate's `ran`); six NeMo 24.07 runs still are."""
+    from trainfit.catalog.efficiency import Efficiencies
+    from trainfit.validate import is_model_parallel_case, load_cases, validate
+
+    cases = load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
+    ran = validate(cases, Efficiencies.default()).to_dict()["ran"]
+    mbridge = {c["id"] for c in cases if c["id"].startswith("mbridge-") and is_model_parallel_case(c)}
+    assert len(mbridge) == 12 and not mbridge & set(ran["predicted_oom"])
+    assert ran["fit"] >= 26 and len([i for i in ran["predicted_oom"] if i.startswith("nemo-2407")]) <= 6

@@ -663,6 +663,8 @@ def compare(case: dict, est: Estimate, keep_inconsistent: bool = False) -> Row:
                 row.error[metric] = error
     if meas.get("oom"):
         row.error["oom_correct"] = 0.0 if not est.fits else 1.0
+    elif meas.get("tokens_per_s_per_gpu") or meas.get("step_time_s"):  # it trained: it fitted
+        row.error["ran_fits"] = 0.0 if est.fits else 1.0
     return row
 
 
@@ -716,12 +718,16 @@ class Report:
         measured = [r for r in self.rows if r.truth != TRACE_SOURCE]
         traced = [r for r in self.rows if r.truth == TRACE_SOURCE]
         oom_rows = [r for r in measured if "oom_correct" in r.error]
+        ran_rows = [r for r in measured if "ran_fits" in r.error]
         return {"cases": self.cases, "predicted": len(self.rows), "skipped": dict(self.skipped.most_common()),
                 "throughput": _metric(measured, "throughput"), "memory": _metric(measured, "memory"),
                 "mfu": _metric(measured, "mfu"),
                 "trace": {"predicted": len(traced), "memory": _metric(traced, "memory")} if traced else None,
                 "memory_by_source_kind": by_source_kind(self.rows),
                 "oom": {"n": len(oom_rows), "correct": sum(1 for r in oom_rows if r.error["oom_correct"] == 0.0)},
+                # runs that trained (a measured speed): predicted to fit, or out of memory though they ran
+                "ran": {"n": len(ran_rows), "fit": sum(1 for r in ran_rows if r.error["ran_fits"] == 0.0),
+                        "predicted_oom": [r.id for r in ran_rows if r.error["ran_fits"] == 1.0]},
                 "excluded": [{"id": r.id, "metric": k, "error": round(e, 4), "reason": why}
                              for r in self.rows for k, (e, why) in r.excluded.items()],
                 "notes": [say("va_note_null_kind", kind=NULL_MEMORY_KIND),

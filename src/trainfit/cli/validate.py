@@ -199,6 +199,11 @@ def render(doc: dict, rows: bool = False, lang: str = "en") -> None:
     oom = doc["oom"]
     if oom["n"]:
         c.print(_w("v_oom", lang, ok=oom["correct"], n=oom["n"]))
+    ran = doc.get("ran") or {}
+    if ran.get("n"):
+        c.print(_w("v_ran", lang, ok=ran["fit"], n=ran["n"]))
+        for case_id in ran["predicted_oom"]:
+            c.print(_w("v_ran_oom", lang, id=case_id))
     for ex in doc["excluded"]:
         c.print(_w("v_excluded", lang, metric=ex["metric"], err=_pct(ex["error"]), id=ex["id"],
                    reason=localize(ex["reason"], lang)))

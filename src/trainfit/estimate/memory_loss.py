@@ -83,6 +83,23 @@ def logits_dtype_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[s
     return forward, start, {"logits/grad": a * v * tokens}
 
 
+def fused_xentropy_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str, float], dict[str, float],
+                                                                              dict[str, float]]:
+    """flash-attn's fused cross-entropy on the 16-bit logits (TrainingSpec.loss_impl "fused_xentropy"), in bytes:
+    (the forward's end, the backward's start, the head's backward). llm-foundry's ComposerMPTCausalLM takes it by
+    default (llmfoundry/models/mpt/modeling_mpt.py at 33aeb79 L706-713 and 5e85bd6 L981-987:
+    `om_model_config.get('loss_fn', 'fused_crossentropy')` -> flash_attn.losses.cross_entropy.CrossEntropyLoss(
+    ignore_index=-100)) on the logits of all the tokens (its targets are the rolled labels: no shifted copy). The
+    kernel reads the 16-bit logits and writes one loss and one fp32 log-sum-exp per token, saving the logits and the
+    log-sum-exp for backward; without inplace_backward (the default) its backward writes the logits' gradient into a
+    new tensor of their size and dtype. No fp32 copy of the logits is made, where transformers' upcast loss keeps 12
+    bytes per vocabulary entry and token."""
+    a, v, tokens = float(r.act), float(m.vocab), t.tokens_per_micro_batch
+    forward = {"logits/logits": a * v * tokens, "logits/lse": 4.0 * tokens}
+    start = {"logits/logits": a * v * tokens, "logits/lse": 4.0 * tokens, "logits/grad": a * v * tokens}
+    return forward, start, {"logits/grad": a * v * tokens}
+
+
 def final_softcap_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     """Final-logit soft-capping (Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap in Gemma2ForCausalLM.
     forward): tanh saves its output, one more vocabulary-sized tensor per token in the logits' dtype, alive from the

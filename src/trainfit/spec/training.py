@@ -65,7 +65,7 @@ class _Spec:
         return replace(self, **changes)
 
 
-LOSS_IMPLS = ("hf", "torchtune_chunked", "torchtune_fp32", "logits_dtype")
+LOSS_IMPLS = ("hf", "torchtune_chunked", "torchtune_fp32", "logits_dtype", "fused_xentropy")
 
 
 class _TrainingSpec(_Spec):
@@ -77,7 +77,8 @@ class _TrainingSpec(_Spec):
               # whole-logits upcast), torchtune_chunked (CEWithChunkedOutputLoss, the recipes' default) or
               # torchtune_fp32 (torch.nn.CrossEntropyLoss); estimate/memory_loss.py torchtune_logits_items; or
               # logits_dtype (a model code's own loss on its logits' dtype with no autocast around it: Qwen v1's
-              # remote code under DeepSpeed; memory_loss.logits_dtype_items)
+              # remote code under DeepSpeed; memory_loss.logits_dtype_items) or fused_xentropy (flash-attn's fused
+              # cross-entropy on the 16-bit logits: llm-foundry's MPT; memory_loss.fused_xentropy_items)
               "loss_impl": field(default="hf")}
 
     def _rules(self) -> None:
