@@ -71,7 +71,7 @@ def test_shipped_trace_cases_are_schema_cases_of_the_trace_source(trace_cases):
     assert 40 <= len(trace_cases) <= 60
     schema_training = {"method", "lora_rank", "lora_targets", "modules_to_save", "precision", "param_dtype", "task",
                        "optimizer", "optimizer_impl", "seq_len", "micro_batch", "grad_accum", "global_batch",
-                       "grad_ckpt", "attention", "fixed_length", "avg_len", "max_len", "framework"}
+                       "grad_ckpt", "selective_ac", "attention", "fixed_length", "avg_len", "max_len", "framework"}
     for c in trace_cases:
         assert source_group(c) == TRACE_SOURCE
         assert set(c["training"]) <= schema_training, set(c["training"]) - schema_training
