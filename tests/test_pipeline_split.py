@@ -48,6 +48,8 @@ def test_a_split_that_does_not_divide_is_refused_with_the_reason():
     assert "流水线" in localize_error(sentence_of(err.value), "zh")
     with pytest.raises(SpecError):  # no pipeline: nothing to split
         trainfit.estimate("llama-3-70b", "h100-sxm", method="full", gpus=8, tp=8, zero=1, pp_split_embedding=True)
+    with pytest.raises(SpecError, match="account_for"):  # data parallelism alone: refused, not ignored
+        trainfit.estimate("llama-3-8b", "h100-sxm", method="full", gpus=8, zero=1, pp_split_loss=True)
 
 
 def test_megatron_is_told_and_plan_keeps_it(run_cli):

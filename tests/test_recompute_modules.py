@@ -98,3 +98,30 @@ def test_recompute_modules_reach_megatrons_parser():
     assert args.recompute_granularity == "selective" and args.recompute_modules == ["layernorm", "moe_act"]
     assert args.moe_grouped_gemm  # Megatron-Core takes moe_act only with grouped GEMM
     assert set(args.recompute_modules) == recompute_modules("layernorm,moe_act")
+
+
+def test_a_module_of_two_block_kinds_is_recomputed_once():
+    """gpt-oss-120B's sliding-window and full-attention blocks hold the same expert Linears: block_times sums each
+    module over its kinds, so recomputing the MoE layer costs those keys once per block (counted twice before the
+    review of 2026-12-07)."""
+    from trainfit.catalog.efficiency import Efficiencies
+    from trainfit.estimate.layout import stage_model, stage_training
+    from trainfit.estimate.model_parallel import module_recompute_s
+    from trainfit.estimate.perf import block_times
+    from trainfit.estimate.trainable import split_params
+    from trainfit.spec.cluster import cluster_for
+    from trainfit.spec.training import Strategy
+    from trainfit.validate import _strategy, _training, _model, load_cases
+
+    case = next(c for c in load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
+                if c["id"] == "mbridge-260401-h100-gpt-oss-120b-g64-bf16")
+    m, s = _model(case), _strategy(case)
+    t = _training(case, m).with_(selective_ac="moe")
+    gpu = trainfit.catalog.get_gpu("h100-sxm")
+    eff = Efficiencies.default().for_framework("megatron-bridge").for_gpu(gpu)
+    sm, t1, one = stage_model(m, s), stage_training(t), Strategy(gpus_per_node=1, nodes=1)
+    times = block_times(sm, t1, split_params(sm, t1, 0), cluster_for(gpu, 1, 1), eff, one)
+    routed = [k for k in times if "experts" in k]
+    assert len(routed) == 2  # gate_up and down, each listed in both block kinds by layer_linears
+    expected = sum(times[k][0] for k in routed) * sm.layers * eff("framework_time_factor")
+    assert module_recompute_s(m, t, s, cluster_for(gpu, 1, 1), eff) == pytest.approx(expected)

@@ -78,7 +78,7 @@ def stage_training(t: TrainingSpec) -> TrainingSpec:
     return t1.with_(grad_ckpt=GradCkpt.NONE, selective_ac="attention")
 
 
-def stage_model(m: ModelSpec, s: Strategy, layers: int | None = None) -> ModelSpec:
+def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
     """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
     read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
     dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own.
@@ -91,11 +91,11 @@ def stage_model(m: ModelSpec, s: Strategy, layers: int | None = None) -> ModelSp
     if m.is_moe and s.ep > 1:
         etp = layout_of(s).expert_tp
         shards = s.ep * etp / s.tp
-    if s.pp == 1 and shards == 1.0 and layers is None:
+    if s.pp == 1 and shards == 1.0:
         return m
-    if layers is None:  # a middle stage's blocks (parallel3d.stage_layers: with the embedding or the loss counted
-        layers = p3.stage_layers(p3.arch_of(m), layout_of(s)) if s.pp > 1 else m.layers  # in the split, more)
-    return _stage_of(m, layers, shards)
+    # a middle stage's blocks (parallel3d.stage_layers: one more than ceil(L / pp) can hold with the embedding or the
+    # loss counted in the split)
+    return _stage_of(m, p3.stage_layers(p3.arch_of(m), layout_of(s)), shards)
 
 
 @lru_cache(maxsize=4096)

@@ -139,6 +139,7 @@ def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Clus
     if not modules:
         return 0.0
     from ..spec.cluster import cluster_for
+    from .memory_result import regime_for
     from .params import layer_linears
     from .perf import block_times
     from .trainable import split_params
@@ -147,16 +148,16 @@ def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Clus
     one = Strategy(gpus_per_node=1, nodes=1)
     times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
                         cluster_for(cluster.gpu, 1, 1), eff, one)
-    per_block = 0.0
+    again = set()  # a module of several block kinds is one key of block_times, its time summed over them
     for lin in layer_linears(sm):
         dense_mlp = not lin.kind and bool(set(lin.roles) & {"gate", "up", "down"}) and not sm.is_moe
         if (("mla_up_proj" in modules and set(lin.roles) & {"q_b", "kv_b"})
                 or ("mlp" in modules and dense_mlp)
                 or ("moe" in modules and lin.kind in ("routed", "shared"))
                 or ("shared_experts" in modules and "moe" not in modules and lin.kind == "shared")):
-            seconds, _ = times.get(f"linear/{lin.module}", (0.0, ""))
-            per_block += seconds * (1.0 if f"linear/{lin.module}" in times else 0.0)
-    tokens, act = t1.tokens_per_micro_batch, 2.0
+            again.add(f"linear/{lin.module}")
+    per_block = sum(times[k][0] for k in again if k in times)
+    tokens, act = t1.tokens_per_micro_batch, regime_for(t1, one).act
     bw = cluster.gpu.memory_bandwidth * eff("memory_bandwidth_efficiency")
     if "moe_act" in modules and "moe" not in modules and sm.is_moe:
         width = sum(lin.in_features * lin.share for lin in layer_linears(sm)

@@ -1,10 +1,10 @@
 """Megatron-Core's selective recompute modules in the per-layer activation coefficients of parallel3d (issue 34).
-Pure Python, no imports: `arch` is a parallel3d.Arch."""
+Pure Python, no imports: `arch` is a parallel3d.Arch (duck-typed, as parallel3d.arch_of takes a ModelSpec)."""
 
 from __future__ import annotations
 
 
-def recomputed_coefficients(arch: Arch, whole: float, sharded: float, modules: frozenset) -> tuple[float, float]:
+def recomputed_coefficients(arch, whole: float, sharded: float, modules: frozenset) -> tuple[float, float]:
     """Korthikanti's per-layer coefficients (multiples of s·b·h) less what Megatron-Core's recompute modules do not
     keep (TransformerConfig.recompute_modules, Megatron-LM d98e8a64 transformer_config.py L560-580; the layer spec
     gpt_layer_specs.py with Transformer Engine; transformer_layer.py L470-530):

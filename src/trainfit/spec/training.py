@@ -189,6 +189,8 @@ class _Strategy(_Spec):
             raise SpecError(say("ec_mp_precision_aware"))
         if self.grad_reduce_bf16 and not (self.is_3d and self.fsdp == Fsdp.NONE):
             raise SpecError(say("ec_mp_grad_reduce_bf16"))
+        if (self.pp_split_embedding or self.pp_split_loss) and (self.pp == 1 or self.fsdp != Fsdp.NONE):
+            raise SpecError(say("ec_layout_split_accounted"))  # the layers' divisibility: parallel3d.layout_problems
 
     @cached_property
     def gpus(self) -> int:
