@@ -165,3 +165,50 @@ def test_time_per_token_never_rises_with_the_micro_batch(w, gpus, zero, per_gpu)
         e = _est(model, t.with_(micro_batch=mb, grad_accum=per_gpu // mb), s)
         per_token.append(e.step_time_s / e.tokens_per_step)
     assert all(a >= b * (1 - 1e-9) for a, b in zip(per_token, per_token[1:])), per_token
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads(), st.sampled_from([(1, 1), (2, 1), (8, 1), (8, 2)]), st.integers(0, 9), st.sampled_from(GPUS))
+def test_step_time_never_falls_with_more_checkpointing(w, layout, k, gpu):
+    """The plan search sets aside, untimed, a heavier activation checkpointing whose largest fitting micro-batch is no
+    larger than one a lighter checkpointing kept on the same offer and layout (search/run.py
+    PRUNE_HEAVIER_CHECKPOINTING): this is why that is safe, on every engine the search tries (offload and FSDP
+    included), inside a node and across two."""
+    from trainfit.errors import SpecError
+    from trainfit.search.space import strategies
+
+    model, t = w
+    layouts = strategies(*layout)
+    s = layouts[k % len(layouts)]
+    try:
+        cluster = cluster_for(get_gpu(gpu), s.gpus_per_node, s.nodes)
+        times = [run_estimate(model, t.with_(grad_ckpt=c), s, cluster, EFF).step_time_s
+                 for c in (GradCkpt.NONE, GradCkpt.SELECTIVE, GradCkpt.FULL)]
+    except SpecError:  # a layout this job or GPU refuses (fp16 FSDP, ...), or two nodes of a GPU without a network
+        assume(False)
+    assert times[0] <= times[1] * (1 + 1e-12) and times[1] <= times[2] * (1 + 1e-12), (times, s.label())
+
+
+@SETTINGS
+@given(workloads(), st.sampled_from([1, 2, 8]), st.integers(0, 3), st.sampled_from(GPUS), st.data())
+def test_step_time_never_falls_with_more_offload(w, gpus, k, gpu, data):
+    """The plan search also sets aside, untimed, an engine with more offloaded to the CPU whose largest fitting
+    micro-batch is no larger than one its lighter sibling kept (search/space.py LIGHTER_ONE_GPU / LIGHTER_MANY):
+    each such pair, on the real instances of that GPU (their host cores run the CPU's optimizer step)."""
+    from trainfit.catalog import all_instances
+    from trainfit.errors import SpecError
+    from trainfit.search.space import LIGHTER_MANY, LIGHTER_ONE_GPU
+
+    model, t = w
+    table = LIGHTER_ONE_GPU if gpus == 1 else LIGHTER_MANY
+    heavy, lighter = sorted(table.items())[k % len(table)]
+    hosts = [i for i in all_instances().values() if i.trainable and i.gpu == gpu and (i.gpu_count or 0) >= gpus]
+    assume(hosts)
+    inst = data.draw(st.sampled_from(hosts))
+    cluster = cluster_for(get_gpu(gpu), gpus, 1, inst)
+    try:
+        times = [run_estimate(model, t, Strategy(gpus_per_node=gpus, zero_stage=z, fsdp=f, offload=o), cluster,
+                              EFF).step_time_s for z, f, o in (heavy, *lighter)]
+    except SpecError:
+        assume(False)
+    assert all(times[0] >= x * (1 - 1e-12) for x in times[1:]), (times, heavy, lighter, inst.instance_type)

@@ -9,6 +9,8 @@
 
 from dataclasses import replace
 
+import pytest
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -201,3 +203,45 @@ def test_a_memoised_result_first_computed_outside_a_recording_still_reports_what
     with recording() as keys:
         reads(2)
     assert runs == [2, 2, 2] and list(used_by(view, keys)) == ["matmul_efficiency"]
+
+
+@pytest.mark.parametrize("request_doc", [
+    {"model": "bert-base-uncased", "task": "classification", "method": "full", "samples": "100k", "avg_len": 256},
+    {"model": "qwen2-7b", "method": "auto", "dataset_tokens": "200M", "budget": 3000, "deadline": "48h"},
+    # eager attention: none, selective and full checkpointing; spot prices (interruptions), fastest first
+    {"model": "qwen2.5-0.5b", "method": "lora", "dataset_tokens": "50M", "attention": "eager", "pricing": "spot",
+     "provider": "all", "usd_cny": 7.1, "objective": "fastest"},
+])
+def test_pruning_heavier_settings_changes_no_answer(monkeypatch, request_doc):
+    """Issue 36's pruning (search/run.py PRUNE_HEAVIER) sets candidates aside untimed: every answer of
+    the plan (recommendations, their why, the Pareto front, why each other GPU lost, what binds, the layouts too
+    risky) must be what timing all of them gives; only the counts move, into the new reason, and the candidates
+    counted stay the same."""
+    from trainfit.plan import make_plan
+    from trainfit.report.plan import plan_dict
+    from trainfit.search import run as search_run
+    from trainfit.search.reasons import Reason, Rejection
+    from trainfit.spec.request import request_from_mapping
+
+    def plan():
+        p = make_plan(request_from_mapping(dict(request_doc)), Efficiencies.default(), max_oom_risk=0.05)
+        doc = plan_dict(p)
+        counts = doc.pop("rejected")
+        for k in ("rejected_reasons", "search"):
+            doc.pop(k)
+        return doc, counts, p.result.candidates, len(p.result.fitting), p.result.rejected
+
+    pruned, pruned_counts, candidates, fitting, searched = plan()
+    monkeypatch.setattr(search_run, "PRUNE_HEAVIER", False)
+    full, full_counts, all_candidates, all_fitting, all_searched = plan()
+    assert pruned == full
+    assert candidates == all_candidates
+    # a layout set aside unscanned still reports what refuses it, as the scan would have
+    assert {k: v for k, v in searched.items() if k.reason == Reason.INCOMPATIBLE} == \
+        {k: v for k, v in all_searched.items() if k.reason == Reason.INCOMPATIBLE}
+    set_aside = {k: v for k, v in pruned_counts.items() if k not in full_counts}
+    assert len(set_aside) == 1 and next(iter(set_aside.values())) > 0  # it did prune, under its own reason
+    # what the pruned search sets aside was fitting, or set aside by the search for another reason, in the full one
+    others = sum(v for k, v in searched.items() if k.reason != Reason.DOMINATED_HEAVIER)
+    assert searched[Rejection.of(Reason.DOMINATED_HEAVIER)] == \
+        sum(all_searched.values()) - others + all_fitting - fitting

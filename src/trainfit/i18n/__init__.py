@@ -80,6 +80,9 @@ _MESSAGES: dict[str, dict[str, str]] = {
     "rj_oom_risk": {"en": "out-of-memory risk above --max-oom-risk", "zh": "显存溢出风险高于 --max-oom-risk"},
     "rj_dominated_micro_batch": {"en": "dominated by a larger micro-batch that fits",
                                  "zh": "被能放下的更大 micro-batch 取代"},
+    "rj_dominated_heavier": {"en": "slower than the same layout with lighter activation checkpointing or less CPU "
+                                   "offload, which fits a micro-batch at least as large",
+                             "zh": "比同一布局下更轻的激活检查点或更少 CPU 卸载更慢（后者能放下同样大或更大的 micro-batch）"},
     "rj_offload_host_ram": {"en": "CPU offload needs more host RAM than the instance has",
                             "zh": "CPU 卸载所需内存超过实例内存"},
     "rj_host_ram": {"en": "host RAM for loading the model (and CPU offload) exceeds the instance's RAM",

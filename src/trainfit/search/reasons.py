@@ -23,6 +23,9 @@ class Reason(str, Enum):
     NO_FIT_HEADROOM = "no_fit_headroom"
     OOM_RISK = "oom_risk"
     DOMINATED_MICRO_BATCH = "dominated_micro_batch"
+    # slower than the same layout with lighter activation checkpointing or less CPU offload, kept at a micro-batch
+    # at least as large
+    DOMINATED_HEAVIER = "dominated_heavier"
     OFFLOAD_HOST_RAM = "offload_host_ram"
     HOST_RAM = "host_ram"  # loading the model (and CPU offload) needs more RAM than the instance has
     # the request's constraints

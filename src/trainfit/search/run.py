@@ -26,12 +26,15 @@ from ..estimate.params import count_params
 from ..estimate.trainable import split_params
 from ..spec.cluster import Cluster, cluster_for
 from ..spec.model import ModelSpec
-from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec, stack_refuses
+from ..spec.training import GradCkpt, Method, Offload, Strategy, TrainingSpec, combination_problem, stack_refuses
 from ..units import GB, GiB, HOUR
 from .cost import job_cost
 from .interruption import SpotOverhead, spot_overhead
+from .memory_fit import (CHECK_MICRO_BATCH, DirectMemory, FromMicroBatch, PiecewiseMemory, _agrees,  # noqa: F401
+                         _direct_or_refused, _pieces)
 from .reasons import Reason, Rejection
-from .space import Offer, checkpointing, layouts, methods, micro_batches, offers, strategies
+from .space import (Offer, checkpointing, engine_of, layouts, lighter_engines, methods, micro_batches, offers,
+                    strategies)
 from .workload import Workload
 
 # Rejection reasons the search counts (report/ and i18n.notes word them in the user's language).
@@ -105,6 +108,7 @@ class _Estimator:
         self.clusters: dict[tuple, Cluster] = {}
         self.adaptations: dict[tuple, TrainingSpec] = {}
         self.memory: dict[tuple, AffineMemory | SpecError] = {}
+        self.refusals: dict[tuple, SpecError | None] = {}  # by memory key: what refuses a layout not scanned
         self.one_node: dict[tuple, Strategy] = {}
         self.knowns: dict[str | None, bool] = {}
         self.gpu_limits: dict[str, tuple[float, float]] = {}
@@ -180,6 +184,25 @@ class _Estimator:
         if not hasattr(self, "_pinned_mb"):
             self._pinned_mb = w.request.job_value("micro_batch")
         return self._pinned_mb
+
+    def refusal(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu,
+                accumulating: bool) -> SpecError | None:
+        """The SpecError this layout's memory model would raise (the same checks, in the same order, on the same
+        one-node layout), without estimating: what a layout set aside unscanned still reports (PRUNE_HEAVIER)."""
+        key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, s.gpus > 1, gpu.id, accumulating)
+        if key not in self.refusals:
+            self.refusals[key] = None
+            try:
+                t = self.adapted(w.training(method, ckpt, 1, 2 if accumulating else 1), gpu)
+                one = self.on_one_node(s, 2 if s.gpus > 1 else 1)
+                check_compatibility(self.model, t, one, Cluster(gpu, "single", 0.0, "none", None))
+                split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
+                problem = combination_problem(t.for_memory, one)
+                if problem:
+                    raise SpecError(problem)
+            except SpecError as exc:
+                self.refusals[key] = exc
+        return self.refusals[key]
 
     def memory_direct(self, t: TrainingSpec, s: Strategy, gpu):
         """The memory of exactly this workload and layout (model-parallel layouts: memoised in estimate/)."""
@@ -278,121 +301,6 @@ class _Estimator:
         return hit
 
 
-CHECK_MICRO_BATCH = 64  # the affine memory fit is checked here (exact up to it: the peak is convex in the micro-batch)
-
-
-POWERS = tuple(2 ** i for i in range(CHECK_MICRO_BATCH.bit_length()) if 2 ** i <= CHECK_MICRO_BATCH)
-
-
-def _pieces(at, n: int, n2: int | None, vf: float, below: "DirectMemory") -> "PiecewiseMemory | DirectMemory":
-    """Affine pieces between powers of two where a phase's largest moment changes more than once (a variable-length
-    BERT fine-tune's backward top block): each fit through two powers of two (and n2 GPUs) holds up to the largest
-    power of two where it agrees with a direct estimate — each phase is convex in the micro-batch, so equal to its
-    fit at three points it is its fit in between, and past a point where it leaves the fit it stays off it (hence a
-    bisection). Micro-batches outside every piece are estimated directly."""
-    def direct(b: int):
-        return _direct_or_refused(lambda: at(b, n))
-
-    pieces, i = [], 0
-    while i < len(POWERS) - 1:
-        lo, hi = POWERS[i], POWERS[i + 1]
-        a, b = direct(lo), direct(hi)
-        g = _direct_or_refused(lambda: at(lo, n2)) if n2 else None
-        if a is None or b is None or (n2 and g is None):
-            break
-        fit = AffineMemory.fit(a, b, g, lo, n, hi, n2 or n, vf)
-        good, left, right = i + 1, i + 2, len(POWERS) - 1  # the largest power of two where the fit agrees
-        while left <= right:
-            mid = (left + right) // 2
-            check = direct(POWERS[mid])
-            if check is not None and _agrees(fit, check, n, POWERS[mid]):
-                good, left = mid, mid + 1
-            else:
-                right = mid - 1
-        if good > i + 1:
-            pieces.append((lo, POWERS[good], fit))
-        i = good
-    return PiecewiseMemory(tuple(pieces), below) if pieces else below
-
-
-@dataclass(frozen=True)
-class PiecewiseMemory:
-    """Device bytes by affine pieces over micro-batches [lo, hi] (`_pieces`), directly elsewhere."""
-
-    pieces: tuple[tuple[int, int, AffineMemory], ...]
-    below: "DirectMemory"
-
-    def device(self, micro_batch: int, gpus: int) -> float:
-        for lo, hi, fit in self.pieces:
-            if lo <= micro_batch <= hi:
-                return fit.device(micro_batch, gpus)
-        return self.below.device(micro_batch, gpus)
-
-
-def _agrees(fit: AffineMemory, check, n: int, at: int = CHECK_MICRO_BATCH) -> bool:
-    """Whether an affine fit gives the direct estimate at micro-batch `at` (a refused check says nothing). With
-    variable-length batches every phase's total and varying bytes must agree too: the device memory then follows
-    whichever phase peaks (not convex), and each phase, the largest of its affine moments, is convex — equal to its
-    fit at three points, it is its fit in between."""
-    if check is None:
-        return True
-    if abs(fit.device(at, n) - check.device) > 1e-9 * max(abs(check.device), 1.0):
-        return False
-    if not fit.varying_fraction:
-        return True
-    totals = fit.phase_totals(at, n)
-    for phase, total, (a, c, s) in zip(check.phases, totals, fit.varying):
-        varying = a + c * at + s / n
-        if abs(total - phase.total) > 1e-9 * max(abs(phase.total), 1.0) or \
-                abs(varying - phase.varying) > 1e-9 * max(abs(phase.varying), 1.0):
-            return False
-    return True
-
-
-def _direct_or_refused(direct):
-    """A direct estimate, or None where the layout refuses it (which says nothing about smaller micro-batches)."""
-    try:
-        return direct()
-    except SpecError:
-        return None
-
-
-@dataclass(frozen=True)
-class FromMicroBatch:
-    """Device bytes estimated directly below micro-batch `start` and by an affine fit from it up (checked at
-    CHECK_MICRO_BATCH: a convex peak equal to the fit at start, start + 1 and the check is the fit in between)."""
-
-    start: int
-    affine: AffineMemory
-    below: "DirectMemory"
-
-    def device(self, micro_batch: int, gpus: int) -> float:
-        return self.below.device(micro_batch, gpus) if micro_batch < self.start else \
-            self.affine.device(micro_batch, gpus)
-
-
-class DirectMemory:
-    """Device bytes by a direct estimate at each micro-batch and GPU count, memoised: for a training stack whose memory
-    is not affine in the micro-batch, so that three estimates cannot stand for all of them (LitGPT: its loss copies
-    the shifted logits only when a micro-batch holds more than one sequence, memory.litgpt_logits_items). A layout the
-    estimate refuses needs infinite memory."""
-
-    def __init__(self, at, seen: dict[tuple[int, int], float]) -> None:  # noqa: ANN001 - at(mb, gpus) -> MemoryResult
-        self._at = at
-        self._seen = dict(seen)
-
-    def device(self, micro_batch: int, gpus: int) -> float:
-        key = (micro_batch, gpus)
-        hit = self._seen.get(key)
-        if hit is None:
-            try:
-                hit = self._at(micro_batch, gpus).device
-            except SpecError:
-                hit = math.inf
-            self._seen[key] = hit
-        return hit
-
-
 def _timing(est: Estimate, w: Workload, view: EfficiencyView, offer: Offer,
             eff: Efficiencies) -> tuple[float, float, float, SpotOverhead | None]:
     """(training hours, overhead hours, total hours, spot interruptions or None) for the whole job."""
@@ -436,6 +344,10 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
             res.candidates += 1
             res.rejected[Rejection.of(Reason.PINNED_LAYOUT, gpus=pin_gpus)] += 1
             continue
+        # (GPUs, nodes, method, engine) -> the largest micro-batch kept on this offer so far (checkpointing runs from
+        # none to full, engines from the least offloaded): a heavier one at no larger a micro-batch is slower and no
+        # cheaper (PRUNE_HEAVIER)
+        kept_by: dict[tuple, int] = {}
         for (gpus, nodes), method, ckpt in product(layouts(offer, max_nodes), methods(w.request), ckpts):
             if (pin_gpus is not None and gpus != pin_gpus) or (pin_nodes is not None and nodes != pin_nodes):
                 continue
@@ -450,7 +362,13 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
                         res.candidates += 1
                         res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=refused)] += 1
                         continue
-                    _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies)
+                    lighter = [kept_by[k] for k in ((gpus, nodes, method, e) for e in lighter_engines(s))
+                               if k in kept_by] if PRUNE_HEAVIER else None
+                    kept = _search_micro_batches(res, est, offer, cluster, w, method, ckpt, s, efficiencies,
+                                                 max(lighter) if lighter else None)
+                    if kept is not None:
+                        key = (gpus, nodes, method, engine_of(s))
+                        kept_by[key] = max(kept, kept_by.get(key, 0))
             if _pinned_model_parallel(pins) and not parallel and method == Method.FULL and gpus == offer.gpu_count:
                 res.candidates += 1  # the pinned tp x pp x cp does not divide these GPUs
                 res.rejected[Rejection.of(Reason.LAYOUT, rule="gpu_count")] += 1
@@ -478,10 +396,22 @@ def _data_parallel_batch(res: SearchResult, n: int, w: Workload) -> bool:
 
 _NO_FIT, _NO_FIT_HEADROOM = Rejection.of(Reason.NO_FIT), Rejection.of(Reason.NO_FIT_HEADROOM)
 _OOM_RISK, _DOMINATED = Rejection.of(Reason.OOM_RISK), Rejection.of(Reason.DOMINATED_MICRO_BATCH)
+_HEAVIER = Rejection.of(Reason.DOMINATED_HEAVIER)
+# Heavier activation checkpointing or more CPU offload never makes a step faster at the same micro-batch (they only
+# add work: forwards run again, the CPU's optimizer step and copies; tests/test_properties.py holds both), and time
+# per token never rises with the micro-batch: so on an offer where a lighter setting of a layout kept micro-batch B,
+# a heavier one whose largest fitting micro-batch is at most B is slower and no cheaper, and is set aside untimed
+# (issue 36: prune before estimating). Where B is the largest micro-batch of all, its memory is not even scanned.
+# False: every candidate is timed (the test that the plan's answers do not change).
+PRUNE_HEAVIER = True
 
 
 def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, cluster: Cluster, w: Workload,
-                          method: Method, ckpt: GradCkpt, s: Strategy, efficiencies: Efficiencies) -> None:
+                          method: Method, ckpt: GradCkpt, s: Strategy, efficiencies: Efficiencies,
+                          lighter_kept: int | None = None) -> int | None:
+    """The micro-batches of one layout on one offer: counted, the largest that fits timed and kept. Returns the
+    micro-batch kept (None: none). `lighter_kept`: the largest micro-batch a lighter setting (checkpointing,
+    offload) of this layout kept on this offer (see PRUNE_HEAVIER)."""
     per_gpu = math.ceil(w.global_batch / s.gpus)
     gpu = cluster.gpu
     pinned_mb = est.pinned_micro_batch(w)
@@ -489,10 +419,21 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         if per_gpu % pinned_mb:
             res.candidates += 1
             res.rejected[Rejection.of(Reason.MICRO_BATCH_DOES_NOT_DIVIDE, micro_batch=pinned_mb)] += 1
-            return
+            return None
         mbs = (pinned_mb,)
     else:
         mbs = micro_batches(per_gpu)
+    if lighter_kept is not None and lighter_kept >= mbs[-1]:
+        # what the scan would have found first: a layout its checks refuse is one incompatible candidate
+        refused = next((r for r in (est.refusal(w, method, ckpt, s, gpu, True) if mbs[0] < per_gpu else None,
+                                    est.refusal(w, method, ckpt, s, gpu, False)) if r is not None), None)
+        if refused is not None:
+            res.candidates += 1
+            res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(refused))] += 1
+            return None
+        res.candidates += len(mbs)
+        res.rejected[_HEAVIER] += len(mbs)
+        return None
     key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, s.gpus, gpu.id, per_gpu, mbs)
     summary = est.scans.get(key)
     if summary is None:
@@ -502,7 +443,7 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
         res.candidates += 1
         # the rule as raised (a sentence of the message table where it is one: worded in any language)
         res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(summary))] += 1
-        return
+        return None
     summary.count(res, gpu.id, est.limits(gpu)[0])
     if summary.risky:
         known = est.known(efficiencies) if res.max_oom_risk is not None else False
@@ -511,11 +452,15 @@ def _search_micro_batches(res: SearchResult, est: _Estimator, offer: Offer, clus
             _note_risky(res, gpu.id, s, method, mb, need, usable, risk, known)
     res.candidates += len(mbs)
     if summary.best is None:
-        return
+        return None
+    if lighter_kept is not None and summary.best <= lighter_kept:
+        res.rejected[_HEAVIER] += 1
+        return None
     # Step time per token never rises with the micro-batch at a fixed global batch (fewer micro-steps, larger
     # GEMMs; tests/test_properties.py checks it), so only the largest micro-batch that fits needs a time estimate.
-    _keep(res, est, offer, w.training(method, ckpt, summary.best, math.ceil(per_gpu / summary.best)), s, cluster, w,
-          efficiencies, summary.best_risk)
+    kept = _keep(res, est, offer, w.training(method, ckpt, summary.best, math.ceil(per_gpu / summary.best)), s,
+                 cluster, w, efficiencies, summary.best_risk)
+    return summary.best if kept else None
 
 
 @dataclass(frozen=True)
@@ -592,17 +537,17 @@ def _scan_micro_batches(est: _Estimator, w: Workload, method: Method, ckpt: Grad
 
 
 def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: Strategy, cluster: Cluster,
-          w: Workload, efficiencies: Efficiencies, risk: float | None) -> None:
-    """The chosen micro-batch of a layout, timed and priced, kept unless the host's RAM cannot hold it."""
+          w: Workload, efficiencies: Efficiencies, risk: float | None) -> bool:
+    """The chosen micro-batch of a layout, timed and priced, kept unless the host's RAM cannot hold it (False)."""
     gpu, view = cluster.gpu, est.view(cluster.gpu)
     e = est(t, s, cluster)
     if isinstance(e, SpecError):  # a rule the time path checks beyond the memory's (the EP overlap's schedule, ...)
         res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=sentence_of(e))] += 1
-        return
+        return False
     ram = offer.instance.ram_gib
     if s.offload != Offload.NONE and (not ram or e.host_memory_bytes > ram * GiB):
         res.rejected[Rejection.of(Reason.OFFLOAD_HOST_RAM)] += 1
-        return
+        return False
     loading = est.loadings.get(id(e))  # per estimate (kept alive in est.memo), not per instance
     if loading is None:
         loading = est.loadings[id(e)] = est.loading(e)
@@ -612,7 +557,7 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
         prev = res.host_ram_short.get(gpu.id)
         if prev is None or need - ram * GiB < prev[0] - prev[1]:
             res.host_ram_short[gpu.id] = (need, ram * GiB)
-        return
+        return False
     # the hours depend on the instance only through spot interruptions (by provider)
     tkey = (id(e), offer.instance.provider if offer.price.billing == "spot" else None)
     timing = est.timings.get(tkey)
@@ -621,6 +566,7 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
     train_h, over_h, hours, spot = timing
     billed, cost = job_cost(offer, hours, s.nodes, efficiencies)
     res.fitting.append(Candidate(offer, e, hours, train_h, over_h, billed, cost, spot, risk, loading))
+    return True
 
 
 # Model parallelism (issue 34) is searched for full training of models this large (below it ZeRO-3 / FSDP data
