@@ -42,17 +42,21 @@ def test_it_needs_megatrons_distributed_optimizer_on_a_model_parallel_layout(lay
 
 
 def test_the_deepseek_v3_recipe_fits_the_h100s_it_ran_on():
-    """Megatron-Bridge's DeepSeek-V3 run on 1024 H100 (80 GB): its recipe's recompute modules (mla_up_proj, mlp) and
-    this optimizer put the first stage under the GPU's memory; without the optimizer it would not fit."""
+    """Megatron-Bridge's DeepSeek-V3 run on 1024 H100 (80 GB), with its recipe's recompute modules (mla_up_proj,
+    mlp), pipeline layout and this optimizer, fits; the optimizer's bf16 gradients and moments take over 5 GiB off
+    its first stage. (Until its multi-latent attention's parameters were read from its Linears, 2026-12-07, the
+    stage held 0.5e9 parameters a block too many and did not fit without the optimizer.)"""
     from trainfit.catalog.efficiency import Efficiencies
     from trainfit.validate import load_cases, predict_case
 
     case = next(c for c in load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
                 if c["id"] == "mbridge-2509-h100-deepseek-v3-g1024-dropless")
     assert case["parallel"]["precision_aware_optimizer"] is True
-    assert predict_case(case, Efficiencies.default()).fits
-    without = {**case, "parallel": {**case["parallel"], "precision_aware_optimizer": False}}
-    assert not predict_case(without, Efficiencies.default()).fits
+    with_it = predict_case(case, Efficiencies.default())
+    assert with_it.fits
+    without = predict_case({**case, "parallel": {**case["parallel"], "precision_aware_optimizer": False}},
+                           Efficiencies.default())
+    assert without.memory.device - with_it.memory.device > 5 * 2 ** 30
 
 
 def test_the_flag_reaches_megatrons_parser_and_the_cli(run_cli):

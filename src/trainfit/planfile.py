@@ -79,7 +79,7 @@ def read_plan(path: str) -> dict:
 # without it meant: the data layout train.py then took for the task (None), and data parallelism alone.
 ADDED_FIELDS = ("data_layout", "tp", "pp", "vpp", "pp_schedule", "cp", "ep", "etp", "sequence_parallel",
                 "moe_dispatcher", "ep_overlap", "precision_aware_optimizer",
-                "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16")
+                "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16", "pp_layout")
 
 
 def _check_values(choice: dict, path: str) -> None:

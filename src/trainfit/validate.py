@@ -436,6 +436,8 @@ def _strategy(case: dict) -> Strategy:
             layout[key] = par[key]
     if par.get("moe_dispatcher") in ("alltoall", "deepep", "hybridep"):
         layout["moe_dispatcher"] = par["moe_dispatcher"]
+    if isinstance(par.get("pp_layout"), str):  # the layout sets the virtual stages (vpp, when given, must agree)
+        layout["pp_layout"] = par["pp_layout"]
     return Strategy(gpus_per_node=per_node, nodes=int(gpus) // per_node,
                     ds_reduce_bucket=int(par.get("ds_reduce_bucket") or 0),
                     zero_stage=int(par.get("zero_stage") or 0) if not fsdp else 0,

@@ -14,6 +14,7 @@ from ..i18n import say
 from ..spec.hardware import GpuSpec
 from ..spec.model import ModelSpec
 from ..spec.choices import is_module_list, recompute_modules
+from ..spec.pp_layout import parse as parse_layout
 from ..spec.training import Attention, Fsdp, GradCkpt, Strategy, TrainingSpec
 from . import parallel3d as p3
 from .memory import MemoryResult, Phase
@@ -36,7 +37,8 @@ def layout_of(s: Strategy) -> p3.Layout:
                      sequence_parallel=bool(s.sequence_parallel and s.tp > 1),
                      distributed_optimizer=s.zero_stage >= 1, schedule=s.pp_schedule, fsdp=s.fsdp != Fsdp.NONE,
                      ep_overlap=bool(s.ep_overlap), dispatcher=s.moe_dispatcher,
-                     split_embedding=bool(s.pp_split_embedding), split_loss=bool(s.pp_split_loss))
+                     split_embedding=bool(s.pp_split_embedding), split_loss=bool(s.pp_split_loss),
+                     pp_layout=parse_layout(s.pp_layout) if s.pp_layout else ())
 
 
 def recompute_of(t: TrainingSpec) -> str:
@@ -78,7 +80,7 @@ def stage_training(t: TrainingSpec) -> TrainingSpec:
     return t1.with_(grad_ckpt=GradCkpt.NONE, selective_ac="attention")
 
 
-def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
+def stage_model(m: ModelSpec, s: Strategy, layout: p3.Layout | None = None) -> ModelSpec:
     """One pipeline stage as a model: ceil(L / pp) blocks (the busiest stage), embedding and head kept. A model
     read from its code keeps the structure of the last stage's blocks (the top ceil(L / pp): e.g. DeepSeek-V3's
     dense first layers are not among them), so its per-block FLOPs and parameters are the stage's own.
@@ -94,8 +96,8 @@ def stage_model(m: ModelSpec, s: Strategy) -> ModelSpec:
     if s.pp == 1 and shards == 1.0:
         return m
     # a middle stage's blocks (parallel3d.stage_layers: one more than ceil(L / pp) can hold with the embedding or the
-    # loss counted in the split)
-    return _stage_of(m, p3.stage_layers(p3.arch_of(m), layout_of(s)), shards)
+    # loss counted in the split; a custom layout's timed rank, `layout`)
+    return _stage_of(m, p3.stage_layers(p3.arch_of(m), layout or layout_of(s)), shards)
 
 
 @lru_cache(maxsize=4096)

@@ -18,9 +18,12 @@ How one step is built (benchmarks/parallel3d.py measured this composition on the
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..catalog.efficiency import EfficiencyView
 from ..errors import SpecError
 from ..i18n import say
+from ..spec import pp_layout
 from ..spec.cluster import Cluster
 from ..spec.model import ModelSpec
 from ..spec.training import Method, Strategy, TrainingSpec
@@ -43,11 +46,34 @@ def check_layout(m: ModelSpec, t: TrainingSpec, s: Strategy) -> p3.Layout:
     problems = p3.layout_problems(p3.arch_of(m), layout, s.gpus_per_node, gpus=s.gpus, seq_len=t.seq_len,
                                   micro_batches=t.grad_accum, recompute=recompute_of(t))
     if problems:
-        raise SpecError(say("ec_mp_layout", layout=s.label(), reason=problems[0].msg()))
+        reason = problems[0].msg()
+        if problems[0] == p3.Reason.PP_LAYOUT:  # which of Megatron-Core's layout rules, in its own words
+            key, values = pp_layout.problem(layout.pp_layout, layout.pp, m.layers)
+            reason = say(key, **values)
+        raise SpecError(say("ec_mp_layout", layout=s.label(), reason=reason))
     return layout
 
 
-def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView):
+def _extra_heads_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+                   layout: p3.Layout, stage) -> tuple[float, float]:
+    """Forward and backward seconds of the output layers the timed rank of a custom layout runs beyond the one its
+    stage estimate holds (each MTP layer's; parallel3d.stage_heads), one micro-batch at full width: an output layer
+    is what the stage estimate takes beyond its blocks, a block what one block more or less changes (the same
+    estimator, one block fewer)."""
+    extra = p3.stage_heads(p3.arch_of(m), layout) - 1
+    n = stage_model(m, s, layout).layers
+    if extra <= 0 or n < 2:
+        return 0.0, 0.0
+    less = _stage_estimate(m, t, s, cluster, eff, layout, layers=n - 1)
+    out = []
+    for key in ("compute/forward", "compute/backward"):
+        whole, fewer = stage.time.parts.get(key, 0.0), less.time.parts.get(key, 0.0)
+        out.append(extra * max(0.0, whole - n * (whole - fewer)))
+    return out[0], out[1]
+
+
+def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+                    layout: p3.Layout | None = None, layers: int | None = None):
     """The data-parallel estimator on one GPU running one micro-batch of the stage: a middle stage's blocks with
     the embedding and the head (with the embedding or the loss counted in the split, a middle stage holds the most
     blocks; its time is taken with the head as before — tried 2026-12-07 and not landed: the busier of a middle
@@ -57,7 +83,9 @@ def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster
     from .estimator import check_compatibility, data_parallel_estimate
 
     one = Strategy(gpus_per_node=1, nodes=1)
-    sm, t1, c1 = stage_model(m, s), stage_training(t), cluster_for(cluster.gpu, 1, 1)
+    sm, t1, c1 = stage_model(m, s, layout), stage_training(t), cluster_for(cluster.gpu, 1, 1)
+    if layers is not None:  # the same stage with another block count (_extra_heads_s)
+        sm = _stage_of(m, layers, sm.expert_shards)
     return data_parallel_estimate(sm, t1, one, c1, eff, check_compatibility(sm, t1, one, c1))
 
 
@@ -74,20 +102,33 @@ def links_of(cluster: Cluster, s: Strategy, eff: EfficiencyView) -> p3.Links:
 
 def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
               layout: p3.Layout) -> tuple[StepTime, object]:
-    """The step's time by term (StepTime, bounds by kind) and the stage estimate it was built from."""
-    stage = _stage_estimate(m, t, s, cluster, eff)
+    """The step's time by term (StepTime, bounds by kind) and the stage estimate it was built from. A custom
+    pipeline layout: the slowest of its ranks (one of each kind, by blocks and output layers: parallel3d.rank_kinds),
+    each timed as the even split's stage is, with its own blocks and its output layers (at least one)."""
+    if not layout.pp_layout:
+        return _step_time(m, t, s, cluster, eff, layout)
+    timed = [_step_time(m, t, s, cluster, eff, replace(layout, timed_rank=i))
+             for i in p3.rank_kinds(p3.arch_of(m), layout)]
+    return max(timed, key=lambda x: x[0].total)
+
+
+def _step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+               layout: p3.Layout) -> tuple[StepTime, object]:
+    stage = _stage_estimate(m, t, s, cluster, eff, layout)
     parts = stage.time.parts
     share = s.tp * s.cp
-    fwd, bwd = parts.get("compute/forward", 0.0) / share, parts.get("compute/backward", 0.0) / share
-    fwd, bwd = _with_expert_bias(m, t, s, cluster, eff, fwd, bwd)
-    bwd += module_recompute_s(m, t, s, cluster, eff) / share
-    fwd, bwd = _with_moe_launches(m, t, s, eff, fwd, bwd)
+    heads_f, heads_b = _extra_heads_s(m, t, s, cluster, eff, layout, stage) if layout.pp_layout else (0.0, 0.0)
+    fwd = (parts.get("compute/forward", 0.0) + heads_f) / share
+    bwd = (parts.get("compute/backward", 0.0) + heads_b) / share
+    fwd, bwd = _with_expert_bias(m, t, s, cluster, eff, fwd, bwd, layout)
+    bwd += module_recompute_s(m, t, s, cluster, eff, layout) / share
+    fwd, bwd = _with_moe_launches(m, t, s, eff, fwd, bwd, layout)
     states = s.tp * (s.dp * s.cp if layout.distributed_optimizer or layout.fsdp else 1)
     optimizer = sum(v for k, v in parts.items() if k.startswith("optimizer")) / states
     overhead = sum(v for k, v in parts.items() if k.startswith("overhead"))
     tt = t.for_time
     links = links_of(cluster, s, eff)
-    overlap = overlap_of(m, t, s, layout, links, eff, fwd, bwd, moe_share=_moe_share(m, t, s, cluster, eff))
+    overlap = overlap_of(m, t, s, layout, links, eff, fwd, bwd, moe_share=_moe_share(m, t, s, cluster, eff, layout))
     terms = p3.step_time(p3.arch_of(m), layout, links, seq_len=tt.seq_len // s.cp * s.cp,
                          micro_batch=tt.sequences_per_micro_batch, micro_batches=t.grad_accum, compute_fwd_s=fwd,
                          compute_bwd_s=bwd, recompute=recompute_of(t),
@@ -105,7 +146,8 @@ def step_time(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff:
     return st, stage
 
 
-def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView) -> float:
+def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+               layout: p3.Layout | None = None) -> float:
     """The MoE MLP's share of a block's forward time on the stage's GPU (its Linears: routed and shared experts,
     router), the rest being the attention half the EP overlap schedules beside it; 0 for a dense model."""
     if not m.is_moe or s.ep == 1:
@@ -115,7 +157,7 @@ def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff
     from .perf import block_times
     from .trainable import split_params
 
-    sm, t1 = stage_model(m, s), stage_training(t)
+    sm, t1 = stage_model(m, s, layout), stage_training(t)
     one = Strategy(gpus_per_node=1, nodes=1)
     times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
                         cluster_for(cluster.gpu, 1, 1), eff, one)
@@ -125,7 +167,8 @@ def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff
     return sum(times[k][0] for k in moe if k in times) / total if total else 0.0
 
 
-def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView) -> float:
+def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
+                       layout: p3.Layout | None = None) -> float:
     """Seconds one micro-batch's backward on the stage spends running again what Megatron-Core's recompute modules
     discarded (layout.modules_of; the attention core's recomputation is in the stage estimate), at full width (the
     caller divides by tp x cp like the rest of the stage's compute): per block of the stage, the forward time of
@@ -144,7 +187,7 @@ def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Clus
     from .perf import block_times
     from .trainable import split_params
 
-    sm, t1 = stage_model(m, s), stage_training(t)
+    sm, t1 = stage_model(m, s, layout), stage_training(t)
     one = Strategy(gpus_per_node=1, nodes=1)
     times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
                         cluster_for(cluster.gpu, 1, 1), eff, one)
@@ -205,13 +248,13 @@ def routed_bias_width(m: ModelSpec) -> float:
 
 
 def _with_expert_bias(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff: EfficiencyView,
-                      fwd: float, bwd: float) -> tuple[float, float]:
+                      fwd: float, bwd: float, layout: p3.Layout | None = None) -> tuple[float, float]:
     """A micro-batch's forward and backward with Megatron-Core's per-expert FC2 bias (EXPERT_BIAS_BYTES): its
     traffic over the routed tokens' k copies on this GPU (tokens / (tp · cp) · k per layer, each down projection's
     output width), at the GPU's memory bandwidth. Only the megatron engine runs that loop."""
     if not m.is_moe or s.engine != "megatron":
         return fwd, bwd
-    sm, tt = stage_model(m, s), t.for_time
+    sm, tt = stage_model(m, s, layout), t.for_time
     width = routed_bias_width(sm)
     if not width:
         return fwd, bwd
@@ -232,7 +275,7 @@ def moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy) -> tuple[float, flo
 
 
 def _with_moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy, eff: EfficiencyView, fwd: float,
-                       bwd: float) -> tuple[float, float]:
+                       bwd: float, layout: p3.Layout | None = None) -> tuple[float, float]:
     """A micro-batch's forward and backward on the stage with each MoE layer at least as long as the host takes to
     launch its kernels (op_overhead_s each, as for any eager operator): the dispatcher's token counts reach the host
     in every MoE layer's forward (the alltoall dispatcher's d2h sync before its all-to-all, DeepEP's and HybridEP's
@@ -241,7 +284,7 @@ def _with_moe_launches(m: ModelSpec, t: TrainingSpec, s: Strategy, eff: Efficien
     are Megatron-Core's (MOE_KERNELS); torchtitan's MoE (one grouped GEMM kernel per matrix) is not counted."""
     if not m.is_moe or s.ep == 1 or s.engine != "megatron":
         return fwd, bwd
-    sm = stage_model(m, s)
+    sm = stage_model(m, s, layout)
     layers = max(1, sm.layers)
     moe = sum(g.count for g in sm.structure.groups if g.moe) if sm.structure is not None else layers
     launch_f, launch_b = (n * eff("op_overhead_s") for n in moe_launches(m, t, s))

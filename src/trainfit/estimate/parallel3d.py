@@ -47,9 +47,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import Enum
 from functools import lru_cache
 
+from ..spec import pp_layout as pp_stages
+from .layout_rules import Reason, layout_problems  # noqa: F401 - also parallel3d's names
 from .recompute_modules import recomputed_coefficients  # noqa: F401 - also parallel3d's name
 
 SCHEDULES = ("1f1b", "interleaved", "zb")
@@ -80,6 +81,7 @@ class Arch:
     layernorm: bool = True  # LayerNorm (weight and bias) rather than RMSNorm (weight only)
     dropout: bool = True  # dropout after attention and MLP (Korthikanti's masks)
     mla_latent: int = 0  # multi-latent attention: the query and key/value latents' width per token (0: no MLA)
+    attention_params: float = 0.0  # one block's attention parameters where the model's own Linears say (MLA); 0: h·q..
 
     @property
     def d(self) -> int:
@@ -93,7 +95,7 @@ class Arch:
 @lru_cache(maxsize=1024)
 def arch_of(m) -> Arch:
     """An Arch from a trainfit ModelSpec (duck-typed: no import of the spec package; memoised: a search asks often)."""
-    from .params import mla_latent_width  # the model's own Linears (a read structure's q_b / kv_a roles)
+    from .params import mla_attention_params, mla_latent_width  # the model's own Linears (q_b / kv_a roles)
 
     return Arch(hidden=m.hidden, layers=m.layers, heads=m.heads, kv_heads=m.kv_heads, intermediate=m.intermediate,
                 vocab=m.vocab, head_dim=m.head_dim, gated_mlp=m.gated_mlp, tie_embeddings=m.tie_embeddings,
@@ -101,7 +103,8 @@ def arch_of(m) -> Arch:
                 expert_groups=getattr(m, "expert_groups", 0), group_topk=getattr(m, "group_topk", 0),
                 position_table=m.max_positions if m.position == "learned" else 0,
                 biases=bool(m.qkv_bias or m.mlp_bias), layernorm=m.norm == "layernorm",
-                dropout=bool(m.hidden_dropout or m.attention_dropout), mla_latent=mla_latent_width(m))
+                dropout=bool(m.hidden_dropout or m.attention_dropout), mla_latent=mla_latent_width(m),
+                attention_params=mla_attention_params(m))
 
 
 DISPATCHERS = ("alltoall", "deepep", "hybridep")
@@ -130,6 +133,9 @@ class Layout:
     # in the pipeline split, so the first (last) stage holds one decoder layer less (`stage_layers`)
     split_embedding: bool = False
     split_loss: bool = False
+    # Megatron-Core's custom pipeline layout (pp_stages.parse): the virtual stages' layers; () = the even split
+    pp_layout: tuple[str, ...] = ()
+    timed_rank: int = -1  # the rank of a custom layout that is timed (-1: the one with the most blocks)
 
     def __post_init__(self):
         for name in ("tp", "pp", "vpp", "cp", "ep", "dp"):
@@ -157,95 +163,7 @@ class Layout:
         return max(1, self.tp * self.cp * self.dp // (self.expert_tp * self.ep))
 
 
-# ---- validity ------------------------------------------------------------------------------------------------------
-
-class Reason(str, Enum):
-    """Why a layout cannot run; `text(lang)` words it. Megatron-Core's rule is cited where it has one."""
-
-    HEADS_TP = "heads_tp"
-    KV_HEADS_TP = "kv_heads_tp"
-    LAYERS_STAGES = "layers_stages"
-    EXPERTS_EP = "experts_ep"
-    EP_WITHOUT_EXPERTS = "ep_without_experts"
-    TP_ACROSS_NODES = "tp_across_nodes"
-    GPU_COUNT = "gpu_count"
-    EP_FOLDING = "ep_folding"
-    SEQ_CP = "seq_cp"
-    FEW_MICRO_BATCHES = "few_micro_batches"
-    INTERLEAVED_MICRO_BATCHES = "interleaved_micro_batches"
-    VPP_SCHEDULE = "vpp_schedule"
-    MOE_TP_NEEDS_SP = "moe_tp_needs_sp"
-    EP_OVERLAP_NEEDS_EP = "ep_overlap_needs_ep"
-    EP_OVERLAP_NEEDS_VPP = "ep_overlap_needs_vpp"
-    EP_OVERLAP_FULL_RECOMPUTE = "ep_overlap_full_recompute"
-    EP_OVERLAP_MEGATRON = "ep_overlap_megatron"
-    SPLIT_ACCOUNTED = "split_accounted"
-
-    def text(self, lang: str = "en") -> str:
-        return self.msg().render(lang)
-
-    def msg(self):
-        """The reason as a sentence of the message table (i18n/errors_commands.py), any language from it."""
-        from ..i18n import say
-
-        return say(f"ec_layout_{self.value}")
-
-
-def layout_problems(arch: Arch, layout: Layout, gpus_per_node: int, *, gpus: int | None = None,
-                    seq_len: int | None = None, micro_batches: int | None = None,
-                    recompute: str | None = None) -> list[Reason]:
-    """Every reason the layout cannot run (empty: it can). `gpus`, `seq_len`, `micro_batches` (per optimizer step,
-    per data-parallel rank) are checked when given.
-
-    KV heads: Megatron-Core's TransformerConfig accepts num_query_groups that are a multiple *or a divisor* of tp
-    (attention.py replicates one group per rank when there are fewer groups than ranks); older Megatron wanted a
-    multiple. EP: Megatron-Core's parallel_state requires world_size % (etp·ep·pp) == 0, i.e. etp·ep divides
-    tp·cp·dp; with etp = tp that is the older rule "ep divides dp·cp". CP: arguments.py asserts
-    seq_length % (2·cp) == 0. The expert all-to-all overlap: TransformerConfig.__post_init__ asserts ep > 1, virtual
-    stages when pp > 1 and no full recomputation (`recompute`, when given)."""
-    out: list[Reason] = []
-    t = layout
-    if arch.heads % t.tp:
-        out.append(Reason.HEADS_TP)
-    if arch.kv_heads % t.tp and t.tp % arch.kv_heads:
-        out.append(Reason.KV_HEADS_TP)
-    if arch.layers < t.pp * t.vpp:  # uneven splits run (torchtitan splits unevenly, Megatron-Core with
-        out.append(Reason.LAYERS_STAGES)  # account_for_embedding/loss_in_pipeline_split): the busiest stage is timed
-    if t.ep > 1 and not arch.is_moe:
-        out.append(Reason.EP_WITHOUT_EXPERTS)
-    elif arch.is_moe and arch.num_experts % t.ep:
-        out.append(Reason.EXPERTS_EP)
-    if t.tp > gpus_per_node or gpus_per_node % t.tp:
-        out.append(Reason.TP_ACROSS_NODES)
-    if gpus is not None and gpus != t.gpus:
-        out.append(Reason.GPU_COUNT)
-    if (t.tp * t.cp * t.dp) % (t.expert_tp * t.ep):
-        out.append(Reason.EP_FOLDING)
-    if t.cp > 1 and seq_len is not None and seq_len % (2 * t.cp):
-        out.append(Reason.SEQ_CP)
-    if t.pp > 1 and micro_batches is not None and micro_batches < t.pp:
-        out.append(Reason.FEW_MICRO_BATCHES)
-    if t.vpp > 1 and micro_batches is not None and micro_batches % t.pp:
-        out.append(Reason.INTERLEAVED_MICRO_BATCHES)
-    if (t.vpp > 1) != (t.schedule == "interleaved") or (t.vpp > 1 and t.pp == 1):
-        out.append(Reason.VPP_SCHEDULE)
-    if t.ep > 1 and t.tp > 1 and not t.sequence_parallel:
-        out.append(Reason.MOE_TP_NEEDS_SP)
-    if t.split_embedding or t.split_loss:
-        total = arch.layers + t.split_embedding + t.split_loss
-        if t.fsdp or t.pp == 1 or total % t.pp or (total // t.pp) % t.vpp:
-            out.append(Reason.SPLIT_ACCOUNTED)
-    if t.ep_overlap:
-        if t.ep == 1:
-            out.append(Reason.EP_OVERLAP_NEEDS_EP)
-        if t.pp > 1 and t.vpp == 1:
-            out.append(Reason.EP_OVERLAP_NEEDS_VPP)
-        if recompute == "full":
-            out.append(Reason.EP_OVERLAP_FULL_RECOMPUTE)
-        if t.fsdp:
-            out.append(Reason.EP_OVERLAP_MEGATRON)
-    return out
-
+# ---- validity: layout_rules.py (Reason, layout_problems) ------------------------------------------------------
 
 # ---- parameters ----------------------------------------------------------------------------------------------------
 
@@ -277,7 +195,7 @@ def layer_params(arch: Arch) -> dict[str, float]:
     """Parameters of one block by kind (Megatron's theoretical_memory_usage terms; biases when arch.biases)."""
     h, d = arch.hidden, arch.d
     q, kv = arch.heads * d, arch.kv_heads * d
-    attention = h * q + 2 * h * kv + q * h + ((q + 2 * kv + h) if arch.biases else 0)
+    attention = arch.attention_params or h * q + 2 * h * kv + q * h + ((q + 2 * kv + h) if arch.biases else 0)
     mats = 3 if arch.gated_mlp else 2
     mlp = mats * h * arch.intermediate + ((arch.intermediate * (mats - 1) + h) if arch.biases else 0)
     norms = 2 * h * (2 if arch.layernorm else 1)
@@ -293,10 +211,37 @@ def stage_layers(arch: Arch, layout: Layout, stage: str = "middle") -> int:
     core_v0.16.1 L1436-1475: (L + 1 + 1) must divide by pp, and each rank's share by vpp), a middle stage holds
     n = (L + e + l) / pp blocks, the first n - e and the last n - l."""
     t = layout
+    if t.pp_layout:  # a custom layout: the first and last rank's own, else the timed rank's (MTP included)
+        loads = pp_stages.ranks(t.pp_layout, t.pp)
+        return (loads[0] if stage == "first" else loads[-1] if stage == "last" else timed_rank(arch, t)).blocks
     if not (t.split_embedding or t.split_loss) or t.pp == 1:
         return math.ceil(arch.layers / t.pp)
     n = math.ceil((arch.layers + t.split_embedding + t.split_loss) / t.pp)
     return n - (t.split_embedding if stage == "first" else t.split_loss if stage == "last" else 0)
+
+
+def timed_rank(arch: Arch, layout: Layout):
+    """The rank of a custom layout that is timed: `layout.timed_rank`, else the one with the most blocks (and then
+    output layers). The step's time is its slowest rank's: model_parallel.step_time times one of each kind."""
+    loads = pp_stages.ranks(layout.pp_layout, layout.pp)
+    if 0 <= layout.timed_rank < len(loads):
+        return loads[layout.timed_rank]
+    return max(loads, key=lambda r: (r.blocks, max(1, r.heads)))
+
+
+def rank_kinds(arch: Arch, layout: Layout) -> list[int]:
+    """One rank of each kind a custom layout has, by its blocks and its output layers (at least one): the ranks whose
+    times may differ."""
+    seen: dict[tuple[int, int], int] = {}
+    for i, r in enumerate(pp_stages.ranks(layout.pp_layout, layout.pp)):
+        seen.setdefault((r.blocks, max(1, r.heads)), i)
+    return list(seen.values())
+
+
+def stage_heads(arch: Arch, layout: Layout) -> int:
+    """Output layers the timed stage runs: one (an even split's stage is timed with the head, as is a rank of a
+    custom layout without one), or the timed rank's, the loss's and one per MTP layer."""
+    return max(1, timed_rank(arch, layout).heads) if layout.pp_layout else 1
 
 
 def stage_params(arch: Arch, layout: Layout, stage: str = "first", vocab_multiple: int = 128) -> StageParams:
@@ -320,6 +265,11 @@ def stage_params(arch: Arch, layout: Layout, stage: str = "first", vocab_multipl
         replicated += arch.hidden * (2 if arch.layernorm else 1)
         if not (first and arch.tie_embeddings):
             tp_sharded += vocab
+    mtp = pp_stages.ranks(layout.pp_layout, layout.pp)[0 if first and not last else -1].mtp if layout.pp_layout else 0
+    if mtp:  # Megatron-Core's MTP layer: its block (counted in n), enorm and hnorm, the eh_proj Linear (2h -> h,
+        # column-parallel) and its final norm; a rank without the embedding builds one for it (mtp_process)
+        tp_sharded += mtp * 2 * arch.hidden * arch.hidden / layout.tp + (vocab if not first else 0)
+        replicated += mtp * 3 * arch.hidden * (2 if arch.layernorm else 1)
     return StageParams(tp_sharded, replicated, expert, n)
 
 
@@ -425,6 +375,8 @@ def in_flight_layers(arch: Arch, layout: Layout, micro_batches: int, stage: str 
         return float(arch.layers)
     if stage == "last":
         return float(stage_layers(arch, t, "last"))
+    if t.pp_layout:  # the first rank's own chunks as the schedule fills them (pp_stages.first_rank_in_flight)
+        return pp_stages.first_rank_in_flight(t.pp_layout, t.pp, micro_batches)
     if t.split_embedding or t.split_loss:  # the first stage's own blocks, one fewer with the embedding counted
         n = stage_layers(arch, t, "first")
         if t.schedule == "interleaved":
@@ -468,6 +420,9 @@ def activation_bytes(arch: Arch, layout: Layout, *, seq_len: int, micro_batch: i
     if stage == "last" or t.pp == 1:
         vocab = padded_vocab(arch.vocab, t.tp, vocab_multiple)
         out["logits/head"] = 4.0 * tokens * arch.hidden / t.tp + logits_bytes * tokens * vocab / t.tp
+        mtp = pp_stages.ranks(t.pp_layout, t.pp)[-1].mtp if t.pp_layout else 0
+        if mtp:  # each MTP layer's own output layer and loss (its logits kept for its backward beside the main's)
+            out["logits/mtp"] = mtp * out["logits/head"]
     if arch.is_moe:
         sp = t.tp if t.sequence_parallel else 1
         out["activations/moe_dispatch"] = 2.0 * 2.0 * max(1, arch.experts_per_tok) * tokens * arch.hidden / sp

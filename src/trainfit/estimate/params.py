@@ -57,6 +57,20 @@ def mla_latent_width(m: ModelSpec) -> int:
     return q + kv
 
 
+MLA_ROLES = frozenset({"q_a", "q_b", "kv_a", "kv_b", "o", "q"})
+
+
+def mla_attention_params(m: ModelSpec) -> float:
+    """Multi-latent attention's parameters in one block, from the model's own Linears (their mean over the blocks):
+    the down and up projections and the output (DeepSeek-V3: 0.187e9, where h·q + 2·h·kv + q·h with 128 heads of
+    192 counts 0.705e9). 0 for a model without MLA (its attention is the formula's)."""
+    linears = layer_linears(m)
+    if not any("kv_b" in lin.roles for lin in linears):
+        return 0.0
+    return float(sum(lin.in_features * lin.out_features * lin.share for lin in linears
+                     if not lin.kind and set(lin.roles) & MLA_ROLES))
+
+
 def op_policy_split(m: ModelSpec) -> tuple[tuple[Linear, ...], tuple[Linear, ...]]:
     """torchtitan's per-op selective checkpointing (parallelize_llama.py `_custom_policy`: matmul outputs saved
     "except every second mm", counted per block in execution order): (the Linears whose outputs are kept — the 1st,

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import GenerateError
 from ..spec.choices import MEGATRON_RECOMPUTE_MODULES, is_module_list, recompute_modules
+from ..spec.pp_layout import mtp_layers, parse as parse_layout
 from .common import Setup, one_line
 from .configs import LEARNING_RATE, save_steps_for, steps_for
 
@@ -102,6 +103,11 @@ def _parallel_args(st: dict) -> list[str]:
         args.append("--use-distributed-optimizer")
     if st.get("ep_overlap") and ep > 1:  # the combined 1F1B schedule; delayed weight gradients give it more to hide
         args += ["--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+    if st.get("pp_layout"):  # the layers of each virtual stage as given; MTP layers in it are switched on
+        args += ["--pipeline-model-parallel-layout", str(st["pp_layout"])]
+        mtp = mtp_layers(parse_layout(str(st["pp_layout"])))
+        if mtp:
+            args += ["--mtp-num-layers", str(mtp)]
     if st.get("pp_split_embedding"):  # the embedding counted as a layer in the pipeline split
         args.append("--account-for-embedding-in-pipeline-split")
     if st.get("pp_split_loss"):
@@ -117,7 +123,7 @@ def _parallel_args(st: dict) -> list[str]:
 def _vpp_args(setup: Setup) -> list[str]:
     st = setup.strategy
     pp, vpp = int(st.get("pp") or 1), int(st.get("vpp") or 1)
-    if vpp == 1:
+    if vpp == 1 or st.get("pp_layout"):  # a custom layout sets the virtual stages (Megatron-LM: one or the other)
         return []
     # the embedding and the loss count as layers here when the split accounts for them (Megatron-LM arguments.py)
     layers = int(_cfg(setup)["num_hidden_layers"]) + bool(st.get("pp_split_embedding")) + bool(st.get("pp_split_loss"))

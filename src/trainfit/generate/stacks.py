@@ -6,6 +6,7 @@ layouts the model-parallel stacks do not run."""
 from __future__ import annotations
 
 from ..errors import GenerateError
+from ..i18n import say
 from . import megatron, torchtitan
 from .common import Setup
 
@@ -64,6 +65,14 @@ def check_3d(setup: Setup) -> None:
     if pp > 1 and st.get("pp_schedule") == "zb":
         raise GenerateError("gen_e_3d_zb", engine=name)
     layers = int(setup.model["hf_config"].get("num_hidden_layers") or 0)
+    if st.get("pp_layout"):  # its own rules (Megatron-Core's validate_layer_layout), not the even split's
+        from ..spec.pp_layout import parse, problem
+
+        broken = problem(parse(str(st["pp_layout"])), pp, layers)
+        if broken:
+            raise GenerateError("gen_e_pp_layout", reason=say(broken[0], **broken[1]))
+        THREE_D[engine].check(setup)
+        return
     layers += bool(st.get("pp_split_embedding")) + bool(st.get("pp_split_loss"))  # counted in Megatron's split
     if layers % (pp * vpp):
         raise GenerateError("gen_e_3d_split", what=f"{layers} layers", by=f"pp {pp} x vpp {vpp}")

@@ -193,6 +193,53 @@ MESSAGES: dict[str, dict[str, str]] = {
               "those counted to divide by the pipeline stages, and each stage's share by the virtual stages",
         "zh": "把嵌入层或损失计作流水线切分中的一层（Megatron-Core 的 account_for_*_in_pipeline_split）需要 Megatron 的"
               "流水线（pp 大于 1，不用 FSDP），且层数加上计入的层能被流水线阶段数整除，每个阶段的层数能被虚拟阶段数整除"},
+    "ec_layout_pp_layout": {
+        "en": "the custom pipeline layout (--pp-layout) does not fit this model: Megatron-Core wants E first and once, "
+              "L last and once, one t per decoder layer, and MTP layers (m) after them, in one chunk, the last of "
+              "their rank",
+        "zh": "自定义流水线布局（--pp-layout）与此模型不符：Megatron-Core 要求 E 在最前且只出现一次，L 在最后且只出现一次，"
+              "每个解码层一个 t，MTP 层（m）在所有解码层之后、位于同一个块中且是其 rank 的最后一个块"},
+    "ec_layout_pp_layout_split": {
+        "en": "a custom pipeline layout (--pp-layout) replaces the pipeline split's own knobs: it does not go with "
+              "--pp-split-embedding / --pp-split-loss, FSDP or the zb schedule (Megatron-LM's layouts only)",
+        "zh": "自定义流水线布局（--pp-layout）取代流水线切分本身的选项：不能与 --pp-split-embedding / --pp-split-loss、"
+              "FSDP 或 zb 调度同用（仅限 Megatron-LM 的布局）"},
+    "ec_pp_layout_empty": {
+        "en": "--pp-layout needs a layout such as 'Et|(tt|)*30mL' (stages separated by |; E embedding, t decoder "
+              "layer, m MTP layer, L loss)",
+        "zh": "--pp-layout 需要一个布局，如 'Et|(tt|)*30mL'（阶段以 | 分隔；E 嵌入层、t 解码层、m MTP 层、L 损失）"},
+    "ec_pp_layout_long": {
+        "en": "--pp-layout is too long once its repetitions are written out ({n}; at most {limit})",
+        "zh": "--pp-layout 展开重复后过长（{n}；最多 {limit}）"},
+    "ec_pp_layout_chars": {
+        "en": "--pp-layout: unknown layer characters {chars} (Megatron-Core knows E, t, m and L; stages are separated "
+              "by |, (...)*n and x*n repeat, commas are ignored)",
+        "zh": "--pp-layout：未知的层字符 {chars}（Megatron-Core 只认 E、t、m、L；阶段以 | 分隔，(...)*n 与 x*n 表示重复，"
+              "逗号会被忽略）"},
+    "ec_pp_layout_stages": {
+        "en": "--pp-layout has {stages} stages, not a multiple of the pipeline size {pp} (Megatron-LM: the layout's "
+              "stages / pp are the virtual stages per rank)",
+        "zh": "--pp-layout 有 {stages} 个阶段，不是流水线规模 {pp} 的整数倍（Megatron-LM：布局阶段数 / pp 即每个 rank 的"
+              "虚拟阶段数）"},
+    "ec_pp_layout_vpp": {
+        "en": "--vpp {vpp} and --pp-layout disagree: {stages} stages on pp {pp} are {derived} virtual stages per rank "
+              "(leave --vpp out: the layout sets it, as Megatron-LM does)",
+        "zh": "--vpp {vpp} 与 --pp-layout 不一致：{stages} 个阶段、pp {pp} 即每个 rank {derived} 个虚拟阶段（不必给 "
+              "--vpp：与 Megatron-LM 一样由布局决定）"},
+    "ec_pp_layout_embedding": {
+        "en": "--pp-layout: the embedding E must come first and once",
+        "zh": "--pp-layout：嵌入层 E 必须在最前且只出现一次"},
+    "ec_pp_layout_loss": {
+        "en": "--pp-layout: the loss L must come last and once",
+        "zh": "--pp-layout：损失 L 必须在最后且只出现一次"},
+    "ec_pp_layout_layers": {
+        "en": "--pp-layout places {given} decoder layers (t) and the model has {layers}",
+        "zh": "--pp-layout 放置了 {given} 个解码层（t），而模型有 {layers} 层"},
+    "ec_pp_layout_mtp": {
+        "en": "--pp-layout: multi-token-prediction layers (m) come after every decoder layer, all in one stage, the "
+              "last chunk of its rank (Megatron-Core's rule)",
+        "zh": "--pp-layout：多 token 预测层（m）必须在所有解码层之后、全部位于同一个阶段，且是其 rank 的最后一个块"
+              "（Megatron-Core 的规则）"},
     "ec_layout_ep_overlap_megatron": {
         "en": "overlapping the expert all-to-all is Megatron-Core's option; torchtitan's FSDP layouts do not have it",
         "zh": '专家 all-to-all 与计算重叠是 Megatron-Core 的选项，torchtitan 的 FSDP 布局没有'},

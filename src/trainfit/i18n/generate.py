@@ -160,6 +160,9 @@ GENERATE_MESSAGES: dict[str, dict[str, str]] = {
     "gen_e_3d_split": {
         "en": "{what} do not divide evenly by {by}: choose sizes that do",
         "zh": "{what} 不能被 {by} 整除：请选择能整除的规模"},
+    "gen_e_pp_layout": {
+        "en": "the pipeline layout does not fit the model: {reason}",
+        "zh": "流水线布局与模型不符：{reason}"},
     "gen_e_3d_model": {
         "en": "{engine}: {model} cannot be written for it: {why}",
         "zh": "{engine}：无法为 {model} 生成配置：{why}"},

@@ -574,9 +574,10 @@ def _keep(res: SearchResult, est: _Estimator, offer: Offer, t: TrainingSpec, s: 
 MODEL_PARALLEL_MIN_PARAMS = 20e9
 CONTEXT_PARALLEL_MIN_SEQ = 32768
 _MP_AXES = ("tp", "pp", "cp", "ep", "vpp", "pp_schedule", "sequence_parallel", "etp", "moe_dispatcher", "ep_overlap",
-            "precision_aware_optimizer", "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16")
+            "precision_aware_optimizer", "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16", "pp_layout")
 # switches only Megatron's model-parallel layouts run: pinned on, data parallelism alone is not searched
-_MEGATRON_ONLY = ("ep_overlap", "precision_aware_optimizer", "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16")
+_MEGATRON_ONLY = ("ep_overlap", "precision_aware_optimizer", "pp_split_embedding", "pp_split_loss", "grad_reduce_bf16",
+                  "pp_layout")
 
 
 def _pinned_model_parallel(pins: dict) -> bool:

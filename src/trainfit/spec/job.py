@@ -241,6 +241,21 @@ def _data_layout(value: Any) -> str | None:
     return key
 
 
+def _pp_layout(value: Any) -> str | None:
+    """A custom pipeline layout as given (spaces trimmed), its form checked (spec/pp_layout.parse); None stays None."""
+    from .pp_layout import LayoutSyntaxError, parse
+
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise SpecError(say("ec_pp_layout_empty"))
+    try:
+        parse(value.strip())
+    except LayoutSyntaxError as exc:
+        raise SpecError(say(exc.key, **exc.values)) from None
+    return value.strip()
+
+
 def _zero(value: Any) -> int:
     if value is None:
         return 0
@@ -479,6 +494,15 @@ FIELDS: tuple[JobField, ...] = (
              "stage holds one decoder layer less (Megatron-Core --account-for-loss-in-pipeline-split)",
              "在流水线切分中把损失（LM head）计为一层：最后一个阶段少放一个解码层（Megatron-Core "
              "--account-for-loss-in-pipeline-split）", doors=_PINNABLE_SPREAD, relevant=lambda s: s.pp > 1),
+    JobField("pp_layout", _S, str, None, "Megatron-Core's custom pipeline layout: the layers of each virtual stage, "
+             "stages separated by |, E the embedding, t a decoder layer, m a multi-token-prediction layer, L the loss, "
+             "(...)*n repeats (--pipeline-model-parallel-layout; NVIDIA's DeepSeek-V3 recipe: 'Et|(tt|)*30mL' for "
+             "pp 8: the virtual stages per rank follow from it)",
+             "Megatron-Core 的自定义流水线布局：每个虚拟阶段的层，阶段以 | 分隔，E 为嵌入层、t 为解码层、m 为多 token 预测层、"
+             "L 为损失，(...)*n 表示重复（--pipeline-model-parallel-layout；NVIDIA 的 DeepSeek-V3 配方：pp 8 时为 "
+             "'Et|(tt|)*30mL'，每个 rank 的虚拟阶段数由它决定）",
+             optional=True, parse=lambda v: _pp_layout(v), metavar="LAYOUT", doors=_PINNABLE_SPREAD,
+             relevant=lambda s: s.pp > 1),
     JobField("grad_reduce_bf16", _S, bool, False, "Megatron-Core accumulates and reduces the gradients in bf16 (its "
              "DDP's grad_reduce_in_fp32 off: Megatron-LM --grad-reduce-in-bf16, Megatron-Bridge's performance "
              "recipes): a 2-byte gradient buffer instead of fp32's 4; needs a tp / pp / cp / ep layout without FSDP",

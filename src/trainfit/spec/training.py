@@ -179,6 +179,8 @@ class _Strategy(_Spec):
             raise SpecError(say("ec_mp_gpus_divide", gpus=self.gpus, tp=self.tp, pp=self.pp, cp=self.cp))
         if self.gpus_per_node % self.tp:
             raise SpecError(say("ec_mp_tp_node", tp=self.tp, per_node=self.gpus_per_node))
+        if self.pp_layout is not None:
+            self._layout_rules()
         if (self.vpp > 1) != (self.pp_schedule == "interleaved") or (self.vpp > 1 and self.pp == 1):
             raise SpecError(say("ec_mp_vpp_schedule", vpp=self.vpp, schedule=self.pp_schedule))
         if self.ep_overlap and self.ep == 1:
@@ -191,6 +193,25 @@ class _Strategy(_Spec):
             raise SpecError(say("ec_mp_grad_reduce_bf16"))
         if (self.pp_split_embedding or self.pp_split_loss) and (self.pp == 1 or self.fsdp != Fsdp.NONE):
             raise SpecError(say("ec_layout_split_accounted"))  # the layers' divisibility: parallel3d.layout_problems
+
+    def _layout_rules(self) -> None:
+        """A custom pipeline layout: Megatron-LM sets the virtual stages per rank from it (arguments.py: the
+        layout's stages / pp; --num-virtual-stages-per-pipeline-rank may not be given with it), so vpp and the
+        interleaved schedule follow from the layout here too; it replaces the pipeline split's own knobs and runs
+        on Megatron's layouts only (no FSDP)."""
+        from .pp_layout import parse
+
+        stages = parse(self.pp_layout)
+        if self.pp == 1 or len(stages) % self.pp:
+            raise SpecError(say("ec_pp_layout_stages", stages=len(stages), pp=self.pp))
+        vpp = len(stages) // self.pp
+        if self.vpp not in (1, vpp):
+            raise SpecError(say("ec_pp_layout_vpp", vpp=self.vpp, stages=len(stages), pp=self.pp, derived=vpp))
+        if self.pp_split_embedding or self.pp_split_loss or self.fsdp != Fsdp.NONE or self.pp_schedule == "zb":
+            raise SpecError(say("ec_layout_pp_layout_split"))
+        if vpp > 1:  # frozen: set as the constructor would have been told
+            object.__setattr__(self, "vpp", vpp)
+            object.__setattr__(self, "pp_schedule", "interleaved")
 
     @cached_property
     def gpus(self) -> int:
