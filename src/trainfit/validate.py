@@ -266,6 +266,8 @@ def source_setups(case: dict) -> list[dict]:
             continue
         if "model_parallel" in when and is_model_parallel_case(case) != bool(when["model_parallel"]):
             continue
+        if "task" in when and t.get("task") not in when["task"]:
+            continue
         sets = [(section, key) for section in ("training", "parallel") for key in entry.get(section) or {}]
         if any((case.get(section) or {}).get(key) is None for section, key in sets):  # else it changes nothing
             out.append(entry)
