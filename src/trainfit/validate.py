@@ -257,16 +257,13 @@ def source_setups(case: dict) -> list[dict]:
         when = entry.get("when") or {}
         if not src.startswith(entry["source"]):
             continue
-        if "method" in when and t.get("method") not in when["method"]:
+        listed = {"method": t.get("method"), "task": t.get("task"),  # a condition naming the values it takes
+                  "model_type": ((case.get("model") or {}).get("hf_config") or {}).get("model_type")}
+        if any(k in when and v not in when[k] for k, v in listed.items()):
             continue
         if "multinode" in when and (gpus > per_node) != bool(when["multinode"]):
             continue
-        if "model_type" in when and ((case.get("model") or {}).get("hf_config") or {}).get("model_type") \
-                not in when["model_type"]:
-            continue
         if "model_parallel" in when and is_model_parallel_case(case) != bool(when["model_parallel"]):
-            continue
-        if "task" in when and t.get("task") not in when["task"]:
             continue
         sets = [(section, key) for section in ("training", "parallel") for key in entry.get(section) or {}]
         if any((case.get(section) or {}).get(key) is None for section, key in sets):  # else it changes nothing
