@@ -158,10 +158,19 @@ class _Estimator:
             c = self.clusters[key] = cluster_for(get_gpu(inst.gpu), gpus, nodes, inst)
         return c
 
-    def _memory(self, t: TrainingSpec, s: Strategy, gpu):
+    def _checked(self, t: TrainingSpec, s: Strategy, gpu):
+        """(the workload as it runs on this GPU, its trainable split), or the SpecError that refuses the layout: every
+        check a memory estimate makes, in its order (the layout's rules, the split, the engine's combination)."""
         t = self.adapted(t, gpu)
         check_compatibility(self.model, t, s, Cluster(gpu, "single", 0.0, "none", None))
         split = split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
+        problem = combination_problem(t.for_memory, s)
+        if problem:
+            raise SpecError(problem)
+        return t, split
+
+    def _memory(self, t: TrainingSpec, s: Strategy, gpu):
+        t, split = self._checked(t, s, gpu)
         return memory_of(self.model, t, s, gpu, split, self.eff)
 
     def known(self, efficiencies: Efficiencies) -> bool:
@@ -187,19 +196,14 @@ class _Estimator:
 
     def refusal(self, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu,
                 accumulating: bool) -> SpecError | None:
-        """The SpecError this layout's memory model would raise (the same checks, in the same order, on the same
-        one-node layout), without estimating: what a layout set aside unscanned still reports (PRUNE_HEAVIER)."""
+        """The SpecError this layout's memory model would raise (its checks, `_checked`, on the same one-node layout),
+        without estimating: what a layout set aside unscanned still reports (PRUNE_HEAVIER)."""
         key = (method, ckpt, s.zero_stage, s.fsdp, s.offload, s.gpus > 1, gpu.id, accumulating)
         if key not in self.refusals:
             self.refusals[key] = None
             try:
-                t = self.adapted(w.training(method, ckpt, 1, 2 if accumulating else 1), gpu)
-                one = self.on_one_node(s, 2 if s.gpus > 1 else 1)
-                check_compatibility(self.model, t, one, Cluster(gpu, "single", 0.0, "none", None))
-                split_params(self.model, t, int(self.view(gpu)("freeze_trainable_layers")))
-                problem = combination_problem(t.for_memory, one)
-                if problem:
-                    raise SpecError(problem)
+                self._checked(w.training(method, ckpt, 1, 2 if accumulating else 1),
+                              self.on_one_node(s, 2 if s.gpus > 1 else 1), gpu)
             except SpecError as exc:
                 self.refusals[key] = exc
         return self.refusals[key]
