@@ -293,21 +293,37 @@ def _matmul_rate(case, est=None):
             / est.strategy.model_parallel)  # a model-parallel layout's GPUs share a data-parallel rank's FLOPs
 
 
+A6000_ROWS = ("torchtune-readme-llama3-8b-full-rtxa6000-g1", "torchtune-readme-llama3-8b-lora-rtxa6000-g1")
+
+
+def _checkpointed(case):
+    """A copy of a case with full activation checkpointing (what torchtune's recipe configs state for the A6000
+    rows; the rows say it was off, see below)."""
+    out = copy.deepcopy(case)
+    out["training"]["grad_ckpt"] = "full"
+    return out
+
+
 def test_speeds_above_the_gpus_peak_are_listed_not_averaged(dev_cases, report):
     """A measured speed whose matmuls would need more than the GPU's dense peak leaves the throughput statistics,
-    listed with its reason. torchtune's README rows on one RTX A6000: Llama-3-8B LoRA at 4699 tokens/s needs
-    217 TFLOP/s against the card's 154.8 (the same table's A6000 memory is twice the RTX 4090's for the same
-    recipe); the full fine-tune at 2579 tokens/s needs 98% of the peak in its Linears alone and 102% with the
-    causal attention's minimum (half the s² work, no FlashAttention recomputation). Every row compared on
-    throughput implies at most the peak."""
+    listed with its reason. torchtune's README rows on one RTX A6000, read with the recipe config's activation
+    checkpointing: Llama-3-8B LoRA at 4699 tokens/s would need 217 TFLOP/s against the card's 154.8, the full
+    fine-tune at 2579 tokens/s 98% of the peak in its Linears alone and 102% with the causal attention's minimum
+    (half the s² work, no FlashAttention recomputation). Those rows ran without checkpointing (their memory is twice
+    the same table's RTX 4090 rows of the same recipe and batch; data/validation/published_dev.jsonl notes), so
+    as published they are compared; every row compared on throughput implies at most the peak."""
     by_id = {c["id"]: c for c in dev_cases}
-    fast = {e["id"]: e["reason"] for e in report["excluded"] if e["metric"] == "throughput"
-            and "power limit" not in e["reason"]}
-    assert sorted(fast) == ["torchtune-readme-llama3-8b-full-rtxa6000-g1", "torchtune-readme-llama3-8b-lora-rtxa6000-g1"]
+    fast = {e["id"] for e in report["excluded"] if e["metric"] == "throughput" and "power limit" not in e["reason"]}
+    assert not fast
+    assert all(by_id[i]["training"]["grad_ckpt"] == "none" for i in A6000_ROWS)
+    cases = [_checkpointed(by_id[i]) for i in A6000_ROWS]
+    checked = validate(cases, Efficiencies.default()).to_dict()
+    fast = {e["id"]: e["reason"] for e in checked["excluded"] if e["metric"] == "throughput"}
+    assert sorted(fast) == sorted(A6000_ROWS) and checked["throughput"]["n"] == 0
     for reason in fast.values():
         assert "154.8" in reason and "cannot be one GPU's" in reason and "causal attention at half" in reason
-    full = predict_case(by_id["torchtune-readme-llama3-8b-full-rtxa6000-g1"], Efficiencies.default())
-    assert 1.0 < _matmul_rate(by_id["torchtune-readme-llama3-8b-full-rtxa6000-g1"], full) < 1.05
+    full = predict_case(cases[0], Efficiencies.default())
+    assert 1.0 < _matmul_rate(cases[0], full) < 1.05
     # without the attention term the same speed would sit just under the peak: the attention's half is what
     # makes the difference, and it is a lower bound
     linears = full.flops.total - full.flops.attention
@@ -315,8 +331,10 @@ def test_speeds_above_the_gpus_peak_are_listed_not_averaged(dev_cases, report):
     for row in report["rows"]:
         if "throughput" in row["error"]:
             assert _matmul_rate(by_id[row["id"]]) <= 1.0, row["id"]
-    kept = validate(dev_cases, Efficiencies.default(), keep_inconsistent=True).to_dict()
-    assert kept["throughput"]["n"] == report["throughput"]["n"] + 2
+    assert {i for i in A6000_ROWS if "throughput" in next(r for r in report["rows"] if r["id"] == i)["error"]} \
+        == set(A6000_ROWS)
+    kept = validate(cases, Efficiencies.default(), keep_inconsistent=True).to_dict()
+    assert kept["throughput"]["n"] == 2
 
 
 def test_the_peak_floor_counts_half_a_causal_models_attention_and_none_of_an_encoders():
@@ -366,7 +384,7 @@ def test_speeds_of_power_limited_gpus_are_listed_not_averaged(dev_cases, report)
 
 
 def test_a_speed_just_under_the_peak_is_compared(dev_cases):
-    case = copy.deepcopy(next(c for c in dev_cases if c["id"] == "torchtune-readme-llama3-8b-lora-rtxa6000-g1"))
+    case = _checkpointed(next(c for c in dev_cases if c["id"] == "torchtune-readme-llama3-8b-lora-rtxa6000-g1"))
     rate = _matmul_rate(case)
     assert rate > 1.3
     case["measured"]["tokens_per_s_per_gpu"] *= 0.99 / rate

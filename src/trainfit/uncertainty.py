@@ -20,11 +20,15 @@ than MIN_RESIDUALS residuals, or with residuals of fewer than MIN_SOURCES source
 alone, not the spread between sources), falls back to a coarser one: without the method, then without the memory
 kind, then the metric alone (used whenever it has MIN_RESIDUALS). A stack the fit has not seen may behave like any
 stack: its band is made from every stack's residuals when that whole stack was left out (`trainfit calibrate --cv
-framework`, shipped as catalog/data/cv_framework.json; a new stack is a new draw, issue 35), each stack a cluster
-as a source is above; without that file, from every source's left-out residuals of its cell, the seen stacks'
-included, so it spans the seen stacks' biases as well as the unseen ones'. (Until 2026-12-01 it was the
-union of the unseen-only and the seen-only bands, which took the extreme quantiles of the two or three sources of a
-seen stack directly: throughput bands held 90% of left-out values instead of 80%; pooled, 88%.)
+framework`, shipped as catalog/data/cv_framework.json), without that file from every source's left-out residuals of
+its cell, the seen stacks' included. A new stack is a new draw (issue 35, 2026-12-08): its residual is a bias drawn
+from the stacks' biases plus a scatter drawn from within them (`new_group_draw`: a random-effects model, the bias a
+Student's t over k stacks, so a new stack may fall beyond the most extreme one seen, as it does with probability
+2 / (k + 1)), from the finest cell with residuals of MIN_STACKS stacks. The empirical quantiles of four or five stacks
+cannot reach past the extreme ones: on synthetic stacks with their own biases they held 62-78% of a new stack's
+values in an 80% band, the draw 79-81% (tests/test_uncertainty.py). (Until 2026-12-08 an unseen stack's band was
+those empirical quantiles, each stack a cluster as a source is above; until 2026-12-01 the union of the unseen-only
+and the seen-only bands, which held 90% of left-out throughput values instead of 80%.)
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class Bands:
         self.cells: dict[tuple, list[float]] = {}
         self.groups: dict[tuple, list[str]] = {}
         self._residuals: dict[tuple, Residuals | None] = {}  # per (metric, method, kind, known): a search asks often
+        self._drawn: dict[tuple, Residuals | None] = {}  # a stack not seen: per cell, drawn once
         self.rho = {m: between_source_share([r for r in residuals if r["metric"] == m])
                     for m in {r["metric"] for r in residuals}}
         self.rho_unseen = {m: between_source_share([r for r in unseen if r["metric"] == m])
@@ -109,10 +114,16 @@ class Bands:
             for key in dict.fromkeys(seen + pooled):  # each cell once
                 self.cells.setdefault(key, []).append(float(r["log_residual"]))
                 self.groups.setdefault(key, []).append(str(r.get("group", "")))
-        for r in unseen or ():
-            for key in _keys(r["metric"], r["method"], r.get("memory_kind"), None):
-                self.cells.setdefault(key, []).append(float(r["log_residual"]))
-                self.groups.setdefault(key, []).append(str(r.get("group", "")))
+        # a stack not seen is drawn from the groups of the leave-one-stack-out residuals when given, else of all
+        self.draw_cells: dict[tuple, tuple[list[float], list[str]]] = {}
+        for r in unseen if unseen else residuals:
+            for key in dict.fromkeys(_keys(r["metric"], r["method"], r.get("memory_kind"), None)):  # each cell once
+                vals, groups = self.draw_cells.setdefault(key, ([], []))
+                vals.append(float(r["log_residual"]))
+                groups.append(str(r.get("group", "")))
+                if unseen:  # and they are the pooled cells' only residuals
+                    self.cells.setdefault(key, []).append(float(r["log_residual"]))
+                    self.groups.setdefault(key, []).append(str(r.get("group", "")))
 
     def residuals(self, metric: str, method: str, memory_kind: str | None, known: bool) -> Residuals | None:
         """The residuals a prediction's band is made from: a seen stack's from the seen stacks' cells, an unseen
@@ -125,6 +136,15 @@ class Bands:
 
     def _find(self, metric: str, method: str, kind: str | None, known: bool) -> Residuals | None:
         keys = _keys(metric, method, kind, True if known else None)
+        if not known:  # a stack not seen is a new draw of a stack's bias (issue 35): from the finest cell that can
+            for key in keys:  # say how stacks differ
+                vals, groups = self.draw_cells.get(key, ([], []))
+                if len(vals) < MIN_RESIDUALS:
+                    continue
+                if key not in self._drawn:  # asked cells falling back to one coarser cell share its draw
+                    self._drawn[key] = new_group_draw(vals, groups, _cell_name(key))
+                if self._drawn[key] is not None:
+                    return self._drawn[key]
         for key in keys:
             vals, groups = self.cells.get(key, []), self.groups.get(key, [])
             per = {g: groups.count(g) for g in set(groups)}
@@ -132,8 +152,7 @@ class Bands:
                 continue
             rho = (self.rho if key[3] else self.rho_unseen).get(metric, 1.0)
             pairs = sorted((v, 1.0 / (1.0 + (per[g] - 1) * rho)) for v, g in zip(vals, groups))
-            return Residuals(tuple(v for v, _ in pairs), "/".join("*" if k is None else str(k) for k in key),
-                             tuple(w for _, w in pairs))
+            return Residuals(tuple(v for v, _ in pairs), _cell_name(key), tuple(w for _, w in pairs))
         return None
 
     def interval(self, metric: str, method: str, memory_kind: str | None, known: bool,
@@ -169,6 +188,98 @@ def between_source_share(residuals: list[dict[str, Any]]) -> float:
         return 1.0
     within = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in by.values()) / len(values)
     return min(1.0, max(0.0, 1.0 - within / total))
+
+
+def _cell_name(key: tuple) -> str:
+    return "/".join("*" if k is None else str(k) for k in key)
+
+
+# ---- a stack not seen: a new draw of a stack's bias (issue 35) ---------------------------------------------------
+MIN_STACKS = 3  # the fewest groups whose biases say how a new one may differ (two give a t of one degree of freedom)
+DRAW_POINTS = 400  # the drawn distribution is kept as this many equally weighted quantiles
+_GRID_STEP = 0.002  # log units (0.2%): the finest grid the mixture's distribution is summed on; a wider bias takes
+_GRID_PER_SCALE = 25  # a step of its scale / 25 (the quantiles move by less than half a step)
+
+
+def student_t_cdf(t: float, nu: int) -> float:
+    """P(T <= t) for Student's t with an integer nu >= 1 degrees of freedom, in closed form (Abramowitz and Stegun
+    26.7.3 and 26.7.4: with theta = atan(t / sqrt(nu)), P(|T| <= t) is a finite series in sin and cos theta)."""
+    theta = math.atan(t / math.sqrt(nu))
+    s, c2 = math.sin(theta), math.cos(theta) ** 2
+    if nu % 2:
+        total, term = 0.0, math.cos(theta)
+        for k in range(1, (nu - 1) // 2 + 1):
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        inside = 2 / math.pi * (theta + s * total)
+    else:
+        total, term = 1.0, 1.0
+        for k in range(1, (nu - 2) // 2 + 1):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = s * total
+    return 0.5 + 0.5 * inside  # theta, sin theta and so the series are odd in t
+
+
+def new_group_draw(values: list[float], groups: list[str], cell: str) -> Residuals | None:
+    """The residual of a group (a stack) not seen, as a random-effects model predicts it: a bias drawn from the
+    groups' biases plus a residual drawn from within the groups. With k groups of means m_g, the bias is
+    mean(m_g) + scale x T(k - 1), scale^2 = tau^2 (1 + 1/k) (Student's t: tau estimated from k groups; 1/k: the mean
+    estimated too), tau^2 the variance of the group means less what the within-group scatter puts in them (floored
+    at 0); the within part is every group's residuals less its mean, each group weighing the same. The empirical
+    quantiles of k groups cannot reach beyond the extreme ones, where a new group falls with probability 2 / (k + 1).
+    None with fewer than MIN_STACKS groups. Returned as DRAW_POINTS equally weighted quantiles."""
+    by: dict[str, list[float]] = {}
+    for v, g in zip(values, groups):
+        by.setdefault(g, []).append(float(v))
+    k = len(by)
+    if k < MIN_STACKS:
+        return None
+    means = {g: sum(v) / len(v) for g, v in by.items()}
+    centre = sum(means.values()) / k
+    dof = sum(len(v) - 1 for v in by.values())
+    within_var = sum((x - means[g]) ** 2 for g, v in by.items() for x in v) / dof if dof else 0.0
+    tau2 = max(0.0, sum((m - centre) ** 2 for m in means.values()) / (k - 1)
+               - within_var * sum(1 / len(v) for v in by.values()) / k)
+    scale = math.sqrt(tau2 * (1 + 1 / k))
+    step = max(_GRID_STEP, scale / _GRID_PER_SCALE)
+    bins: dict[int, float] = {}  # the within-group residuals on the grid, each group weighing 1
+    for g, v in by.items():
+        if len(v) > 1:
+            for x in v:
+                i = round((x - means[g]) / step)
+                bins[i] = bins.get(i, 0.0) + 1 / len(v)
+    bins = bins or {0: 1.0}
+    total = sum(bins.values())
+    if scale <= 0:
+        pairs = sorted((centre + i * step, w / total) for i, w in bins.items())
+        return Residuals(tuple(v for v, _ in pairs), cell + "/drawn", tuple(w for _, w in pairs))
+    reach = scale * _t_quantile(1 - 0.5 / DRAW_POINTS / 4, k - 1)  # the grid's tails beyond the last quantile
+    lo_i, hi_i = min(bins) - math.ceil(reach / step), max(bins) + math.ceil(reach / step)
+    # T at every grid distance once; the distribution at grid point i is the weighted sum over the bins
+    span = hi_i - lo_i
+    t_at = [student_t_cdf(d * step / scale, k - 1) for d in range(-span, span + 1)]
+    items = [(i, w / total) for i, w in bins.items()]
+    grid = [sum(w * t_at[x - i + span] for i, w in items) for x in range(lo_i, hi_i + 1)]
+    out, j = [], 0
+    for n in range(DRAW_POINTS):
+        p = (n + 0.5) / DRAW_POINTS
+        while j < len(grid) - 2 and grid[j + 1] < p:
+            j += 1
+        f0, f1 = grid[j], grid[j + 1]
+        frac = 0.0 if f1 <= f0 else min(1.0, max(0.0, (p - f0) / (f1 - f0)))
+        out.append(centre + (lo_i + j + frac) * step)
+    return Residuals(tuple(out), cell + "/drawn")
+
+
+def _t_quantile(p: float, nu: int) -> float:
+    lo, hi = 0.0, 1.0
+    while student_t_cdf(hi, nu) < p:
+        lo, hi = hi, hi * 2
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if student_t_cdf(mid, nu) < p else (lo, mid)
+    return hi
 
 
 def _keys(metric: str, method: str, kind: str | None, known: bool | None) -> tuple[tuple, ...]:
@@ -253,21 +364,27 @@ def estimate_uncertainty(est, framework: str | None = None, bands: Bands | None 
         framework = getattr(est.table, "framework", None)  # the stack the estimate was made for (--framework)
     known = framework_known(framework)
     method, mem = est.training.method.value, est.memory
-    resident = dict(mem.overheads).get("optimizer/paged_states_resident", 0.0)
-    need = mem.device - resident
     mem_f = bands.interval("memory", method, VERDICT_KIND, known, level)
     tps_f = bands.interval("throughput", method, None, known, level)
     out: dict[str, Any] = {"level": level, "framework": framework, "framework_known": known,
                            "band": band_name(framework, known),
-                           "basis": "leave-one-source-out residuals (trainfit calibrate --cv source)"}
+                           "basis": "leave-one-source-out residuals (trainfit calibrate --cv source)" if known else
+                           "a new stack's draw from leave-one-stack-out residuals (trainfit calibrate --cv framework)"}
     out["memory_gib"] = ({"low": round(mem.device * mem_f[0] / GiB, 2), "high": round(mem.device * mem_f[1] / GiB, 2)}
                          if mem_f else None)
     # throughput residuals are log(measured / predicted) of tokens/s (or of 1 / step time): the same factors
     out["tokens_per_s"] = ({"low": round(est.tokens_per_s * tps_f[0], 1), "high": round(est.tokens_per_s * tps_f[1], 1)}
                            if tps_f else None)
-    p = bands.fit_probability(need, mem.usable, method, VERDICT_KIND, known)
+    p = _fit_probability(est, bands, known)
     out["fit_probability"] = None if p is None else round(p, 3)
     return out
+
+
+def _fit_probability(est, bands: Bands, known: bool) -> float | None:
+    """The probability the estimate's measured peak stays within its usable memory (unrounded)."""
+    mem = est.memory
+    need = mem.device - dict(mem.overheads).get("optimizer/paged_states_resident", 0.0)
+    return bands.fit_probability(need, mem.usable, est.training.method.value, VERDICT_KIND, known)
 
 
 # ---- one out-of-memory policy for estimate, compare, plan, generate and the web page ----------------------------
@@ -277,8 +394,11 @@ DEFAULT_MAX_OOM_RISK = 0.05  # the accepted probability that a configuration run
 def oom_risk(est) -> float | None:
     """The probability this configuration runs out of memory (1 - fit probability from the cross-validated bands;
     None without bands). The same number plan's search uses for each option."""
-    p = (estimate_uncertainty(est) or {}).get("fit_probability")
-    return None if p is None else 1.0 - p
+    bands = shipped_bands()
+    if bands is None:
+        return None
+    p = _fit_probability(est, bands, framework_known(getattr(est.table, "framework", None)))
+    return None if p is None else 1.0 - p  # unrounded: a limit compares with the probability, not its display
 
 
 def within_policy(est, max_risk: float = DEFAULT_MAX_OOM_RISK) -> bool:
