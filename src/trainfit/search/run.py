@@ -658,7 +658,7 @@ def _search_model_parallel(res: SearchResult, est: _Estimator, offer: Offer, clu
     if scan is None:
         scan = est.scans[key] = _scan_model_parallel(est, w, method, ckpt, s, cluster.gpu, per_dp, mbs,
                                                      res.max_oom_risk, efficiencies)
-    best = best_risk = None
+    fitting = []
     for t, outcome, risk in scan:
         if isinstance(outcome, SpecError):
             res.rejected[Rejection.of(Reason.INCOMPATIBLE, rule=str(outcome))] += 1
@@ -666,9 +666,21 @@ def _search_model_parallel(res: SearchResult, est: _Estimator, offer: Offer, clu
         if outcome is _TOO_BIG:
             res.rejected[_NO_FIT if risk is None else _OOM_RISK] += 1
             break
-        best, best_risk = t, risk
-    if best is not None:
+        fitting.append((t, risk))
+    if fitting:
+        best, best_risk = _fastest_of_pipeline(est, fitting, s, cluster)
         _keep(res, est, offer, best, s, cluster, w, efficiencies, best_risk)
+
+
+def _fastest_of_pipeline(est: _Estimator, fitting: list[tuple], s: Strategy, cluster: Cluster) -> tuple:
+    """(training, risk) of the micro-batch a layout keeps: the largest that fits, except under pipeline parallelism,
+    whose bubble (pp - 1 stages idle while the first micro-batches fill it) shrinks as the micro-batches get more and
+    smaller, so a smaller one can be faster: there every fitting micro-batch is timed and the fastest kept."""
+    if s.pp == 1 or len(fitting) == 1:
+        return fitting[-1]
+    timed = [(e.tokens_per_s, i) for i, (t, _) in enumerate(fitting)
+             if not isinstance(e := est(t, s, cluster), SpecError)]
+    return fitting[max(timed)[1]] if timed else fitting[-1]
 
 
 def _scan_model_parallel(est: _Estimator, w: Workload, method: Method, ckpt: GradCkpt, s: Strategy, gpu, per_dp: int,
