@@ -471,3 +471,31 @@ def test_moe_kernel_launches_are_megatrons_only():
     assert mp._with_moe_launches(titan.model, titan.training, titan.strategy, eff, 1e-6, 1e-6) == (1e-6, 1e-6)
     mega = trainfit.estimate("qwen3-30b-a3b", "h100-sxm", gpus=8, nodes=1, ep=8, zero=1, **kw)
     assert mp._with_moe_launches(mega.model, mega.training, mega.strategy, eff, 1e-6, 1e-6)[0] > 1e-6
+
+
+def test_megatron_layouts_take_megatron_cores_loss(monkeypatch):
+    """Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py, core_v0.16.1) keeps 6 bytes
+    per logit of a rank's vocabulary share (16-bit logits and the fp32 softmax in forward; the fp32 gradient and its
+    16-bit copy in backward) where transformers' upcast loss keeps 12: NeMo 24.07's Nemotron-8B run (TP 2,
+    micro-batch 4 x 4,096 tokens, a 256,000-entry vocabulary) ran on 80 GB H100s; with transformers' loss it was
+    predicted at 88 GiB, out of memory."""
+    from trainfit.catalog.efficiency import Efficiencies
+    from trainfit.estimate import layout as lay
+    from trainfit.estimate import model_parallel as mp
+    from trainfit.validate import load_cases, predict_case
+
+    case = next(c for c in load_cases([os.path.join(ROOT, "data/validation/parallel_dev.jsonl")])
+                if c["id"] == "nemo-2407-h100-fp8-nemotron-8b-g64")
+    est = predict_case(case, Efficiencies.default())
+    tokens, shard = 4 * 4096, 256000 // 2
+    assert est.memory.parts["logits"] == pytest.approx(6 * shard * tokens, rel=0.02)
+    assert est.memory.device <= est.memory.usable  # it ran
+    # a layout Megatron runs takes this loss whatever stack is named (here none: plan's Megatron-LM layouts)
+    e = trainfit.estimate("llama-3-8b", "h100-sxm", method="full", seq_len=4096, micro_batch=2, gpus=8, tp=2, zero=1,
+                          grad_accum=4)
+    assert e.memory.parts["logits"] == pytest.approx(6 * (128256 // 2) * 2 * 4096, rel=0.03)
+    # with transformers' loss the same case does not fit
+    monkeypatch.setattr(lay, "stage_training", lambda t, s=None: t.per_micro_batch.with_(loss_impl="hf"))
+    monkeypatch.setattr(mp, "stage_training", lambda t, s=None: t.per_micro_batch.with_(loss_impl="hf"))
+    case_hf = dict(case, training=dict(case["training"], framework="hf-trainer"))
+    assert predict_case(case_hf, Efficiencies.default()).memory.device > est.memory.usable

@@ -68,11 +68,14 @@ def modules_of(t: TrainingSpec) -> frozenset:
     return recompute_modules(t.selective_ac) - {"core_attn"}
 
 
-def stage_training(t: TrainingSpec) -> TrainingSpec:
+def stage_training(t: TrainingSpec, s: Strategy | None = None) -> TrainingSpec:
     """One micro-batch of the job as the stage's data-parallel estimate takes it: a policy of Megatron's recompute
     modules becomes the attention core's selective checkpointing when it names core_attn, else none (the modules'
-    recomputation is parallel3d's and model_parallel's, not the data-parallel estimator's)."""
+    recomputation is parallel3d's and model_parallel's, not the data-parallel estimator's). A layout Megatron runs
+    takes Megatron-Core's loss where the stack named none of its own (memory_loss.megatron_loss_items)."""
     t1 = t.per_micro_batch
+    if s is not None and s.engine == "megatron" and t1.loss_impl == "hf":
+        t1 = t1.with_(loss_impl="megatron")
     if not modules_of(t):
         return t1
     if "core_attn" in recompute_modules(t.selective_ac):
@@ -121,7 +124,7 @@ def _memory(m: ModelSpec, t: TrainingSpec, s: Strategy, gpu: GpuSpec, efficienci
 
     layout = layout_of(s)
     eff = efficiencies.shared_view(gpu)
-    sm, t1 = stage_model(m, s), stage_training(t)
+    sm, t1 = stage_model(m, s), stage_training(t, s)
     stage = data_parallel_memory(sm, t1, Strategy(gpus_per_node=1, nodes=1), gpu,
                                  split_params(sm, t1, int(eff("freeze_trainable_layers"))), efficiencies)
     tt = t.for_memory

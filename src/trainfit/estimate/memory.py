@@ -44,7 +44,8 @@ from .memory_backward import (_embedding_end, _grads_in_bottom_block, _head_step
                               _in_block_items, _in_top_block_items, _top_block_items, merged_expert_grad)
 from .memory_liger import liger_items
 from .memory_loss import (dpo_logits_items, dpo_reference_eager_items, final_softcap_bytes, litgpt_logits_items,
-                          fused_xentropy_items, logits_bytes, logits_dtype_items, torchtune_logits_items)
+                          fused_xentropy_items, logits_bytes, logits_dtype_items, megatron_loss_items,
+                          torchtune_logits_items)
 from .memory_result import MemoryResult, Phase, _add, _finish, _phase, regime_for
 from .memory_states import (_deepspeed_states, _fsdp_states, _largest_trainable_tensor, _optimizer_state_bytes,
                             _trainable_bytes, in_backward_step_transient, optimizer_step_transient)
@@ -466,8 +467,8 @@ def step_terms(c: Step) -> Terms:
     elif t.liger_kernel and c.causal and t.task != Task.DPO:
         liger_loss(c, terms, head_grad > 0)
     elif t.loss_impl != "hf" and c.causal and t.task != Task.DPO:  # torchtune's output and loss; a 16-bit loss
-        items = {"logits_dtype": logits_dtype_items, "fused_xentropy": fused_xentropy_items}.get(
-            t.loss_impl, torchtune_logits_items)
+        items = {"logits_dtype": logits_dtype_items, "fused_xentropy": fused_xentropy_items,
+                 "megatron": megatron_loss_items}.get(t.loss_impl, torchtune_logits_items)
         forward, start, head = ({k: v * c.loss_factor for k, v in x.items()} for x in items(m, t, r))
         terms["forward_end"] = {**terms["forward_end"], "logits/forward_buffers": 0.0, **forward}
         terms["loss_start"] = {**terms["loss_start"], "logits/loss_buffers": 0.0, **start}

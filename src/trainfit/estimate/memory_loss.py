@@ -100,6 +100,25 @@ def fused_xentropy_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict
     return forward, start, {"logits/grad": a * v * tokens}
 
 
+def megatron_loss_items(m: ModelSpec, t: TrainingSpec, r: Regime) -> tuple[dict[str, float], dict[str, float],
+                                                                            dict[str, float]]:
+    """Megatron-Core's vocab-parallel cross-entropy on its GPT model's 16-bit logits (TrainingSpec.loss_impl
+    "megatron": Megatron-LM, NeMo and Megatron-Bridge, fused or not), in bytes: (the forward's end, the backward's
+    start, the head's backward). Read from Megatron-LM core_v0.16.1: GPTModel.forward keeps the output layer's
+    logits until the loss returns; tensor_parallel/cross_entropy.py VocabParallelCrossEntropy.calculate_logits_max
+    takes them to fp32 (`.float()`), subtracts the max, exponentiates and normalises in place, and saves that one
+    fp32 tensor (the softmax) for backward; backward turns it into the gradient in place, and the fp32-to-16-bit
+    copy's backward (or the fused version's `grad_input.to(torch.bfloat16)`, fusions/fused_cross_entropy.py) makes
+    the 16-bit gradient the output layer takes. So 6 bytes per vocabulary entry and token at the forward's end
+    (16-bit logits and the fp32 softmax) and at the backward's start (the fp32 gradient and its 16-bit copy), where
+    transformers' upcast loss keeps 12. `m.vocab` is a tensor-parallel rank's share (the output layer is
+    column-parallel: each rank holds vocab / tp of the logits)."""
+    a, v, tokens = float(r.act), float(m.vocab), t.tokens_per_micro_batch
+    forward = {"logits/logits": a * v * tokens, "logits/fp32_softmax": 4.0 * v * tokens}
+    start = {"logits/fp32_softmax": 4.0 * v * tokens, "logits/grad": a * v * tokens}
+    return forward, start, {"logits/grad": a * v * tokens}
+
+
 def final_softcap_bytes(m: ModelSpec, t: TrainingSpec, r: Regime) -> float:
     """Final-logit soft-capping (Gemma-2's final_logit_softcapping: logits / cap, tanh, * cap in Gemma2ForCausalLM.
     forward): tanh saves its output, one more vocabulary-sized tensor per token in the logits' dtype, alive from the

@@ -83,7 +83,7 @@ def _stage_estimate(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster
     from .estimator import check_compatibility, data_parallel_estimate
 
     one = Strategy(gpus_per_node=1, nodes=1)
-    sm, t1, c1 = stage_model(m, s, layout), stage_training(t), cluster_for(cluster.gpu, 1, 1)
+    sm, t1, c1 = stage_model(m, s, layout), stage_training(t, s), cluster_for(cluster.gpu, 1, 1)
     if layers is not None:  # the same stage with another block count (_extra_heads_s)
         sm = _stage_of(m, layers, sm.expert_shards)
     return data_parallel_estimate(sm, t1, one, c1, eff, check_compatibility(sm, t1, one, c1))
@@ -157,7 +157,7 @@ def _moe_share(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Cluster, eff
     from .perf import block_times
     from .trainable import split_params
 
-    sm, t1 = stage_model(m, s, layout), stage_training(t)
+    sm, t1 = stage_model(m, s, layout), stage_training(t, s)
     one = Strategy(gpus_per_node=1, nodes=1)
     times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
                         cluster_for(cluster.gpu, 1, 1), eff, one)
@@ -187,7 +187,7 @@ def module_recompute_s(m: ModelSpec, t: TrainingSpec, s: Strategy, cluster: Clus
     from .perf import block_times
     from .trainable import split_params
 
-    sm, t1 = stage_model(m, s, layout), stage_training(t)
+    sm, t1 = stage_model(m, s, layout), stage_training(t, s)
     one = Strategy(gpus_per_node=1, nodes=1)
     times = block_times(sm, t1, split_params(sm, t1, int(eff("freeze_trainable_layers"))),
                         cluster_for(cluster.gpu, 1, 1), eff, one)

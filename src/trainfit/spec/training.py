@@ -65,7 +65,7 @@ class _Spec:
         return replace(self, **changes)
 
 
-LOSS_IMPLS = ("hf", "torchtune_chunked", "torchtune_fp32", "logits_dtype", "fused_xentropy")
+LOSS_IMPLS = ("hf", "torchtune_chunked", "torchtune_fp32", "logits_dtype", "fused_xentropy", "megatron")
 
 
 class _TrainingSpec(_Spec):
