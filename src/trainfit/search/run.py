@@ -343,6 +343,7 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
     pin_gpus, pin_nodes, pin_ckpt = pins.get("gpus_per_node"), pins.get("nodes"), pins.get("grad_ckpt")
     max_nodes = max(w.request.max_nodes, pin_nodes or 1)
     ckpts = [pin_ckpt] if pin_ckpt is not None else checkpointing(w.request.attention)
+    pinned_mp = _pinned_model_parallel(pins)
     for offer in offer_list:
         if pin_gpus is not None and offer.gpu_count < pin_gpus:
             res.candidates += 1
@@ -357,7 +358,7 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
                 continue
             parallel = model_parallel_strategies(est.params, model.layers, gpus, nodes, offer.gpu_count, method,
                                                  w.seq_len, pins, experts=model.num_experts)
-            if not _pinned_model_parallel(pins) and _data_parallel_batch(res, gpus * nodes, w):
+            if not pinned_mp and _data_parallel_batch(res, gpus * nodes, w):
                 cluster = est.cluster(offer, gpus, nodes)
                 code = w.training(method, ckpt, 1, 1).model_code
                 for s in pinned_strategies(gpus, nodes, pins):
@@ -373,7 +374,7 @@ def search(model: ModelSpec, w: Workload, efficiencies: Efficiencies, offer_list
                     if kept is not None:
                         key = (gpus, nodes, method, engine_of(s))
                         kept_by[key] = max(kept, kept_by.get(key, 0))
-            if _pinned_model_parallel(pins) and not parallel and method == Method.FULL and gpus == offer.gpu_count:
+            if pinned_mp and not parallel and method == Method.FULL and gpus == offer.gpu_count:
                 res.candidates += 1  # the pinned tp x pp x cp does not divide these GPUs
                 res.rejected[Rejection.of(Reason.LAYOUT, rule="gpu_count")] += 1
             for s in parallel:
